@@ -1,0 +1,17 @@
+# The two commands of the README. Each one sets everything up first (scripts/bootstrap.sh).
+.PHONY: serve test lint bench
+
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+serve:
+	scripts/bootstrap.sh
+	.venv/bin/python manage.py runserver $(HOST):$(PORT)
+
+test:
+	scripts/bootstrap.sh
+	scripts/test.sh
+
+lint:
+	.venv/bin/ruff check .
+	.venv/bin/mypy inference evaluations openjev_site

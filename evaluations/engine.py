@@ -1,0 +1,125 @@
+"""The process's one Engine: built from settings once, in a worker thread, shared by all requests.
+
+Building can take seconds (loading a model, validating 255 labels against its tokenizer), so it
+never runs on the event loop: requests wait for it, while `/health` answers 503 until it is ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from inference.backends.base import Backend
+from inference.errors import BackendUnavailable, StartupError
+from inference.labels import labels_build
+from inference.prompts import Budget
+from inference.runner import AdmissionGate, Engine, Scoring
+from openjev_site.config import OpenJevConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Slot:
+    engine: Engine | None = None
+    error: BaseException | None = None
+    started: float | None = None
+    startup_seconds: float | None = None
+    thread: threading.Thread | None = None
+
+
+_slot = _Slot()
+_lock = threading.Lock()
+
+
+def backend_create(*, config: OpenJevConfig) -> Backend:
+    """The configured backend; imports stay local so the web app never loads what it does not use."""
+    if config.backend == "sglang":
+        from inference.backends.sglang import SGLangBackend
+        from inference.tokenizer import hf_tokenizer_resolve
+
+        tokenizer = hf_tokenizer_resolve(source=config.tokenizer or config.model, revision=config.revision,
+                                         offline=config.tokenizer is not None)
+        return SGLangBackend(url=config.backend_url or "", model=config.served_model_name, tokenizer=tokenizer,
+                             api_key=config.backend_api_key, branch_mode=config.branch_mode,  # type: ignore[arg-type]
+                             max_in_flight=config.max_concurrent_branches, timeout=config.request_timeout)
+    from inference.backends.local import local_backend_create
+
+    return local_backend_create(source=config.local_model, cache_dir=config.model_cache,
+                                n_ctx=config.local_context, threads=None)
+
+
+def engine_build(*, config: OpenJevConfig, backend: Backend | None = None) -> Engine:
+    backend = backend or backend_create(config=config)
+    return Engine(
+        backend=backend,
+        labels=labels_build(tokenizer=backend.tokenizer(), count=config.max_answers),
+        budget=Budget(max_input_tokens=config.max_input_tokens, max_total_input_tokens=config.max_total_input_tokens),
+        scoring=Scoring(temperature=config.temperature, confidence=config.confidence),  # type: ignore[arg-type]
+        gate=AdmissionGate(config.max_concurrent_requests),
+        timeout=config.request_timeout,
+    )
+
+
+def _load() -> None:
+    try:
+        engine = engine_build(config=settings.OPENJEV)
+    except BaseException as exc:  # recorded and reported by every request, never lost in a thread
+        log.exception("engine startup failed")
+        _slot.error = exc
+        return
+    _slot.startup_seconds = time.perf_counter() - (_slot.started or time.perf_counter())
+    _slot.engine = engine
+    log.info("engine ready: %s backend, model %s, %.2f s", engine.backend.kind, engine.backend.model,
+             _slot.startup_seconds)
+
+
+def engine_start() -> None:
+    """Start building in the background (idempotent)."""
+    with _lock:
+        if _slot.thread is None and _slot.engine is None:
+            _slot.started = time.perf_counter()
+            _slot.thread = threading.Thread(target=_load, name="openjev-engine", daemon=True)
+            _slot.thread.start()
+
+
+def engine_current() -> Engine | None:
+    """The engine if it is ready, without waiting (health checks)."""
+    if _slot.engine is None:
+        engine_start()
+    return _slot.engine
+
+
+def engine_status() -> tuple[Engine | None, float | None, BaseException | None]:
+    return engine_current(), _slot.startup_seconds, _slot.error
+
+
+async def engine_get() -> Engine:
+    """The engine, waiting for it to finish building; a failed startup is a 503 for every request."""
+    engine = engine_current()
+    if engine is not None:
+        return engine
+    thread = _slot.thread
+    if thread is not None:
+        await asyncio.to_thread(thread.join, settings.OPENJEV.request_timeout)
+    if _slot.engine is not None:
+        return _slot.engine
+    if _slot.error is not None:
+        raise BackendUnavailable(f"the engine failed to start: {_slot.error}")
+    raise BackendUnavailable("the engine is still starting")
+
+
+def engine_install(engine: Engine | None, *, startup_seconds: float = 0.0) -> None:
+    """Use an engine built elsewhere (tests, `serve --connect`); None resets the process to unbuilt."""
+    with _lock:
+        _slot.engine, _slot.error, _slot.thread = engine, None, None
+        _slot.startup_seconds = startup_seconds if engine else None
+
+
+def startup_error_message(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, StartupError) else f"{type(exc).__name__}: {exc}"

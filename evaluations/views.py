@@ -1,0 +1,106 @@
+"""Thin async API views: authenticate, validate, call one service function, shape the response."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adrf.views import APIView
+from django.conf import settings
+from django.http import HttpResponse
+from rest_framework.request import Request
+
+from evaluations.auth import request_authenticate
+from evaluations.engine import engine_status, startup_error_message
+from evaluations.errors import ApiError, api_exception_handler, json_response
+from evaluations.parsing import Limits, body_parse, request_parse
+from evaluations.services import Served, models_accepted, request_id_new, systemone_evaluate
+
+
+class ApiView(APIView):
+    """Our views speak JSON only and map every failure through `evaluations.errors`."""
+
+    authentication_classes: list[Any] = []
+    permission_classes: list[Any] = []
+
+    def handle_exception(self, exc: Exception) -> HttpResponse:
+        return api_exception_handler(exc, {})
+
+
+def _served_headers(served: Served) -> dict[str, str]:
+    outcome = served.outcome
+    t = outcome.timings
+    headers = {
+        "x-typesafe-request-id": served.request_id,
+        "x-openjev-model": served.model,
+        "x-openjev-prefix-tokens": str(outcome.prefix_tokens),
+        "Server-Timing": f"prepare;dur={t.prepare_ms:.2f}, prefill;dur={t.prefill_ms:.2f}, "
+                         f"branches;dur={t.branches_ms:.2f}",
+    }
+    if outcome.cached_tokens is not None:
+        headers["x-openjev-cached-tokens"] = str(outcome.cached_tokens)
+    return headers
+
+
+class SystemOneView(ApiView):
+    async def post(self, request: Request) -> HttpResponse:
+        config = settings.OPENJEV
+        api_key = await request_authenticate(authorization=request.headers.get("Authorization"))
+        try:
+            data = body_parse(request._request.body)
+        except ValueError as exc:
+            raise ApiError(400, "invalid_request", str(exc)) from None
+        parsed = request_parse(data=data, limits=Limits(config.max_questions, config.max_answers),
+                               models=models_accepted())
+        served = await systemone_evaluate(request=parsed, request_id=request_id_new(), api_key=api_key)
+        body = {
+            "model": parsed.model,
+            "answers": {a.question_id: a.body for a in served.outcome.answers},
+            "usage": {"input_tokens": served.outcome.usage.input_tokens,
+                      "output_tokens": served.outcome.usage.output_tokens},
+        }
+        return json_response(body, headers=_served_headers(served))
+
+
+class ModelsView(ApiView):
+    async def get(self, request: Request) -> HttpResponse:
+        config = settings.OPENJEV
+        names = [config.model_alias, config.model]
+        described = {config.model_alias: f"Alias of {config.model}", config.model: "Served model"}
+        return json_response({
+            "models": [{"name": n, "description": described[n], "release_date": None} for n in names],
+            "object": "list",
+            "data": [{"id": n, "object": "model", "owned_by": "openjev"} for n in names],
+        })
+
+
+class LimitsView(ApiView):
+    async def get(self, request: Request) -> HttpResponse:
+        c = settings.OPENJEV
+        return json_response({
+            "max_questions": c.max_questions,
+            "max_answers_per_question": c.max_answers,
+            "max_body_bytes": c.max_body_bytes,
+            "max_input_tokens": c.max_input_tokens,
+            "max_total_input_tokens": c.max_total_input_tokens,
+            "max_concurrent_requests": c.max_concurrent_requests,
+            "max_concurrent_branches": c.max_concurrent_branches,
+            "request_timeout_seconds": c.request_timeout,
+        })
+
+
+class HealthView(ApiView):
+    async def get(self, request: Request) -> HttpResponse:
+        engine, startup_seconds, error = engine_status()
+        backend = settings.OPENJEV.backend
+        if engine is not None and await engine.backend.health():
+            return json_response({"status": "ok", "backend": engine.backend.kind, "model": engine.backend.model,
+                                  "startup_seconds": startup_seconds})
+        body = {"status": "unavailable", "backend": backend, "startup_seconds": startup_seconds,
+                "message": startup_error_message(error) if error else
+                ("the backend does not answer its health check" if engine else "starting")}
+        return json_response(body, status=503, headers={"Retry-After": "5"})
+
+
+class LiveView(ApiView):
+    async def get(self, request: Request) -> HttpResponse:
+        return json_response({"status": "ok"})

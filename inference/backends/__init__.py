@@ -1,0 +1,1 @@
+"""One module per backend, all behind the `Backend` protocol in `base`."""

@@ -1,0 +1,62 @@
+"""The backend protocol: the only thing the runner knows about an engine.
+
+A backend prefills the shared prefix once (`warm`), then scores branches that continue it, reading
+the log-probs of each branch's label tokens at the first output position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from inference.tokenizer import Tokenizer
+
+
+@dataclass(frozen=True)
+class BranchCall:
+    """One generation of one output token: `ids` is the full prompt (prefix + suffix)."""
+
+    rid: str
+    ids: Sequence[int]
+    label_ids: Sequence[int]
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What a backend reports for one generation.
+
+    `label_logprobs` follows the order of the call's `label_ids` (empty for the warm-up).
+    `cached_tokens` is None when the backend does not say: it must never be guessed.
+    """
+
+    prompt_tokens: int
+    cached_tokens: int | None
+    label_logprobs: tuple[float, ...] = ()
+
+
+class Backend(Protocol):
+    kind: str
+    """'sglang' or 'local'; stored with each evaluation."""
+    model: str
+    """The served model id, as the backend names it."""
+
+    async def warm(self, *, rid: str, prefix_ids: Sequence[int]) -> Generation:
+        """Prefill exactly the prefix with one output token, so later branches hit the cache."""
+        ...
+
+    async def score(self, *, calls: Sequence[BranchCall]) -> list[Generation]:
+        """Score every branch; results in call order."""
+        ...
+
+    async def abort(self, *, rids: Sequence[str]) -> None:
+        """Ask the backend to drop these requests; never raises."""
+        ...
+
+    async def health(self) -> bool:
+        """True when the backend answers its health check."""
+        ...
+
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer of the served model."""
+        ...

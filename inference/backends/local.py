@@ -1,0 +1,246 @@
+"""The embedded engine: llama.cpp on the CPU, with real KV prefix reuse across an evaluation.
+
+One llama context holds one sequence of tokens in its KV cache. Every generation keeps the longest
+common prefix of what is cached and what it needs, drops the rest and evaluates only the new
+tokens, so the warm-up's prefix is computed once and each branch pays for its own suffix only.
+The context is not thread-safe, so all model work runs on one dedicated worker thread; the event
+loop only awaits it. Cancellation is cooperative: a cancelled or aborted call skips its remaining
+branches (a branch already inside llama.cpp finishes first, which takes a fraction of a second).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+import llama_cpp
+import numpy as np
+
+from inference.backends.base import BranchCall, Generation
+from inference.chat_template import ChatTemplate
+from inference.errors import BackendFailed, BackendUnavailable, StartupError
+from inference.gguf import gguf_model_name, gguf_resolve
+
+T = TypeVar("T")
+
+DEFAULT_N_CTX = 8192
+DEFAULT_N_BATCH = 512
+
+
+class _Aborted(Exception):
+    """Raised on the worker thread when a call's flag is set; becomes BackendFailed on the loop."""
+
+
+class LlamaTokenizer:
+    """The `Tokenizer` protocol over the GGUF's own vocabulary and chat template.
+
+    Encoding and decoding only read the vocabulary (never the context), so they are safe to call
+    from the event loop while the worker thread evaluates.
+    """
+
+    def __init__(self, llm: llama_cpp.Llama) -> None:
+        self._llm = llm
+        self._vocab = llm._model.vocab
+        source = llm.metadata.get("tokenizer.chat_template")
+        if not source:
+            raise StartupError("the GGUF file has no chat template (tokenizer.chat_template)")
+        specials = {name: self.decode([token]) for name, token in (("bos_token", llm.token_bos()),
+                                                                   ("eos_token", llm.token_eos())) if token >= 0}
+        self._template = ChatTemplate(source, special_tokens=specials)
+
+    def encode(self, text: str) -> list[int]:
+        if not text:
+            return []
+        return list(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        # Bytes are joined before decoding so a character split across byte tokens survives; a lone
+        # partial byte becomes U+FFFD, which can never equal a label and so never passes as one.
+        return b"".join(self._piece(token) for token in ids).decode("utf-8", errors="replace")
+
+    def render_chat(self, messages: Sequence[dict[str, Any]]) -> str:
+        return self._template.render(messages)
+
+    @lru_cache(maxsize=4096)  # noqa: B019 - one tokenizer per loaded model, kept for its lifetime
+    def _piece(self, token: int) -> bytes:
+        """A token's bytes, special tokens included.
+
+        llama-cpp-python's own detokenize uses a fixed 32-byte buffer and corrupts longer pieces
+        (Qwen has long whitespace and punctuation runs), so the buffer grows on demand here.
+        """
+        size = 64
+        while True:
+            buffer = ctypes.create_string_buffer(size)
+            n = llama_cpp.llama_token_to_piece(self._vocab, llama_cpp.llama_token(token), buffer, size, 0, True)
+            if n >= 0:
+                return buffer.raw[:n]
+            size = -n
+
+
+class LocalBackend:
+    """The `Backend` protocol on an in-process llama.cpp model."""
+
+    kind = "local"
+
+    def __init__(self, *, model_path: Path, model: str | None = None, n_ctx: int = DEFAULT_N_CTX,
+                 threads: int | None = None, n_batch: int = DEFAULT_N_BATCH, prefix_reuse: bool = True,
+                 flash_attn: bool = False) -> None:
+        self.model = model or model_path.stem
+        self.prefix_reuse = prefix_reuse
+        """False recomputes every generation from scratch (benchmarks compare the two)."""
+        started = time.perf_counter()
+        threads = threads or os.cpu_count() or 1
+        try:
+            self._llm = llama_cpp.Llama(model_path=str(model_path), n_ctx=n_ctx, n_batch=n_batch, n_threads=threads,
+                                        n_threads_batch=threads, flash_attn=flash_attn, logits_all=False,
+                                        verbose=False)
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise StartupError(f"llama.cpp cannot load {model_path}: {exc}") from exc
+        self.context_tokens = self._llm.n_ctx()
+        """The longest prompt the engine can read; budgets above it fail each branch."""
+        self._tokenizer = LlamaTokenizer(self._llm)
+        self._n_vocab = self._llm.n_vocab()
+        self._cached: list[int] = []  # the tokens in the KV cache; touched on the worker thread only
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
+        self._flags: dict[str, threading.Event] = {}
+        self._closed = False
+        self.load_seconds = time.perf_counter() - started
+        """Seconds spent loading the model (reported by /health as part of startup)."""
+
+    # -- Backend protocol -------------------------------------------------------------------------
+
+    async def warm(self, *, rid: str, prefix_ids: Sequence[int]) -> Generation:
+        results = await self._submit(rids=[rid], job=lambda flag: [self._generate(prefix_ids, (), flag)])
+        return results[0]
+
+    async def score(self, *, calls: Sequence[BranchCall]) -> list[Generation]:
+        calls = list(calls)
+        return await self._submit(rids=[c.rid for c in calls],
+                                  job=lambda flag: [self._generate(c.ids, c.label_ids, flag) for c in calls])
+
+    async def abort(self, *, rids: Sequence[str]) -> None:
+        for rid in rids:
+            flag = self._flags.get(rid)
+            if flag is not None:
+                flag.set()
+
+    async def health(self) -> bool:
+        return not self._closed
+
+    def tokenizer(self) -> LlamaTokenizer:
+        return self._tokenizer
+
+    def close(self) -> None:
+        """Stop the worker (after its current job) and free the model."""
+        if self._closed:
+            return
+        self._closed = True
+        for flag in list(self._flags.values()):
+            flag.set()
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        self._llm.close()
+
+    # -- event loop side --------------------------------------------------------------------------
+
+    async def _submit(self, *, rids: Sequence[str], job: Callable[[threading.Event], T]) -> T:
+        """Run `job` on the worker; cancelling the awaiting coroutine stops it between branches."""
+        if self._closed:
+            raise BackendUnavailable("the embedded engine is closed")
+        flag = threading.Event()
+        for rid in rids:
+            self._flags[rid] = flag
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, job, flag)
+        except asyncio.CancelledError:
+            flag.set()  # a queued job never starts; a running one skips its remaining branches
+            raise
+        except _Aborted as exc:
+            raise BackendFailed("the evaluation was aborted") from exc
+        except RuntimeError as exc:
+            if self._closed:
+                raise BackendUnavailable("the embedded engine is closed") from exc
+            raise
+        finally:
+            for rid in rids:
+                if self._flags.get(rid) is flag:
+                    del self._flags[rid]
+
+    # -- worker thread side -----------------------------------------------------------------------
+
+    def _generate(self, ids: Sequence[int], label_ids: Sequence[int], flag: threading.Event) -> Generation:
+        """Evaluate `ids` reusing the cached prefix, then read the label log-probs at the last position."""
+        if flag.is_set():
+            raise _Aborted
+        ids = list(ids)
+        self._check(ids, label_ids)
+        common = self._common_prefix(ids) if self.prefix_reuse else 0
+        try:
+            common = self._rollback(common)
+            self._llm.eval(ids[common:])
+        except Exception as exc:
+            self._cached = []  # the KV cache may be half-written: trust nothing in it
+            self._llm.n_tokens = 0
+            raise BackendFailed(f"llama.cpp failed to evaluate the prompt: {exc}") from exc
+        self._cached = ids
+        return Generation(prompt_tokens=len(ids), cached_tokens=common, label_logprobs=self._label_logprobs(label_ids))
+
+    def _check(self, ids: Sequence[int], label_ids: Sequence[int]) -> None:
+        if not ids:
+            raise BackendFailed("empty prompt")
+        if len(ids) > self.context_tokens:
+            raise BackendFailed(f"the prompt is {len(ids)} tokens but the embedded engine's context holds "
+                                f"{self.context_tokens}; lower the input budget or raise the context size")
+        if any(not 0 <= t < self._n_vocab for t in (*ids, *label_ids)):
+            raise BackendFailed(f"a token id is outside the model's vocabulary of {self._n_vocab}")
+
+    def _common_prefix(self, ids: Sequence[int]) -> int:
+        """Length of the cached prefix of `ids`, leaving at least one token to evaluate for fresh logits."""
+        common = 0
+        for cached, new in zip(self._cached, ids[:-1], strict=False):
+            if cached != new:
+                break
+            common += 1
+        return common
+
+    def _rollback(self, common: int) -> int:
+        """Drop cached cells from `common` on; returns how many tokens are really kept.
+
+        Attention KV cells can be removed from any position. Recurrent state (Mamba-style or
+        hybrid models loaded from a custom path) cannot be cut mid-sequence, so such a model
+        starts over unless the cache is an exact prefix.
+        """
+        if common < len(self._cached) and not self._llm._ctx.kv_cache_seq_rm(-1, common, -1):
+            llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._llm._ctx.ctx), True)
+            common = 0
+        self._llm.n_tokens = common
+        return common
+
+    def _label_logprobs(self, label_ids: Sequence[int]) -> tuple[float, ...]:
+        """Full-vocabulary log-softmax at the last evaluated position, read at the label ids."""
+        if not label_ids:
+            return ()
+        pointer = llama_cpp.llama_get_logits_ith(self._llm._ctx.ctx, -1)
+        if not pointer:
+            raise BackendFailed("llama.cpp returned no logits for the last position")
+        logits = np.ctypeslib.as_array(pointer, shape=(self._n_vocab,)).astype(np.float64)
+        if not np.isfinite(logits).all():
+            raise BackendFailed("llama.cpp returned non-finite logits")
+        top = logits.max()
+        log_total = top + np.log(np.exp(logits - top).sum())
+        return tuple(float(logits[t] - log_total) for t in label_ids)
+
+
+def local_backend_create(*, source: str, cache_dir: Path, n_ctx: int = DEFAULT_N_CTX, threads: int | None = None,
+                         model: str | None = None, prefix_reuse: bool = True, flash_attn: bool = False) -> LocalBackend:
+    """Resolve (assembling the bundled weights on first use) and load the embedded engine."""
+    path = gguf_resolve(source=source, cache_dir=cache_dir)
+    return LocalBackend(model_path=path, model=model or gguf_model_name(source=source), n_ctx=n_ctx,
+                        threads=threads, prefix_reuse=prefix_reuse, flash_attn=flash_attn)

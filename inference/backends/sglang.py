@@ -1,0 +1,170 @@
+"""SGLang client: `/generate` with input ids, selected-token log-probs, `/abort_request`, `/health`.
+
+One pooled `httpx.AsyncClient` per event loop (a client is bound to the loop that created it), and a
+process-wide cap on in-flight backend calls so a burst of evaluations cannot flood the workers.
+Branches go either as one batched request (one worker behind a cache-aware gateway, one round trip)
+or as N parallel requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import weakref
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import httpx
+
+from inference.backends.base import BranchCall, Generation
+from inference.errors import BackendFailed, BackendUnavailable
+from inference.tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+
+BranchMode = Literal["batched", "parallel"]
+SAMPLING = {"max_new_tokens": 1, "temperature": 0.0}
+
+
+class SGLangBackend:
+    kind = "sglang"
+
+    def __init__(self, *, url: str, model: str, tokenizer: Tokenizer, api_key: str | None = None,
+                 branch_mode: BranchMode = "batched", max_in_flight: int = 64, timeout: float = 120.0) -> None:
+        self.url = url.rstrip("/")
+        self.model = model
+        self.branch_mode = branch_mode
+        self._tokenizer = tokenizer
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = timeout
+        self._max_in_flight = max_in_flight
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+        self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+    def tokenizer(self) -> Tokenizer:
+        return self._tokenizer
+
+    def _client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            limits = httpx.Limits(max_connections=self._max_in_flight, max_keepalive_connections=self._max_in_flight)
+            client = httpx.AsyncClient(base_url=self.url, headers=self._headers, limits=limits,
+                                       timeout=httpx.Timeout(self._timeout, connect=5.0))
+            self._clients[loop] = client
+        return client
+
+    def _limit(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        limit = self._limits.get(loop)
+        if limit is None:
+            limit = self._limits[loop] = asyncio.Semaphore(self._max_in_flight)
+        return limit
+
+    async def _post(self, path: str, body: dict[str, Any]) -> Any:
+        async with self._limit():
+            try:
+                response = await self._client().post(path, content=json.dumps(body, separators=(",", ":")),
+                                                     headers={"Content-Type": "application/json"})
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
+                raise BackendUnavailable(f"SGLang at {self.url} is unreachable: {exc!r}") from exc
+            except httpx.TimeoutException as exc:
+                raise BackendFailed(f"SGLang at {self.url} did not answer in time: {exc!r}") from exc
+            except httpx.HTTPError as exc:
+                raise BackendFailed(f"SGLang call failed: {exc!r}") from exc
+        if response.status_code == 503:
+            raise BackendUnavailable(f"SGLang is not ready (503): {response.text[:300]}")
+        if response.status_code != 200:
+            raise BackendFailed(f"SGLang answered {response.status_code}: {response.text[:300]}")
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise BackendFailed(f"SGLang answered with a body that is not JSON: {response.text[:200]!r}") from exc
+
+    async def warm(self, *, rid: str, prefix_ids: Sequence[int]) -> Generation:
+        # Selected-token log-probs here too: mixing plain and selected-logprob requests in one
+        # SGLang batch has crashed the server.
+        body = _request_body(rid=rid, ids=prefix_ids, label_ids=prefix_ids[-1:])
+        return _generation_parse(await self._post("/generate", body), label_ids=())
+
+    async def score(self, *, calls: Sequence[BranchCall]) -> list[Generation]:
+        if self.branch_mode == "parallel" or len(calls) == 1:
+            return await self._score_parallel(calls)
+        body = {"input_ids": [list(c.ids) for c in calls], "sampling_params": SAMPLING, "return_logprob": True,
+                "token_ids_logprob": [list(c.label_ids) for c in calls], "logprob_start_len": -1,
+                "rid": [c.rid for c in calls]}
+        items = await self._post("/generate", body)
+        if not isinstance(items, list) or len(items) != len(calls):
+            raise BackendFailed(f"SGLang answered a batch of {len(calls)} with {type(items).__name__} "
+                                f"of length {len(items) if isinstance(items, list) else '-'}")
+        return [_generation_parse(item, label_ids=call.label_ids) for item, call in zip(items, calls, strict=True)]
+
+    async def _score_parallel(self, calls: Sequence[BranchCall]) -> list[Generation]:
+        """A TaskGroup, not gather: the first failure must cancel the sibling branches."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self._score_one(call)) for call in calls]
+        except* BaseException as failures:
+            raise failures.exceptions[0] from None
+        return [task.result() for task in tasks]
+
+    async def _score_one(self, call: BranchCall) -> Generation:
+        body = _request_body(rid=call.rid, ids=call.ids, label_ids=call.label_ids)
+        return _generation_parse(await self._post("/generate", body), label_ids=call.label_ids)
+
+    async def abort(self, *, rids: Sequence[str]) -> None:
+        async def one(rid: str) -> None:
+            try:
+                await self._client().post("/abort_request", json={"rid": rid}, timeout=5.0)
+            except httpx.HTTPError as exc:
+                log.warning("abort of %s failed: %r", rid, exc)
+
+        await asyncio.gather(*(one(rid) for rid in rids))
+
+    async def health(self) -> bool:
+        try:
+            response = await self._client().get("/health", timeout=5.0)
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    async def close(self) -> None:
+        for client in list(self._clients.values()):
+            await client.aclose()
+        self._clients.clear()
+
+
+def _request_body(*, rid: str, ids: Sequence[int], label_ids: Sequence[int]) -> dict[str, Any]:
+    return {"input_ids": list(ids), "sampling_params": SAMPLING, "return_logprob": True,
+            "token_ids_logprob": list(label_ids), "logprob_start_len": -1, "rid": rid}
+
+
+def _generation_parse(item: Any, *, label_ids: Sequence[int]) -> Generation:
+    """Strict reading of one result: every requested label id exactly once, finite or -inf values."""
+    meta = item.get("meta_info") if isinstance(item, dict) else None
+    if not isinstance(meta, dict):
+        raise BackendFailed("SGLang result has no meta_info")
+    finish = meta.get("finish_reason")
+    if isinstance(finish, dict) and finish.get("type") == "abort":
+        raise BackendFailed(f"SGLang aborted the request: {finish.get('message', '')}")
+    prompt_tokens = meta.get("prompt_tokens")
+    cached = meta.get("cached_tokens")
+    if not isinstance(prompt_tokens, int) or (cached is not None and not isinstance(cached, int)):
+        raise BackendFailed("SGLang result has no integer prompt_tokens/cached_tokens")
+    if not label_ids:
+        return Generation(prompt_tokens=prompt_tokens, cached_tokens=cached)
+    positions = meta.get("output_token_ids_logprobs")
+    if not isinstance(positions, list) or not positions or not isinstance(positions[0], list):
+        raise BackendFailed("SGLang result has no output_token_ids_logprobs for the first position")
+    found: dict[int, float] = {}
+    for entry in positions[0]:
+        if not (isinstance(entry, list | tuple) and len(entry) >= 2 and isinstance(entry[1], int)
+                and isinstance(entry[0], int | float)):
+            raise BackendFailed(f"malformed log-prob entry {entry!r}")
+        found[entry[1]] = float(entry[0])
+    missing = [t for t in label_ids if t not in found]
+    if missing:
+        raise BackendFailed(f"SGLang returned no log-prob for label token(s) {missing[:5]}")
+    return Generation(prompt_tokens=prompt_tokens, cached_tokens=cached,
+                      label_logprobs=tuple(found[t] for t in label_ids))

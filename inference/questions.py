@@ -1,0 +1,59 @@
+"""Typed questions as the core sees them, after the API has validated the request."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+QuestionType = Literal["noul", "choice", "score"]
+QUESTION_TYPES: tuple[QuestionType, ...] = ("noul", "choice", "score")
+
+NOUL_DEFAULTS = {"true": "Yes", "false": "No"}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One answer option: `key` is returned to the caller, `text` is what the model reads."""
+
+    key: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    type: QuestionType
+    instructions: str | None
+    options: tuple[Option, ...]
+    levels: tuple[Any, ...] = ()  # score levels as sent, echoed in the legend
+
+
+def text_render(value: Any) -> str:
+    """Strings verbatim; structured values as compact JSON with key order and non-ASCII kept."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def question_build(*, id: str, type: QuestionType, instructions: Any, criteria: Any) -> Question:
+    """Turn validated JSON into a Question; the API has already checked shapes and counts."""
+    text = None if instructions is None else text_render(instructions)
+    if type == "noul":
+        sides = criteria or {}
+        options = tuple(Option(key=side, text=_noul_side(sides.get(side), NOUL_DEFAULTS[side]))
+                        for side in ("true", "false"))
+        return Question(id=id, type=type, instructions=text, options=options)
+    if type == "choice":
+        options = tuple(Option(key=key, text=key if desc is None else text_render(desc)) for key, desc in criteria.items())
+        return Question(id=id, type=type, instructions=text, options=options)
+    levels = tuple(criteria)
+    options = tuple(Option(key=str(i), text=text_render(level)) for i, level in enumerate(levels))
+    return Question(id=id, type=type, instructions=text, options=options, levels=levels)
+
+
+def _noul_side(value: Any, default: str) -> str:
+    """A missing, null or empty side reads as the default, so the model never sees a blank option."""
+    if value is None or value == "":
+        return default
+    return text_render(value)

@@ -1,0 +1,157 @@
+"""ASGI wrapper that enforces the body limit and decodes `Content-Encoding` before Django runs.
+
+The limit is checked while the body streams in (413 as soon as it is exceeded, not after buffering
+everything), and a compressed body is decoded with its output capped at the same limit, so a
+compression bomb costs at most `max_bytes` of memory. The official SDK compresses bodies of 1 KiB
+and more with zstd, so decoding is not optional.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zlib
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import zstandard
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+DECODERS = ("gzip", "x-gzip", "zstd", "identity")
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class BodyUndecodable(Exception):
+    pass
+
+
+def _decode_gzip(data: bytes, limit: int) -> bytes:
+    decoder = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    try:
+        out = decoder.decompress(data, limit + 1)
+    except zlib.error as exc:
+        raise BodyUndecodable(f"the gzip body is corrupt: {exc}") from None
+    if len(out) > limit:
+        raise BodyTooLarge
+    if not decoder.eof:
+        raise BodyUndecodable("the gzip body is truncated")
+    return out
+
+
+def _decode_zstd(data: bytes, limit: int) -> bytes:
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True) as reader:
+            out = reader.read(limit + 1)
+    except zstandard.ZstdError as exc:
+        raise BodyUndecodable(f"the zstd body is corrupt: {exc}") from None
+    if len(out) > limit:
+        raise BodyTooLarge
+    # The capped read cannot tell a truncated stream from a complete one; a second pass can, and
+    # is safe now that the output is known to fit.
+    decoder = zstandard.ZstdDecompressor().decompressobj()
+    try:
+        decoder.decompress(data)
+    except zstandard.ZstdError as exc:
+        raise BodyUndecodable(f"the zstd body is corrupt: {exc}") from None
+    if not decoder.eof:
+        raise BodyUndecodable("the zstd body is truncated")
+    return out
+
+
+def body_decode(*, data: bytes, encoding: str, limit: int) -> bytes:
+    """Decode one Content-Encoding, output capped at `limit` bytes."""
+    if encoding in ("gzip", "x-gzip"):
+        return _decode_gzip(data, limit)
+    if encoding == "zstd":
+        return _decode_zstd(data, limit)
+    return data
+
+
+async def _send_error(send: Send, status: int, error_type: str, message: str) -> None:
+    body = json.dumps({"detail": {"error_type": error_type, "message": message}}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyGuard:
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS", "DELETE"):
+            await self.app(scope, receive, send)
+            return
+        headers = scope["headers"]
+        encoding, length = "identity", None
+        for name, value in headers:
+            if name == b"content-encoding":
+                encoding = value.decode("latin-1").strip().lower() or "identity"
+            elif name == b"content-length":
+                length = value
+        if encoding not in DECODERS:
+            await _send_error(send, 415, "unsupported_media_type",
+                              f"Content-Encoding {encoding!r} is not supported; use gzip, zstd or none")
+            return
+        if length is not None and length.isdigit() and int(length) > self.max_bytes:
+            await _send_error(send, 413, "request_too_large", f"the body is over {self.max_bytes} bytes")
+            return
+        try:
+            raw = await self._read(receive)
+            body = body_decode(data=raw, encoding=encoding, limit=self.max_bytes)
+        except BodyTooLarge:
+            await _send_error(send, 413, "request_too_large", f"the body is over {self.max_bytes} bytes (decoded)")
+            return
+        except BodyUndecodable as exc:
+            await _send_error(send, 400, "invalid_request", str(exc))
+            return
+        except _Disconnected:
+            return
+        if encoding != "identity":
+            scope = dict(scope)
+            scope["headers"] = [(n, v) for n, v in headers if n not in (b"content-encoding", b"content-length")]
+            scope["headers"].append((b"content-length", str(len(body)).encode()))
+        await self.app(scope, _replay(body, receive), send)
+
+    async def _read(self, receive: Receive) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Disconnected
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise BodyTooLarge
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+
+class _Disconnected(Exception):
+    pass
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The decoded body as one message, then the real channel (Django watches it for disconnects)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

@@ -1,0 +1,160 @@
+"""Every `OPENJEV_*` variable, read and validated in one place.
+
+A typo in a deployment's environment should stop the process at startup with a message naming the
+variable, not surface as a 500 on the first request.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DEFAULT_MODEL = "Qwen/Qwen3.6-35B-A3B"
+LOCAL_MODELS = {
+    "qwen2.5-coder-0.5b": "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
+    "qwen2.5-coder-1.5b": "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
+}
+
+
+class ConfigError(ValueError):
+    """An OPENJEV_* variable has a value the service cannot run with."""
+
+
+@dataclass(frozen=True)
+class OpenJevConfig:
+    backend: str
+    backend_url: str | None
+    backend_api_key: str | None
+    branch_mode: str
+    model: str
+    served_model_name: str
+    revision: str | None
+    model_alias: str
+    local_model: str
+    local_context: int
+    model_cache: Path
+    tokenizer: str | None
+    frontend: str
+    sglang_python: str | None
+    profile: str
+    api_key: str | None
+    require_api_key: bool
+    max_body_bytes: int
+    max_questions: int
+    max_answers: int
+    max_input_tokens: int
+    max_total_input_tokens: int
+    max_concurrent_requests: int
+    max_concurrent_branches: int
+    request_timeout: float
+    temperature: float
+    confidence: str
+    store_evaluations: str
+    database_url: str
+    debug: bool
+    secret_key: str
+    allowed_hosts: tuple[str, ...] = field(default=("*",))
+
+    @property
+    def auth_required(self) -> bool:
+        return bool(self.api_key) or self.require_api_key
+
+
+def _get(env: Mapping[str, str], name: str, default: T, parse: Callable[[str], T],
+         check: Callable[[T], bool] = lambda _: True, rule: str = "") -> T:
+    raw = env.get(f"OPENJEV_{name}")
+    if raw is None or raw == "":
+        return default
+    try:
+        value = parse(raw.strip())
+    except ValueError:
+        raise ConfigError(f"OPENJEV_{name}={raw!r} is not valid{': ' + rule if rule else ''}") from None
+    if not check(value):
+        raise ConfigError(f"OPENJEV_{name}={raw!r} is not valid: {rule}")
+    return value
+
+
+def _bool(raw: str) -> bool:
+    lowered = raw.lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError(raw)
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        if raw.lower() not in allowed:
+            raise ValueError(raw)
+        return raw.lower()
+    return parse
+
+
+def _positive(value: float) -> bool:
+    return value > 0
+
+
+def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
+    env = os.environ if env is None else env
+    s = lambda name, default=None: _get(env, name, default, str)  # noqa: E731
+    backend_url = s("BACKEND_URL")
+    backend = _get(env, "BACKEND", "sglang" if backend_url else "local", _choice("local", "sglang"),
+                   rule="one of local, sglang")
+    if backend == "sglang" and not backend_url and not s("SGLANG_PYTHON"):
+        raise ConfigError("OPENJEV_BACKEND=sglang needs OPENJEV_BACKEND_URL (or OPENJEV_SGLANG_PYTHON to launch one)")
+    local_model = s("LOCAL_MODEL", "qwen2.5-coder-0.5b")
+    if local_model not in LOCAL_MODELS and not local_model.endswith(".gguf"):
+        raise ConfigError(f"OPENJEV_LOCAL_MODEL={local_model!r}: use one of {', '.join(LOCAL_MODELS)} or a .gguf path")
+    model = s("MODEL", DEFAULT_MODEL if backend == "sglang" else LOCAL_MODELS.get(local_model, Path(local_model).stem))
+    max_answers = _get(env, "MAX_ANSWERS", 255, int, lambda v: 2 <= v <= 702, "an integer from 2 to 702")
+    config = OpenJevConfig(
+        backend=backend,
+        backend_url=backend_url,
+        backend_api_key=s("BACKEND_API_KEY"),
+        branch_mode=_get(env, "BRANCH_MODE", "batched", _choice("batched", "parallel"), rule="batched or parallel"),
+        model=model,
+        served_model_name=s("SERVED_MODEL_NAME", model),
+        revision=s("REVISION"),
+        model_alias=s("MODEL_ALIAS", "jev-latest"),
+        local_model=local_model,
+        local_context=_get(env, "LOCAL_CONTEXT", 8192, int, _positive, "a positive integer"),
+        model_cache=Path(s("MODEL_CACHE", str(BASE_DIR / ".cache" / "models"))),
+        tokenizer=s("TOKENIZER"),
+        frontend=_get(env, "FRONTEND", "rust", _choice("rust", "python"), rule="rust or python"),
+        sglang_python=s("SGLANG_PYTHON"),
+        profile=s("PROFILE", "qwen3.6-35b-a3b-nvfp4"),
+        api_key=s("API_KEY"),
+        require_api_key=_get(env, "REQUIRE_API_KEY", False, _bool, rule="true or false"),
+        max_body_bytes=_get(env, "MAX_BODY_BYTES", 2 * 1024 * 1024, int, _positive, "a positive integer"),
+        max_questions=_get(env, "MAX_QUESTIONS", 64, int, _positive, "a positive integer"),
+        max_answers=max_answers,
+        max_input_tokens=_get(env, "MAX_INPUT_TOKENS", 32768, int, _positive, "a positive integer"),
+        max_total_input_tokens=_get(env, "MAX_TOTAL_INPUT_TOKENS", 262144, int, _positive, "a positive integer"),
+        max_concurrent_requests=_get(env, "MAX_CONCURRENT_REQUESTS", 16, int, _positive, "a positive integer"),
+        max_concurrent_branches=_get(env, "MAX_CONCURRENT_BRANCHES", 64, int, _positive, "a positive integer"),
+        request_timeout=_get(env, "REQUEST_TIMEOUT", 120.0, float, _positive, "a positive number of seconds"),
+        temperature=_get(env, "TEMPERATURE", 1.0, float, _positive, "a positive number"),
+        confidence=_get(env, "CONFIDENCE", "entropy", _choice("entropy", "typesafe"), rule="entropy or typesafe"),
+        store_evaluations=_get(env, "STORE_EVALUATIONS", "full", _choice("full", "metadata", "off"),
+                               rule="full, metadata or off"),
+        database_url=s("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+        debug=_get(env, "DEBUG", False, _bool, rule="true or false"),
+        secret_key=s("SECRET_KEY", "openjev-insecure-development-key-set-OPENJEV_SECRET_KEY-in-production"),
+        allowed_hosts=tuple(h.strip() for h in s("ALLOWED_HOSTS", "*").split(",") if h.strip()),
+    )
+    if config.max_input_tokens > config.max_total_input_tokens:
+        raise ConfigError("OPENJEV_MAX_INPUT_TOKENS must not exceed OPENJEV_MAX_TOTAL_INPUT_TOKENS")
+    return config
+
+
+def config_describe(config: OpenJevConfig) -> dict[str, Any]:
+    """The configuration without secrets, for logs and the startup banner."""
+    hidden = {"backend_api_key", "api_key", "secret_key"}
+    return {k: ("***" if k in hidden and v else v) for k, v in config.__dict__.items()}

@@ -1,0 +1,20 @@
+"""URLs. No trailing-slash redirects anywhere on the API: a POST must never be redirected."""
+
+from django.contrib import admin
+from django.urls import path
+
+from evaluations import views
+
+handler400 = "evaluations.errors.bad_request_view"
+handler403 = "evaluations.errors.permission_denied_view"
+handler404 = "evaluations.errors.not_found_view"
+handler500 = "evaluations.errors.server_error_view"
+
+urlpatterns = [
+    path("v1/systemone", views.SystemOneView.as_view(), name="systemone"),
+    path("v1/models", views.ModelsView.as_view(), name="models"),
+    path("v1/limits", views.LimitsView.as_view(), name="limits"),
+    path("health", views.HealthView.as_view(), name="health"),
+    path("health/live", views.LiveView.as_view(), name="health-live"),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,65 @@
+"""GET endpoints: models, limits, health."""
+
+from __future__ import annotations
+
+from evaluations.engine import engine_install
+
+
+async def test_models_lists_the_alias_first_then_the_public_id(api, settings):
+    body = (await api.get("/v1/models")).json()
+    config = settings.OPENJEV
+    assert [m["name"] for m in body["models"]] == [config.model_alias, config.model]
+    assert all(set(m) == {"name", "description", "release_date"} for m in body["models"])
+    assert body["object"] == "list"
+    assert [d["id"] for d in body["data"]] == [config.model_alias, config.model]
+    assert all(d["object"] == "model" and d["owned_by"] for d in body["data"])
+
+
+async def test_limits_lists_every_admission_limit(api):
+    body = (await api.get("/v1/limits")).json()
+    assert body == {"max_questions": 64, "max_answers_per_question": 255, "max_body_bytes": 2097152,
+                    "max_input_tokens": 32768, "max_total_input_tokens": 262144, "max_concurrent_requests": 16,
+                    "max_concurrent_branches": 64, "request_timeout_seconds": 120.0}
+
+
+async def test_health_is_ok_when_the_backend_answers(api, fake):
+    response = await api.get("/health")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok" and body["backend"] == "sglang" and "startup_seconds" in body
+
+
+async def test_health_is_503_when_the_backend_is_down_and_live_stays_200(api, fake):
+    fake.healthy = False
+    response = await api.get("/health")
+    assert response.status_code == 503 and response.json()["status"] == "unavailable"
+    assert response.headers["retry-after"]
+    assert (await api.get("/health/live")).status_code == 200
+
+
+async def test_health_needs_no_key_when_auth_is_on(api, fake, settings):
+    from dataclasses import replace
+
+    settings.OPENJEV = replace(settings.OPENJEV, api_key="k")
+    assert (await api.get("/health")).status_code == 200
+    assert (await api.get("/health/live")).status_code == 200
+
+
+async def test_a_failed_engine_startup_is_reported_by_health_and_requests(api, fake, monkeypatch):
+    from evaluations import engine as engine_module
+    from inference.errors import StartupError
+
+    def broken(*, config, backend=None):
+        raise StartupError("no such model file")
+
+    engine_install(None)
+    monkeypatch.setattr(engine_module, "engine_build", broken)
+    engine_module.engine_start()
+    engine_module._slot.thread.join()
+    health = await api.get("/health")
+    assert health.status_code == 503 and "no such model file" in health.json()["message"]
+    from tests.conftest import README_REQUEST
+
+    response = await api.post("/v1/systemone", json=README_REQUEST)
+    assert response.status_code == 503
+    assert response.json()["detail"]["error_type"] == "backend_unavailable"

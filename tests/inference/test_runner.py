@@ -1,0 +1,71 @@
+"""The runner against the fake SGLang: cancellation, aborts and the process-wide branch limit."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from inference.backends.sglang import SGLangBackend
+from inference.errors import BackendFailed, Overloaded
+from inference.prompts import Budget, plan_compile
+from inference.questions import question_build
+from inference.runner import AdmissionGate, Scoring, plan_run
+from tests.qwen3 import qwen3_labels, qwen3_tokenizer
+
+SCORING = Scoring(temperature=1.0, confidence="entropy")
+
+
+def plan_of(n: int):
+    questions = [question_build(id=str(i), type="noul", instructions=f"Question {i}?", criteria=None) for i in range(n)]
+    return plan_compile(state="A ticket.", questions=questions, tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
+                        budget=Budget(32768, 262144))
+
+
+def backend_for(fake, **kw):
+    return SGLangBackend(url=fake.url, model="m", tokenizer=qwen3_tokenizer(), **kw)
+
+
+async def test_client_disconnect_cancels_the_evaluation_and_aborts_every_request(fake):
+    fake.delay = 5
+    backend = backend_for(fake, branch_mode="parallel")
+    task = asyncio.create_task(plan_run(plan=plan_of(3), backend=backend, scoring=SCORING, timeout=30))
+    await asyncio.to_thread(fake.wait_in_flight, 1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    warm_rid = fake.requests[0]["body"]["rid"]
+    assert warm_rid in fake.aborted
+    assert len(fake.aborted) == 4  # the warm-up and the three branches that never started
+
+
+async def test_process_wide_branch_limit_caps_in_flight_backend_calls(fake):
+    fake.delay = 0.05
+    backend = backend_for(fake, branch_mode="parallel", max_in_flight=4)
+    outcomes = await asyncio.gather(*(plan_run(plan=plan_of(6), backend=backend, scoring=SCORING, timeout=30)
+                                      for _ in range(3)))
+    assert all(len(o.answers) == 6 for o in outcomes)
+    assert fake.max_in_flight == 4
+
+
+async def test_clamped_very_negative_logprobs_are_accepted(fake):
+    plan = plan_of(1)
+    fake.clamp_token_ids = {plan.branches[0].label_ids[1]}
+    outcome = await plan_run(plan=plan, backend=backend_for(fake), scoring=SCORING, timeout=30)
+    assert outcome.answers[0].body["noul"] == pytest.approx(1.0)
+
+
+async def test_result_without_meta_info_is_a_backend_failure(fake):
+    fake.malformed = "missing_meta"
+    with pytest.raises(BackendFailed):
+        await plan_run(plan=plan_of(2), backend=backend_for(fake), scoring=SCORING, timeout=30)
+
+
+def test_admission_gate_refuses_past_its_limit_and_frees_on_exit():
+    gate = AdmissionGate(1)
+    with gate.admit():
+        with pytest.raises(Overloaded), gate.admit():
+            pass
+    with gate.admit():
+        assert gate.active == 1
+    assert gate.active == 0

@@ -1,0 +1,65 @@
+import math
+
+import pytest
+
+from inference.errors import BackendFailed
+from inference.questions import question_build
+from inference.scoring import answer_compute, choice_confidence, probabilities_compute, score_confidence
+
+
+def test_probabilities_sum_to_one_and_survive_extreme_logprobs():
+    p = probabilities_compute(logprobs=[-9999.0, -1e30, -0.1, -float("inf")], temperature=1.0)
+    assert math.isclose(sum(p), 1.0)
+    assert p[2] == pytest.approx(1.0)
+    assert p[3] == 0.0
+    assert all(math.isfinite(x) for x in p)
+
+
+def test_temperature_divides_logprobs_before_softmax():
+    hot = probabilities_compute(logprobs=[0.0, -1.0], temperature=2.0)
+    assert hot[0] == pytest.approx(1 / (1 + math.exp(-0.5)))
+
+
+def test_nan_or_all_negative_infinity_is_a_backend_failure():
+    with pytest.raises(BackendFailed):
+        probabilities_compute(logprobs=[float("nan"), 0.0], temperature=1.0)
+    with pytest.raises(BackendFailed):
+        probabilities_compute(logprobs=[-float("inf")] * 2, temperature=1.0)
+
+
+def test_choice_argmax_ties_go_to_the_first_option():
+    q = question_build(id="q", type="choice", instructions=None, criteria={"b": None, "a": None, "c": None})
+    answer = answer_compute(question=q, logprobs=[-1.0, -1.0, -3.0], temperature=1.0, confidence="entropy")
+    assert answer.body["choice"] == "b"
+    assert list(answer.body["probabilities"]) == ["b", "a", "c"]
+
+
+def test_entropy_confidence_is_zero_for_uniform_and_one_for_certain():
+    assert choice_confidence(p=[0.25] * 4, formula="entropy") == pytest.approx(0.0)
+    assert choice_confidence(p=[1.0, 0.0, 0.0], formula="entropy") == pytest.approx(1.0)
+
+
+def test_typesafe_choice_confidence_formula():
+    assert choice_confidence(p=[0.5, 0.25, 0.25], formula="typesafe") == pytest.approx((3 * 0.5 - 1) / 2)
+
+
+def test_typesafe_score_confidence_uses_distance_from_the_mode():
+    p = [0.1, 0.7, 0.2]
+    uniform = (1 + 0 + 1) / 3
+    assert score_confidence(p=p, formula="typesafe") == pytest.approx(1 - (0.1 + 0.2) / uniform)
+
+
+def test_score_answer_has_expectation_legend_as_sent_and_string_keys():
+    levels = ["Calm", {"label": "Angry", "hint": "shouting"}]
+    q = question_build(id="s", type="score", instructions="How?", criteria=levels)
+    answer = answer_compute(question=q, logprobs=[math.log(0.25), math.log(0.75)], temperature=1.0, confidence="entropy")
+    assert answer.body["score"] == pytest.approx(0.75)
+    assert answer.body["legend"] == {"0": "Calm", "1": {"label": "Angry", "hint": "shouting"}}
+    assert answer.body["probabilities"] == pytest.approx({"0": 0.25, "1": 0.75})
+    assert 0.0 <= answer.body["confidence"] <= 1.0
+
+
+def test_noul_answer_is_probability_of_true():
+    q = question_build(id="n", type="noul", instructions="Refund?", criteria=None)
+    answer = answer_compute(question=q, logprobs=[math.log(0.8), math.log(0.2)], temperature=1.0, confidence="entropy")
+    assert answer.body == {"type": "noul", "noul": pytest.approx(0.8)}

