@@ -67,7 +67,7 @@ class ModelsView(ApiView):
         names = [config.model_alias, config.model]
         described = {config.model_alias: f"Alias of {config.model}", config.model: "Served model"}
         return json_response({
-            "models": [{"name": n, "description": described[n], "release_date": None} for n in names],
+            "models": [{"name": n, "description": described[n], "release_date": config.model_release_date} for n in names],
             "object": "list",
             "data": [{"id": n, "object": "model", "owned_by": "openjev"} for n in names],
         })

@@ -63,7 +63,9 @@ def score_confidence(*, p: Sequence[float], formula: ConfidenceFormula) -> float
         return _entropy_confidence(p)
     n = len(p)
     mode = _argmax(p)
-    uniform_spread = sum(abs(i - mode) for i in range(n)) / n
+    # TypeSafe normalises by a uniform distribution's mean distance from the middle level, which
+    # is what the ecosystem's conformance suite (jevcompat) checks against.
+    uniform_spread = sum(abs(i - (n - 1) / 2) for i in range(n)) / n
     spread = math.fsum(x * abs(i - mode) for i, x in enumerate(p))
     return min(1.0, max(0.0, 1.0 - spread / uniform_spread))
 

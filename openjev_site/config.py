@@ -16,6 +16,10 @@ T = TypeVar("T")
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL = "Qwen/Qwen3.6-35B-A3B"
+RELEASE_DATES = {
+    "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF": "2024-11-12",
+    "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF": "2024-09-19",
+}
 LOCAL_MODELS = {
     "qwen2.5-coder-0.5b": "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
     "qwen2.5-coder-1.5b": "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
@@ -36,6 +40,7 @@ class OpenJevConfig:
     served_model_name: str
     revision: str | None
     model_alias: str
+    model_release_date: str
     local_model: str
     local_context: int
     model_cache: Path
@@ -123,6 +128,7 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
         served_model_name=s("SERVED_MODEL_NAME", model),
         revision=s("REVISION"),
         model_alias=s("MODEL_ALIAS", "jev-latest"),
+        model_release_date=s("MODEL_RELEASE_DATE", RELEASE_DATES.get(model, "unknown")),
         local_model=local_model,
         local_context=_get(env, "LOCAL_CONTEXT", 8192, int, _positive, "a positive integer"),
         model_cache=Path(s("MODEL_CACHE", str(BASE_DIR / ".cache" / "models"))),

@@ -113,6 +113,6 @@ class LiveServer:
 
 
 @pytest.fixture
-def live_server(engine: Engine) -> Iterator[LiveServer]:
+def asgi_server(engine: Engine) -> Iterator[LiveServer]:
     with LiveServer() as server:
         yield server

@@ -45,7 +45,7 @@ def test_typesafe_choice_confidence_formula():
 
 def test_typesafe_score_confidence_uses_distance_from_the_mode():
     p = [0.1, 0.7, 0.2]
-    uniform = (1 + 0 + 1) / 3
+    uniform = (1 + 0 + 1) / 3  # a uniform distribution's mean distance from the middle level
     assert score_confidence(p=p, formula="typesafe") == pytest.approx(1 - (0.1 + 0.2) / uniform)
 
 
@@ -63,3 +63,9 @@ def test_noul_answer_is_probability_of_true():
     q = question_build(id="n", type="noul", instructions="Refund?", criteria=None)
     answer = answer_compute(question=q, logprobs=[math.log(0.8), math.log(0.2)], temperature=1.0, confidence="entropy")
     assert answer.body == {"type": "noul", "noul": pytest.approx(0.8)}
+
+
+def test_typesafe_score_confidence_normalises_by_the_uniform_spread_around_the_middle():
+    p = [0.6, 0.3, 0.1, 0.0]
+    uniform = (1.5 + 0.5 + 0.5 + 1.5) / 4
+    assert score_confidence(p=p, formula="typesafe") == pytest.approx(1 - (0.3 * 1 + 0.1 * 2) / uniform)
