@@ -12,8 +12,8 @@ from rest_framework.request import Request
 from evaluations.auth import request_authenticate
 from evaluations.engine import engine_status, startup_error_message
 from evaluations.errors import ApiError, api_exception_handler, json_response
-from evaluations.parsing import Limits, body_parse, request_parse
-from evaluations.services import Served, models_accepted, request_id_new, systemone_evaluate
+from evaluations.parsing import body_parse
+from evaluations.services import Served, request_id_new, systemone_evaluate
 
 
 class ApiView(APIView):
@@ -43,17 +43,14 @@ def _served_headers(served: Served) -> dict[str, str]:
 
 class SystemOneView(ApiView):
     async def post(self, request: Request) -> HttpResponse:
-        config = settings.OPENJEV
         api_key = await request_authenticate(authorization=request.headers.get("Authorization"))
         try:
             data = body_parse(request._request.body)
         except ValueError as exc:
             raise ApiError(400, "invalid_request", str(exc)) from None
-        parsed = request_parse(data=data, limits=Limits(config.max_questions, config.max_answers),
-                               models=models_accepted())
-        served = await systemone_evaluate(request=parsed, request_id=request_id_new(), api_key=api_key)
+        served = await systemone_evaluate(data=data, request_id=request_id_new(), api_key=api_key)
         body = {
-            "model": parsed.model,
+            "model": served.request.model,
             "answers": {a.question_id: a.body for a in served.outcome.answers},
             "usage": {"input_tokens": served.outcome.usage.input_tokens,
                       "output_tokens": served.outcome.usage.output_tokens},

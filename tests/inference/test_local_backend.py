@@ -33,6 +33,9 @@ pytestmark = pytest.mark.embedded
 T = TypeVar("T")
 BUDGET = Budget(max_input_tokens=8192, max_total_input_tokens=262144)
 TOLERANCE = 1e-3
+# Batch-shape rounding noise of llama.cpp's quantised CPU kernels (measured up to ~0.15 nats on this model).
+RECOMPUTE_LOGPROB_TOLERANCE = 0.3
+RECOMPUTE_PROBABILITY_TOLERANCE = 0.05
 
 
 def _cache_dir() -> Path:
@@ -148,15 +151,42 @@ def test_warm_then_score_reuses_the_prefix(backend: LocalBackend, labels: tuple[
     assert [len(g.label_logprobs) for g in branches] == [2, 3, 3]
 
 
-def test_reused_prefix_matches_full_recompute(backend: LocalBackend, recompute: LocalBackend,
-                                              labels: tuple[Label, ...]) -> None:
+def test_reused_prefix_is_exact(backend: LocalBackend, recompute: LocalBackend, labels: tuple[Label, ...]) -> None:
+    """Each branch equals a fresh evaluation split at the same point: the reused KV cells are exact.
+
+    llama.cpp's CPU kernels round differently for different batch shapes, so the split point must
+    match for a tight comparison; the one-shot recompute is compared separately, more loosely.
+    """
+    plan = _plan(backend, labels, REVIEW, QUESTIONS)
+    _, reused = _run(_evaluate(backend, plan, "exact"))
+    for i, (call, generation) in enumerate(zip(_calls(plan, "exact"), reused, strict=True)):
+        cached = generation.cached_tokens
+        assert cached is not None
+        try:
+            recompute.prefix_reuse = False  # evaluate the cached part from scratch ...
+            _run(recompute.warm(rid=f"fresh-{i}", prefix_ids=call.ids[:cached]))
+            recompute.prefix_reuse = True  # ... then only the rest, as the reusing engine did
+            (fresh,) = _run(recompute.score(calls=[call]))
+        finally:
+            recompute.prefix_reuse = False
+        assert fresh.cached_tokens == cached
+        assert _close([generation], [fresh])
+
+
+def test_reused_prefix_agrees_with_full_recompute(backend: LocalBackend, recompute: LocalBackend,
+                                                  labels: tuple[Label, ...]) -> None:
     plan = _plan(backend, labels, REVIEW, QUESTIONS)
     _, reused = _run(_evaluate(backend, plan, "cmp"))
     warm, fresh = _run(_evaluate(recompute, plan, "cmp"))
     assert warm.cached_tokens == 0
     assert all(g.cached_tokens == 0 for g in fresh)
-    assert _close(reused, fresh)
-    assert all(lp < 0 for g in reused for lp in g.label_logprobs)
+    for question, a, b in zip(QUESTIONS, reused, fresh, strict=True):
+        assert all(abs(x - y) <= RECOMPUTE_LOGPROB_TOLERANCE for x, y in zip(a.label_logprobs, b.label_logprobs,
+                                                                                strict=True))
+        p = answer_compute(question=question, logprobs=a.label_logprobs, temperature=1.0, confidence="entropy")
+        q = answer_compute(question=question, logprobs=b.label_logprobs, temperature=1.0, confidence="entropy")
+        assert all(abs(x - y) <= RECOMPUTE_PROBABILITY_TOLERANCE for x, y in zip(p.probabilities, q.probabilities,
+                                                                                    strict=True))
 
 
 # -- answers -----------------------------------------------------------------------------------------
