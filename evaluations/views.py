@@ -6,9 +6,12 @@ from typing import Any
 
 from adrf.views import APIView
 from django.conf import settings
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
+from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.request import Request
 
+from evaluations import schema as doc
 from evaluations.auth import request_authenticate
 from evaluations.engine import engine_status, startup_error_message
 from evaluations.errors import ApiError, api_exception_handler, json_response
@@ -24,6 +27,25 @@ class ApiView(APIView):
 
     def handle_exception(self, exc: Exception) -> HttpResponse:
         return api_exception_handler(exc, {})
+
+    async def async_dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """adrf's dispatch minus its thread hop: `initial` runs no I/O here (no authentication or
+        permission classes, no throttles), so it runs on the event loop."""
+        self.args, self.kwargs = args, kwargs
+        drf_request = self.initialize_request(request, *args, **kwargs)
+        self.request = drf_request
+        self.headers = self.default_response_headers
+        try:
+            self.initial(drf_request, *args, **kwargs)
+            method = (drf_request.method or "").lower()
+            handler = getattr(self, method, None) if method in self.http_method_names else None
+            if handler is None:
+                raise MethodNotAllowed(drf_request.method or "")
+            response = await handler(drf_request, *args, **kwargs)
+        except Exception as exc:
+            response = self.handle_exception(exc)
+        self.response = self.finalize_response(drf_request, response, *args, **kwargs)
+        return self.response
 
 
 def _served_headers(served: Served) -> dict[str, str]:
@@ -42,6 +64,7 @@ def _served_headers(served: Served) -> dict[str, str]:
 
 
 class SystemOneView(ApiView):
+    @doc.systemone_schema
     async def post(self, request: Request) -> HttpResponse:
         api_key = await request_authenticate(authorization=request.headers.get("Authorization"))
         try:
@@ -59,6 +82,7 @@ class SystemOneView(ApiView):
 
 
 class ModelsView(ApiView):
+    @doc.models_schema
     async def get(self, request: Request) -> HttpResponse:
         config = settings.OPENJEV
         names = [config.model_alias, config.model]
@@ -71,6 +95,7 @@ class ModelsView(ApiView):
 
 
 class LimitsView(ApiView):
+    @doc.limits_schema
     async def get(self, request: Request) -> HttpResponse:
         c = settings.OPENJEV
         return json_response({
@@ -86,6 +111,7 @@ class LimitsView(ApiView):
 
 
 class HealthView(ApiView):
+    @doc.health_schema
     async def get(self, request: Request) -> HttpResponse:
         engine, startup_seconds, error = engine_status()
         backend = settings.OPENJEV.backend
@@ -99,5 +125,6 @@ class HealthView(ApiView):
 
 
 class LiveView(ApiView):
+    @doc.live_schema
     async def get(self, request: Request) -> HttpResponse:
         return json_response({"status": "ok"})

@@ -111,7 +111,8 @@ async def evaluation_run(*, engine: Engine, state: Any, questions: Sequence[Ques
 
 async def plan_run(*, plan: Plan, backend: Backend, scoring: Scoring, timeout: float, prepare_ms: float = 0.0) -> Outcome:
     warm_rid = _rid()
-    calls = [BranchCall(rid=_rid(), ids=plan.branch_ids(b), label_ids=b.label_ids) for b in plan.branches]
+    calls = [BranchCall(rid=_rid(), prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids)
+             for b in plan.branches]
     pending = [warm_rid, *(c.rid for c in calls)]
     try:
         async with asyncio.timeout(timeout):

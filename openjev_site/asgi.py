@@ -14,6 +14,16 @@ django_application = get_asgi_application()
 
 from django.conf import settings  # noqa: E402  (settings are ready only after get_asgi_application)
 
+from openjev_site.api_handler import ApiASGIHandler, path_is_api  # noqa: E402
 from openjev_site.bodyguard import BodyGuard  # noqa: E402
 
-application = BodyGuard(django_application, max_bytes=settings.OPENJEV.max_body_bytes)
+api_application = ApiASGIHandler()
+
+
+async def router(scope: dict, receive: object, send: object) -> None:
+    """API paths take the lean handler; the admin and the docs keep the full middleware stack."""
+    app = api_application if scope["type"] == "http" and path_is_api(scope) else django_application
+    await app(scope, receive, send)  # type: ignore[arg-type]
+
+
+application = BodyGuard(router, max_bytes=settings.OPENJEV.max_body_bytes)

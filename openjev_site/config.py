@@ -65,6 +65,7 @@ class OpenJevConfig:
     debug: bool
     secret_key: str
     allowed_hosts: tuple[str, ...] = field(default=("*",))
+    force_script_name: str | None = None
 
     @property
     def auth_required(self) -> bool:
@@ -154,6 +155,9 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
         debug=_get(env, "DEBUG", False, _bool, rule="true or false"),
         secret_key=s("SECRET_KEY", "openjev-insecure-development-key-set-OPENJEV_SECRET_KEY-in-production"),
         allowed_hosts=tuple(h.strip() for h in s("ALLOWED_HOSTS", "*").split(",") if h.strip()),
+        # A gateway that mounts the API under a path (e.g. /jev) and cannot pass the ASGI root_path.
+        force_script_name=_get(env, "FORCE_SCRIPT_NAME", None, lambda v: v.rstrip("/") or None,
+                               lambda v: v is None or v.startswith("/"), "a path starting with /, e.g. /jev"),
     )
     if config.max_input_tokens > config.max_total_input_tokens:
         raise ConfigError("OPENJEV_MAX_INPUT_TOKENS must not exceed OPENJEV_MAX_TOTAL_INPUT_TOKENS")

@@ -38,6 +38,8 @@ MIDDLEWARE = [
 ROOT_URLCONF = "openjev_site.urls"
 ASGI_APPLICATION = "openjev_site.asgi.application"
 APPEND_SLASH = False
+# Behind a gateway that mounts the service under a path: Django otherwise takes it from the ASGI root_path.
+FORCE_SCRIPT_NAME = OPENJEV.force_script_name
 
 TEMPLATES = [
     {
@@ -63,6 +65,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 20,
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+    # Tests use a file too (not Django's in-memory default), so the storage writer thread, the admin
+    # and the API see one WAL database exactly as in production.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "test-db.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
@@ -99,6 +104,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # 3.1: JSON Schema type lists say "string, object or array" without oneOf noise.
+    "OAS_VERSION": "3.1.0",
+    # Our hook sets the long description, tags, auth scheme and the limits from OPENJEV_*; enums stay inline.
+    "POSTPROCESSING_HOOKS": ["evaluations.schema.schema_postprocess"],
+    # No call to the public validator badge: the docs must work offline.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None, "tryItOutEnabled": True,
+                            "displayRequestDuration": True, "persistAuthorization": False},
 }
 
 LOGGING = {

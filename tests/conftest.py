@@ -116,3 +116,10 @@ class LiveServer:
 def asgi_server(engine: Engine) -> Iterator[LiveServer]:
     with LiveServer() as server:
         yield server
+
+
+@pytest.fixture(autouse=True)
+def _storage_off_without_database(request: pytest.FixtureRequest, settings) -> None:
+    """Tests that may not touch the database run with evaluation storage off (storage tests opt in)."""
+    if request.node.get_closest_marker("django_db") is None and settings.OPENJEV.store_evaluations != "off":
+        settings.OPENJEV = replace(settings.OPENJEV, store_evaluations="off")

@@ -15,11 +15,20 @@ from inference.tokenizer import Tokenizer
 
 @dataclass(frozen=True)
 class BranchCall:
-    """One generation of one output token: `ids` is the full prompt (prefix + suffix)."""
+    """One generation of one output token for the prompt `prefix + suffix`.
+
+    The two halves stay apart because every branch shares the same prefix object: a backend can
+    serialise it once per evaluation instead of once per branch.
+    """
 
     rid: str
-    ids: Sequence[int]
+    prefix: Sequence[int]
+    suffix: Sequence[int]
     label_ids: Sequence[int]
+
+    @property
+    def ids(self) -> list[int]:
+        return [*self.prefix, *self.suffix]
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
 """The embedded engine: llama.cpp on the CPU, with real KV prefix reuse across an evaluation.
 
-One llama context holds one sequence of tokens in its KV cache. Every generation keeps the longest
-common prefix of what is cached and what it needs, drops the rest and evaluates only the new
-tokens, so the warm-up's prefix is computed once and each branch pays for its own suffix only.
-The context is not thread-safe, so all model work runs on one dedicated worker thread; the event
-loop only awaits it. Cancellation is cooperative: a cancelled or aborted call skips its remaining
-branches (a branch already inside llama.cpp finishes first, which takes a fraction of a second).
+One llama context holds one token sequence in its KV cache. The warm-up evaluates the shared prefix
+from scratch and leaves it there; each branch that continues that prefix drops the previous
+branch's cells, keeps the prefix and evaluates only its own suffix. The context is not
+thread-safe, so all model work runs on one dedicated worker thread and the event loop only awaits
+it. Cancellation is cooperative: a cancelled or aborted call skips its remaining branches (a
+branch already inside llama.cpp finishes first, a fraction of a second on the bundled model).
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import ctypes
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import llama_cpp
 import numpy as np
@@ -29,10 +30,10 @@ from inference.chat_template import ChatTemplate
 from inference.errors import BackendFailed, BackendUnavailable, StartupError
 from inference.gguf import gguf_model_name, gguf_resolve
 
-T = TypeVar("T")
-
 DEFAULT_N_CTX = 8192
 DEFAULT_N_BATCH = 512
+PREFIXES_REMEMBERED = 64
+"""Warm-up prefixes kept for matching branches; more than the evaluations that can be in flight."""
 
 
 class _Aborted(Exception):
@@ -95,7 +96,7 @@ class LocalBackend:
                  flash_attn: bool = False) -> None:
         self.model = model or model_path.stem
         self.prefix_reuse = prefix_reuse
-        """False recomputes every generation from scratch (benchmarks compare the two)."""
+        """False recomputes each generation from scratch, prefix included (benchmarks compare the two)."""
         started = time.perf_counter()
         threads = threads or os.cpu_count() or 1
         try:
@@ -108,7 +109,11 @@ class LocalBackend:
         """The longest prompt the engine can read; budgets above it fail each branch."""
         self._tokenizer = LlamaTokenizer(self._llm)
         self._n_vocab = self._llm.n_vocab()
-        self._cached: list[int] = []  # the tokens in the KV cache; touched on the worker thread only
+        # Worker-thread state: the tokens in the KV cache, how many of them are a warm-up prefix computed
+        # from scratch (the anchor), and recent warm-up prefixes so a branch can find its own.
+        self._cached: list[int] = []
+        self._anchor = 0
+        self._prefixes: OrderedDict[tuple[int, ...], None] = OrderedDict()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
         self._flags: dict[str, threading.Event] = {}
         self._closed = False
@@ -118,7 +123,7 @@ class LocalBackend:
     # -- Backend protocol -------------------------------------------------------------------------
 
     async def warm(self, *, rid: str, prefix_ids: Sequence[int]) -> Generation:
-        results = await self._submit(rids=[rid], job=lambda flag: [self._generate(prefix_ids, (), flag)])
+        results = await self._submit(rids=[rid], job=lambda flag: [self._generate(prefix_ids, (), flag, warm=True)])
         return results[0]
 
     async def score(self, *, calls: Sequence[BranchCall]) -> list[Generation]:
@@ -150,7 +155,7 @@ class LocalBackend:
 
     # -- event loop side --------------------------------------------------------------------------
 
-    async def _submit(self, *, rids: Sequence[str], job: Callable[[threading.Event], T]) -> T:
+    async def _submit[R](self, *, rids: Sequence[str], job: Callable[[threading.Event], R]) -> R:
         """Run `job` on the worker; cancelling the awaiting coroutine stops it between branches."""
         if self._closed:
             raise BackendUnavailable("the embedded engine is closed")
@@ -175,22 +180,31 @@ class LocalBackend:
 
     # -- worker thread side -----------------------------------------------------------------------
 
-    def _generate(self, ids: Sequence[int], label_ids: Sequence[int], flag: threading.Event) -> Generation:
-        """Evaluate `ids` reusing the cached prefix, then read the label log-probs at the last position."""
+    def _generate(self, ids: Sequence[int], label_ids: Sequence[int], flag: threading.Event, *,
+                  warm: bool = False) -> Generation:
+        """One generation: evaluate `ids` on top of its warm-up prefix, read the label log-probs."""
         if flag.is_set():
             raise _Aborted
-        ids = list(ids)
+        ids = tuple(ids)
         self._check(ids, label_ids)
-        common = self._common_prefix(ids) if self.prefix_reuse else 0
+        if warm:
+            self._prefixes[ids] = None
+            self._prefixes.move_to_end(ids)
+            while len(self._prefixes) > PREFIXES_REMEMBERED:
+                self._prefixes.popitem(last=False)
+            base = len(ids)
+        else:
+            base = self._base(ids)
         try:
-            common = self._rollback(common)
-            self._llm.eval(ids[common:])
+            cached = self._prefix_load(ids, base)
+            if len(ids) > base:
+                self._llm.eval(ids[base:])
+                self._cached = [*self._cached[:base], *ids[base:]]
         except Exception as exc:
-            self._cached = []  # the KV cache may be half-written: trust nothing in it
+            self._cached, self._anchor = [], 0  # the KV cache may be half-written: trust nothing in it
             self._llm.n_tokens = 0
             raise BackendFailed(f"llama.cpp failed to evaluate the prompt: {exc}") from exc
-        self._cached = ids
-        return Generation(prompt_tokens=len(ids), cached_tokens=common, label_logprobs=self._label_logprobs(label_ids))
+        return Generation(prompt_tokens=len(ids), cached_tokens=cached, label_logprobs=self._label_logprobs(label_ids))
 
     def _check(self, ids: Sequence[int], label_ids: Sequence[int]) -> None:
         if not ids:
@@ -201,27 +215,51 @@ class LocalBackend:
         if any(not 0 <= t < self._n_vocab for t in (*ids, *label_ids)):
             raise BackendFailed(f"a token id is outside the model's vocabulary of {self._n_vocab}")
 
-    def _common_prefix(self, ids: Sequence[int]) -> int:
-        """Length of the cached prefix of `ids`, leaving at least one token to evaluate for fresh logits."""
-        common = 0
-        for cached, new in zip(self._cached, ids[:-1], strict=False):
-            if cached != new:
-                break
-            common += 1
-        return common
+    def _base(self, ids: tuple[int, ...]) -> int:
+        """Length of the longest remembered warm-up prefix that `ids` strictly extends (0: none)."""
+        best = 0
+        for prefix in self._prefixes:
+            if best < len(prefix) < len(ids) and ids[:len(prefix)] == prefix:
+                best = len(prefix)
+        return best
 
-    def _rollback(self, common: int) -> int:
-        """Drop cached cells from `common` on; returns how many tokens are really kept.
+    def _prefix_load(self, ids: tuple[int, ...], base: int) -> int:
+        """Make the KV cache hold exactly `ids[:base]`, computed as one from-scratch evaluation.
 
-        Attention KV cells can be removed from any position. Recurrent state (Mamba-style or
-        hybrid models loaded from a custom path) cannot be cut mid-sequence, so such a model
-        starts over unless the cache is an exact prefix.
+        Returns how many tokens were reused rather than computed. Reuse happens only at a warm-up
+        boundary (the anchor), never at an arbitrary common prefix: llama.cpp's CPU kernels round
+        differently for different batch shapes, so a cell's values depend on the batch it was
+        computed in. Pinning every branch to "prefix in one evaluation, then the suffix" makes an
+        answer a function of its own prompt only, not of the previous question or request, and
+        the same with reuse on or off.
         """
-        if common < len(self._cached) and not self._llm._ctx.kv_cache_seq_rm(-1, common, -1):
-            llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._llm._ctx.ctx), True)
-            common = 0
-        self._llm.n_tokens = common
-        return common
+        if (self.prefix_reuse and base and self._anchor == base and self._cached[:base] == list(ids[:base])
+                and self._truncate(base)):
+            return base
+        self._llm.n_tokens = 0
+        self._cached, self._anchor = [], 0
+        self._clear()
+        if base:
+            self._llm.eval(ids[:base])
+            self._cached, self._anchor = list(ids[:base]), base
+        return 0
+
+    def _truncate(self, keep: int) -> bool:
+        """Drop the KV cells after `keep`; False when the model's memory cannot be cut there.
+
+        Attention KV cells can be removed anywhere. Recurrent state (Mamba-style or hybrid models
+        from a custom path) cannot be cut mid-sequence, so such a model recomputes the prefix.
+        """
+        if len(self._cached) > keep and not self._llm._ctx.kv_cache_seq_rm(-1, keep, -1):
+            return False
+        self._llm.n_tokens = keep
+        self._cached = self._cached[:keep]
+        return True
+
+    def _clear(self) -> None:
+        memory = llama_cpp.llama_get_memory(self._llm._ctx.ctx)
+        if memory:
+            llama_cpp.llama_memory_clear(memory, True)
 
     def _label_logprobs(self, label_ids: Sequence[int]) -> tuple[float, ...]:
         """Full-vocabulary log-softmax at the last evaluated position, read at the label ids."""

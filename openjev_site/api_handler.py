@@ -1,0 +1,42 @@
+"""A lean Django ASGI handler for the JSON API, beside the full one for the admin and the docs.
+
+Django adapts every classic middleware to async by hopping to a worker thread twice per request
+(process_request/process_response through sync_to_async), and a fresh thread-sensitive executor is
+created per request: on the API that was most of the server's CPU per evaluation. The API needs
+none of those middlewares (no sessions, cookies, CSRF or messages: it authenticates by Bearer key),
+so its handler runs the URL resolver and the async view directly on the event loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.exception import convert_exception_to_response
+
+
+class ApiASGIHandler(ASGIHandler):
+    def load_middleware(self, is_async: bool = False) -> None:
+        """What Django's load_middleware builds for an empty MIDDLEWARE list, in async mode."""
+        self._view_middleware: list[Any] = []
+        self._template_response_middleware: list[Any] = []
+        self._exception_middleware: list[Any] = []
+        self._middleware_chain = convert_exception_to_response(self._get_response_async)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        # Nothing on the API path runs thread-sensitive sync code, so the per-request
+        # ThreadSensitiveContext (and the executor thread it would start) is not needed.
+        if scope["type"] != "http":
+            raise ValueError(f"the API serves HTTP only, not {scope['type']}")
+        await self.handle(scope, receive, send)
+
+
+API_PREFIXES = ("/v1/", "/health")
+
+
+def path_is_api(scope: Any) -> bool:
+    path: str = scope.get("path", "")
+    root = scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root):]
+    return path.startswith(API_PREFIXES)
