@@ -34,13 +34,22 @@ from tests.qwen3 import qwen3_dir  # noqa: E402
 
 STATE_600 = " ".join(
     f"Message {i}: the customer reports that order #{4400 + i} arrived late and the invoice shows a double charge."
-    for i in range(30))
+    for i in range(30)
+)
 QUESTIONS_64 = {
-    f"q{i:02d}": ({"type": "noul", "instructions": f"Does the text mention issue number {i}?"} if i % 3 == 0 else
-                  {"type": "choice", "instructions": f"Which team owns topic {i}?",
-                   "criteria": {"Billing": "Payments", "Logistics": "Shipping", "Support": None}} if i % 3 == 1 else
-                  {"type": "score", "instructions": f"How urgent is aspect {i}?", "criteria": ["Low", "Medium", "High"]})
-    for i in range(64)}
+    f"q{i:02d}": (
+        {"type": "noul", "instructions": f"Does the text mention issue number {i}?"}
+        if i % 3 == 0
+        else {
+            "type": "choice",
+            "instructions": f"Which team owns topic {i}?",
+            "criteria": {"Billing": "Payments", "Logistics": "Shipping", "Support": None},
+        }
+        if i % 3 == 1
+        else {"type": "score", "instructions": f"How urgent is aspect {i}?", "criteria": ["Low", "Medium", "High"]}
+    )
+    for i in range(64)
+}
 WORKLOADS = {
     "3 questions (README example)": README_REQUEST,
     "64 questions, ~600-token state": {"model": "jev-latest", "state": STATE_600, "questions": QUESTIONS_64},
@@ -92,22 +101,39 @@ def server_command(server: str, port: int) -> list[str]:
     python = sys.executable
     if server == "daphne":
         return [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "openjev_site.asgi:application"]
-    return [python, "-m", "uvicorn", "openjev_site.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-            "--no-access-log", "--log-level", "warning", "--lifespan", "off"]
+    return [
+        python,
+        "-m",
+        "uvicorn",
+        "openjev_site.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--no-access-log",
+        "--log-level",
+        "warning",
+        "--lifespan",
+        "off",
+    ]
 
 
-async def drive(url: str, body: dict[str, Any], *, requests: int, concurrency: int) -> tuple[list[float], dict[int, int]]:
+async def drive(
+    url: str, body: dict[str, Any], *, requests: int, concurrency: int
+) -> tuple[list[float], dict[int, int]]:
     latencies: list[float] = []
     statuses: dict[int, int] = {}
     payload = json.dumps(body).encode()
     queue = iter(range(requests))
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+
         async def worker() -> None:
             for _ in queue:
                 start = time.perf_counter()
-                response = await client.post("/v1/systemone", content=payload,
-                                             headers={"Content-Type": "application/json"})
+                response = await client.post(
+                    "/v1/systemone", content=payload, headers={"Content-Type": "application/json"}
+                )
                 latencies.append(time.perf_counter() - start)
                 statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
 
@@ -123,10 +149,17 @@ def fake_calls(fake: subprocess.Popen[str]) -> int:
 
 def measure(args: argparse.Namespace, mode: str, fake_port: int, fake: subprocess.Popen[str]) -> None:
     port = free_port()
-    env = {**os.environ, "OPENJEV_BACKEND": "sglang", "OPENJEV_BACKEND_URL": f"http://127.0.0.1:{fake_port}",
-           "OPENJEV_TOKENIZER": str(qwen3_dir()), "OPENJEV_MODEL": "Qwen/Qwen3.6-35B-A3B",
-           "OPENJEV_BRANCH_MODE": mode, "OPENJEV_STORE_EVALUATIONS": args.store, "DJANGO_SETTINGS_MODULE":
-           "openjev_site.settings", "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "OPENJEV_BACKEND": "sglang",
+        "OPENJEV_BACKEND_URL": f"http://127.0.0.1:{fake_port}",
+        "OPENJEV_TOKENIZER": str(qwen3_dir()),
+        "OPENJEV_MODEL": "Qwen/Qwen3.6-35B-A3B",
+        "OPENJEV_BRANCH_MODE": mode,
+        "OPENJEV_STORE_EVALUATIONS": args.store,
+        "DJANGO_SETTINGS_MODULE": "openjev_site.settings",
+        "PYTHONPATH": str(ROOT),
+    }
     server = subprocess.Popen(server_command(args.server, port), cwd=ROOT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -140,9 +173,12 @@ def measure(args: argparse.Namespace, mode: str, fake_port: int, fake: subproces
             calls = fake_calls(fake) - calls_before
             ok = statuses.get(200, 0)
             q = statistics.quantiles(latencies, n=100)
-            print(f"{args.server:7s} {mode:8s} {name:32s} {ok / elapsed:7.1f} eval/s  p50 {q[49] * 1000:6.1f} ms  "
-                  f"p99 {q[98] * 1000:6.1f} ms  server CPU {cpu / requests * 1000:5.2f} ms/eval  "
-                  f"backend calls/eval {calls / requests:5.2f}  statuses {statuses}", flush=True)
+            print(
+                f"{args.server:7s} {mode:8s} {name:32s} {ok / elapsed:7.1f} eval/s  p50 {q[49] * 1000:6.1f} ms  "
+                f"p99 {q[98] * 1000:6.1f} ms  server CPU {cpu / requests * 1000:5.2f} ms/eval  "
+                f"backend calls/eval {calls / requests:5.2f}  statuses {statuses}",
+                flush=True,
+            )
     finally:
         server.terminate()
         server.wait(10)
@@ -161,11 +197,16 @@ def main() -> None:
         serve_fake(args.serve_fake)
         return
     fake_port = free_port()
-    fake = subprocess.Popen([sys.executable, __file__, "--serve-fake", str(fake_port)], cwd=ROOT,
-                            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    fake = subprocess.Popen(
+        [sys.executable, __file__, "--serve-fake", str(fake_port)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         assert fake.stdout is not None and fake.stdout.readline().strip() == "ready"
-        for mode in (["batched", "parallel"] if args.mode == "both" else [args.mode]):
+        for mode in ["batched", "parallel"] if args.mode == "both" else [args.mode]:
             measure(args, mode, fake_port, fake)
     finally:
         fake.terminate()

@@ -50,7 +50,8 @@ def body_parse(raw: bytes) -> Any:
 
 def _kind(value: Any) -> str:
     return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
-        type(value), "number")
+        type(value), "number"
+    )
 
 
 def _is_text(value: Any) -> bool:
@@ -84,17 +85,21 @@ def request_parse(*, data: Any, limits: Limits, models: frozenset[str]) -> Evalu
     elif not isinstance(model, str):
         check.add(("body", "model"), f"Input should be a string, got {_kind(model)}", "string_type")
     elif not model_known(model=model, models=models):
-        check.add(("body", "model"), f"Unknown model {model!r}; use one of {', '.join(sorted(models))} "
-                                     "or any jev-* alias", "unknown_model")
+        check.add(
+            ("body", "model"),
+            f"Unknown model {model!r}; use one of {', '.join(sorted(models))} or any jev-* alias",
+            "unknown_model",
+        )
     if "state" not in data:
         check.add(("body", "state"), "Field required", "missing")
     elif not _is_text(data["state"]):
-        check.add(("body", "state"), f"Input should be a string, object or array, got {_kind(data['state'])}",
-                  "state_type")
+        check.add(
+            ("body", "state"), f"Input should be a string, object or array, got {_kind(data['state'])}", "state_type"
+        )
     questions = _questions_check(check, data, limits)
     if check.problems:
         raise RequestInvalid(check.problems)
-    return EvaluationRequest(model=model, state=data["state"], questions=questions)
+    return EvaluationRequest(model=str(model), state=data["state"], questions=questions)
 
 
 def model_known(*, model: str, models: frozenset[str]) -> bool:
@@ -111,8 +116,11 @@ def _questions_check(check: _Checker, data: dict[str, Any], limits: Limits) -> t
         check.add(loc, f"Input should be an object of question id to question, got {_kind(questions)}", "dict_type")
         return ()
     if not 1 <= len(questions) <= limits.max_questions:
-        check.add(loc, f"Between 1 and {limits.max_questions} questions are allowed, got {len(questions)}",
-                  "too_short" if not questions else "too_long")
+        check.add(
+            loc,
+            f"Between 1 and {limits.max_questions} questions are allowed, got {len(questions)}",
+            "too_short" if not questions else "too_long",
+        )
         return ()
     built = []
     for qid, question in questions.items():
@@ -131,14 +139,19 @@ def _question_check(check: _Checker, qid: str, question: Any, loc: Loc, limits: 
         return None
     qtype = question.get("type")
     if qtype not in QUESTION_TYPES:
-        msg = "Field required" if "type" not in question else f"Input tag {qtype!r} is not one of 'noul', 'choice', 'score'"
+        msg = (
+            "Field required"
+            if "type" not in question
+            else f"Input tag {qtype!r} is not one of 'noul', 'choice', 'score'"
+        )
         check.add((*loc, "type"), msg, "missing" if "type" not in question else "union_tag_invalid")
         return None
     before = len(check.problems)
     check.text(question.get("instructions"), (*loc, "instructions"), nullable=True)
     criteria = question.get("criteria")
-    {"noul": _noul_check, "choice": _choice_check, "score": _score_check}[qtype](check, criteria, (*loc, "criteria"),
-                                                                                 limits)
+    {"noul": _noul_check, "choice": _choice_check, "score": _score_check}[qtype](
+        check, criteria, (*loc, "criteria"), limits
+    )
     if len(check.problems) > before:
         return None
     return question_build(id=qid, type=qtype, instructions=question.get("instructions"), criteria=criteria)
@@ -159,12 +172,18 @@ def _noul_check(check: _Checker, criteria: Any, loc: Loc, limits: Limits) -> Non
 
 def _choice_check(check: _Checker, criteria: Any, loc: Loc, limits: Limits) -> None:
     if not isinstance(criteria, dict):
-        check.add(loc, f"Input should be an object of option name to description, got {_kind(criteria)}",
-                  "missing" if criteria is None else "dict_type")
+        check.add(
+            loc,
+            f"Input should be an object of option name to description, got {_kind(criteria)}",
+            "missing" if criteria is None else "dict_type",
+        )
         return
     if not 2 <= len(criteria) <= limits.max_answers:
-        check.add(loc, f"A choice needs 2 to {limits.max_answers} options, got {len(criteria)}",
-                  "too_short" if len(criteria) < 2 else "too_long")
+        check.add(
+            loc,
+            f"A choice needs 2 to {limits.max_answers} options, got {len(criteria)}",
+            "too_short" if len(criteria) < 2 else "too_long",
+        )
         return
     for key, value in criteria.items():
         check.text(value, (*loc, key), nullable=True)
@@ -172,16 +191,23 @@ def _choice_check(check: _Checker, criteria: Any, loc: Loc, limits: Limits) -> N
 
 def _score_check(check: _Checker, criteria: Any, loc: Loc, limits: Limits) -> None:
     if isinstance(criteria, dict):
-        check.add(loc, "Score levels must be an array, lowest first; the object form {\"0\": ...} is not accepted",
-                  "list_type")
+        check.add(
+            loc, 'Score levels must be an array, lowest first; the object form {"0": ...} is not accepted', "list_type"
+        )
         return
     if not isinstance(criteria, list):
-        check.add(loc, f"Input should be an array of levels, got {_kind(criteria)}",
-                  "missing" if criteria is None else "list_type")
+        check.add(
+            loc,
+            f"Input should be an array of levels, got {_kind(criteria)}",
+            "missing" if criteria is None else "list_type",
+        )
         return
     if not 2 <= len(criteria) <= limits.max_answers:
-        check.add(loc, f"A score needs 2 to {limits.max_answers} levels, got {len(criteria)}",
-                  "too_short" if len(criteria) < 2 else "too_long")
+        check.add(
+            loc,
+            f"A score needs 2 to {limits.max_answers} levels, got {len(criteria)}",
+            "too_short" if len(criteria) < 2 else "too_long",
+        )
         return
     for i, level in enumerate(criteria):
         check.text(level, (*loc, i), nullable=False)

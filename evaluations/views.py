@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from adrf.views import APIView
 from django.conf import settings
@@ -22,8 +22,8 @@ from evaluations.services import Served, request_id_new, systemone_evaluate
 class ApiView(APIView):
     """Our views speak JSON only and map every failure through `evaluations.errors`."""
 
-    authentication_classes: list[Any] = []
-    permission_classes: list[Any] = []
+    authentication_classes: ClassVar[list[Any]] = []
+    permission_classes: ClassVar[list[Any]] = []
 
     def handle_exception(self, exc: Exception) -> HttpResponse:
         return api_exception_handler(exc, {})
@@ -88,7 +88,8 @@ class ModelsView(ApiView):
         names = [config.model_alias, config.model]
         described = {config.model_alias: f"Alias of {config.model}", config.model: "Served model"}
         return json_response({
-            "models": [{"name": n, "description": described[n], "release_date": config.model_release_date} for n in names],
+            "models": [{"name": n, "description": described[n], "release_date": config.model_release_date}
+                       for n in names],
             "object": "list",
             "data": [{"id": n, "object": "model", "owned_by": "openjev"} for n in names],
         })

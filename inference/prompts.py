@@ -77,6 +77,7 @@ def state_messages(state: Any) -> list[dict[str, Any]]:
 
 
 def _transcript(state: Any) -> tuple[list[Any] | None, tuple[str | int, ...]]:
+    loc: tuple[str | int, ...]
     if isinstance(state, dict) and list(state) == ["messages"]:
         candidate, loc = state["messages"], ("body", "state", "messages")
     else:
@@ -107,7 +108,9 @@ def _text_parts(parts: list[Any], loc: tuple[str | int, ...]) -> list[str]:
             texts.append(part["text"])
         else:
             kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-            raise RequestInvalid([Problem((*loc, i), f"only text content is supported, got {kind!r}", "unsupported_content")])
+            raise RequestInvalid(
+                [Problem((*loc, i), f"only text content is supported, got {kind!r}", "unsupported_content")]
+            )
     return texts
 
 
@@ -144,8 +147,9 @@ def _encoder(tokenizer: Tokenizer) -> Callable[[str], tuple[int, ...]]:
     return encoder
 
 
-def plan_compile(*, state: Any, questions: Sequence[Question], tokenizer: Tokenizer, labels: Sequence[Label],
-                 budget: Budget) -> Plan:
+def plan_compile(
+    *, state: Any, questions: Sequence[Question], tokenizer: Tokenizer, labels: Sequence[Label], budget: Budget
+) -> Plan:
     """Render, split, tokenize and check budgets; raises RequestInvalid before any backend call.
 
     A suffix is tokenized as question block + ending separately: the ending opens with the
@@ -156,9 +160,14 @@ def plan_compile(*, state: Any, questions: Sequence[Question], tokenizer: Tokeni
     prefix_ids = tuple(tokenizer.encode(prefix))
     encode = _encoder(tokenizer)
     ending_ids = encode(ending + ANSWER_CUE)
-    branches = tuple(Branch(question=q, suffix_ids=encode(question_text(question=q, labels=labels)) + ending_ids,
-                            label_ids=tuple(lb.token_id for lb in labels[:len(q.options)]))
-                     for q in questions)
+    branches = tuple(
+        Branch(
+            question=q,
+            suffix_ids=encode(question_text(question=q, labels=labels)) + ending_ids,
+            label_ids=tuple(lb.token_id for lb in labels[: len(q.options)]),
+        )
+        for q in questions
+    )
     plan = Plan(prefix_ids=prefix_ids, branches=branches)
     _budget_check(plan=plan, budget=budget)
     return plan
@@ -169,11 +178,24 @@ def _budget_check(*, plan: Plan, budget: Budget) -> None:
     for branch in plan.branches:
         size = len(plan.prefix_ids) + len(branch.suffix_ids) + 1
         if size > budget.max_input_tokens:
-            problems.append(Problem(("body", "questions", branch.question.id),
-                                    f"this question's prompt is {size} tokens (state included), over the "
-                                    f"limit of {budget.max_input_tokens} per question", "token_limit"))
+            problems.append(
+                Problem(
+                    ("body", "questions", branch.question.id),
+                    f"this question's prompt is {size} tokens (state included), over the "
+                    f"limit of {budget.max_input_tokens} per question",
+                    "token_limit",
+                )
+            )
     if problems:
         raise RequestInvalid(problems)
     if plan.input_tokens > budget.max_total_input_tokens:
-        raise RequestInvalid([Problem(("body",), f"the request needs {plan.input_tokens} input tokens over all questions, "
-                                                 f"over the limit of {budget.max_total_input_tokens}", "token_limit")])
+        raise RequestInvalid(
+            [
+                Problem(
+                    ("body",),
+                    f"the request needs {plan.input_tokens} input tokens over all questions, "
+                    f"over the limit of {budget.max_total_input_tokens}",
+                    "token_limit",
+                )
+            ]
+        )

@@ -41,11 +41,14 @@ def question_build(*, id: str, type: QuestionType, instructions: Any, criteria: 
     text = None if instructions is None else text_render(instructions)
     if type == "noul":
         sides = criteria or {}
-        options = tuple(Option(key=side, text=_noul_side(sides.get(side), NOUL_DEFAULTS[side]))
-                        for side in ("true", "false"))
+        options = tuple(
+            Option(key=side, text=_noul_side(sides.get(side), NOUL_DEFAULTS[side])) for side in ("true", "false")
+        )
         return Question(id=id, type=type, instructions=text, options=options)
     if type == "choice":
-        options = tuple(Option(key=key, text=key if desc is None else text_render(desc)) for key, desc in criteria.items())
+        options = tuple(
+            Option(key=key, text=key if desc is None else text_render(desc)) for key, desc in criteria.items()
+        )
         return Question(id=id, type=type, instructions=text, options=options)
     levels = tuple(criteria)
     options = tuple(Option(key=str(i), text=text_render(level)) for i, level in enumerate(levels))

@@ -101,18 +101,32 @@ def _ms(start: float, end: float) -> float:
 async def evaluation_run(*, engine: Engine, state: Any, questions: Sequence[Question]) -> Outcome:
     """Compile (422 on budgets), admit (529), then run the plan under the deadline (504)."""
     start = time.perf_counter()
-    plan = plan_compile(state=state, questions=questions, tokenizer=engine.backend.tokenizer(),
-                        labels=engine.labels, budget=engine.budget)
+    plan = plan_compile(
+        state=state,
+        questions=questions,
+        tokenizer=engine.backend.tokenizer(),
+        labels=engine.labels,
+        budget=engine.budget,
+    )
     prepared = time.perf_counter()
     with engine.gate.admit():
-        return await plan_run(plan=plan, backend=engine.backend, scoring=engine.scoring, timeout=engine.timeout,
-                              prepare_ms=_ms(start, prepared))
+        return await plan_run(
+            plan=plan,
+            backend=engine.backend,
+            scoring=engine.scoring,
+            timeout=engine.timeout,
+            prepare_ms=_ms(start, prepared),
+        )
 
 
-async def plan_run(*, plan: Plan, backend: Backend, scoring: Scoring, timeout: float, prepare_ms: float = 0.0) -> Outcome:
+async def plan_run(
+    *, plan: Plan, backend: Backend, scoring: Scoring, timeout: float, prepare_ms: float = 0.0
+) -> Outcome:
     warm_rid = _rid()
-    calls = [BranchCall(rid=_rid(), prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids)
-             for b in plan.branches]
+    calls = [
+        BranchCall(rid=_rid(), prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids)
+        for b in plan.branches
+    ]
     pending = [warm_rid, *(c.rid for c in calls)]
     try:
         async with asyncio.timeout(timeout):
@@ -129,8 +143,13 @@ async def plan_run(*, plan: Plan, backend: Backend, scoring: Scoring, timeout: f
     except BaseException:
         await _abort(backend, pending)
         raise
-    return _outcome(plan=plan, warm=warm, generations=generations, scoring=scoring,
-                    timings=Timings(prepare_ms=prepare_ms, prefill_ms=_ms(t0, t1), branches_ms=_ms(t1, t2)))
+    return _outcome(
+        plan=plan,
+        warm=warm,
+        generations=generations,
+        scoring=scoring,
+        timings=Timings(prepare_ms=prepare_ms, prefill_ms=_ms(t0, t1), branches_ms=_ms(t1, t2)),
+    )
 
 
 async def _abort(backend: Backend, rids: list[str]) -> None:
@@ -139,14 +158,26 @@ async def _abort(backend: Backend, rids: list[str]) -> None:
         await asyncio.shield(backend.abort(rids=list(rids)))
 
 
-def _outcome(*, plan: Plan, warm: Generation, generations: Sequence[Generation], scoring: Scoring,
-             timings: Timings) -> Outcome:
-    answers = tuple(answer_compute(question=b.question, logprobs=g.label_logprobs, temperature=scoring.temperature,
-                                   confidence=scoring.confidence) for b, g in zip(plan.branches, generations, strict=True))
+def _outcome(
+    *, plan: Plan, warm: Generation, generations: Sequence[Generation], scoring: Scoring, timings: Timings
+) -> Outcome:
+    answers = tuple(
+        answer_compute(
+            question=b.question,
+            logprobs=g.label_logprobs,
+            temperature=scoring.temperature,
+            confidence=scoring.confidence,
+        )
+        for b, g in zip(plan.branches, generations, strict=True)
+    )
     cached = [g.cached_tokens for g in generations]
-    return Outcome(answers=answers,
-                   usage=Usage(input_tokens=warm.prompt_tokens + sum(g.prompt_tokens for g in generations),
-                               output_tokens=len(generations) + 1),
-                   prefix_tokens=len(plan.prefix_ids),
-                   cached_tokens=None if any(c is None for c in cached) else sum(c for c in cached if c is not None),
-                   timings=timings)
+    return Outcome(
+        answers=answers,
+        usage=Usage(
+            input_tokens=warm.prompt_tokens + sum(g.prompt_tokens for g in generations),
+            output_tokens=len(generations) + 1,
+        ),
+        prefix_tokens=len(plan.prefix_ids),
+        cached_tokens=None if any(c is None for c in cached) else sum(c for c in cached if c is not None),
+        timings=timings,
+    )

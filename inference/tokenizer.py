@@ -74,8 +74,11 @@ def hf_tokenizer_load(*, directory: Path) -> HFTokenizer:
         template = next((t["template"] for t in template if t.get("name") == "default"), None)
     if not isinstance(template, str):
         raise StartupError(f"{directory} has no chat template")
-    specials = {name: text for name in ("bos_token", "eos_token", "pad_token", "unk_token")
-                if (text := _token_text(config.get(name))) is not None}
+    specials = {
+        name: text
+        for name in ("bos_token", "eos_token", "pad_token", "unk_token")
+        if (text := _token_text(config.get(name))) is not None
+    }
     return HFTokenizer(HFTokenizerCore.from_file(str(tokenizer_file)), ChatTemplate(template, special_tokens=specials))
 
 
@@ -85,12 +88,17 @@ def hf_tokenizer_resolve(*, source: str, revision: str | None, offline: bool) ->
     if path.is_dir():
         return hf_tokenizer_load(directory=path)
     if offline:
-        raise StartupError(f"tokenizer {source!r} is not a local directory and hub downloads are disabled "
-                           "(set OPENJEV_TOKENIZER to a directory holding tokenizer.json)")
+        raise StartupError(
+            f"tokenizer {source!r} is not a local directory and hub downloads are disabled "
+            "(set OPENJEV_TOKENIZER to a directory holding tokenizer.json)"
+        )
     try:
         from huggingface_hub import snapshot_download  # only present in SGLang deployments
     except ImportError as exc:
-        raise StartupError(f"tokenizer {source!r} is not a local directory and huggingface_hub is not installed") from exc
-    local = snapshot_download(source, revision=revision,
-                              allow_patterns=["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"])
+        raise StartupError(
+            f"tokenizer {source!r} is not a local directory and huggingface_hub is not installed"
+        ) from exc
+    local = snapshot_download(
+        source, revision=revision, allow_patterns=["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"]
+    )
     return hf_tokenizer_load(directory=Path(local))

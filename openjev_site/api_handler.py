@@ -21,7 +21,7 @@ class ApiASGIHandler(ASGIHandler):
         self._view_middleware: list[Any] = []
         self._template_response_middleware: list[Any] = []
         self._exception_middleware: list[Any] = []
-        self._middleware_chain = convert_exception_to_response(self._get_response_async)
+        self._middleware_chain = convert_exception_to_response(self._get_response_async)  # type: ignore[attr-defined]
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         # Nothing on the API path runs thread-sensitive sync code, so the per-request

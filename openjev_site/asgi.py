@@ -5,6 +5,7 @@ worker thread, so importing the application stays fast and side-effect free.
 """
 
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
@@ -20,10 +21,10 @@ from openjev_site.bodyguard import BodyGuard  # noqa: E402
 api_application = ApiASGIHandler()
 
 
-async def router(scope: dict, receive: object, send: object) -> None:
+async def router(scope: Any, receive: Any, send: Any) -> None:
     """API paths take the lean handler; the admin and the docs keep the full middleware stack."""
     app = api_application if scope["type"] == "http" and path_is_api(scope) else django_application
-    await app(scope, receive, send)  # type: ignore[arg-type]
+    await app(scope, receive, send)
 
 
 application = BodyGuard(router, max_bytes=settings.OPENJEV.max_body_bytes)

@@ -10,9 +10,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
-
-T = TypeVar("T")
+from typing import Any
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL = "Qwen/Qwen3.6-35B-A3B"
@@ -72,8 +70,14 @@ class OpenJevConfig:
         return bool(self.api_key) or self.require_api_key
 
 
-def _get(env: Mapping[str, str], name: str, default: T, parse: Callable[[str], T],
-         check: Callable[[T], bool] = lambda _: True, rule: str = "") -> T:
+def _get[T](
+    env: Mapping[str, str],
+    name: str,
+    default: T,
+    parse: Callable[[str], T],
+    check: Callable[[T], bool] = lambda _: True,
+    rule: str = "",
+) -> T:
     raw = env.get(f"OPENJEV_{name}")
     if raw is None or raw == "":
         return default
@@ -100,6 +104,7 @@ def _choice(*allowed: str) -> Callable[[str], str]:
         if raw.lower() not in allowed:
             raise ValueError(raw)
         return raw.lower()
+
     return parse
 
 
@@ -111,8 +116,9 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
     env = os.environ if env is None else env
     s = lambda name, default=None: _get(env, name, default, str)  # noqa: E731
     backend_url = s("BACKEND_URL")
-    backend = _get(env, "BACKEND", "sglang" if backend_url else "local", _choice("local", "sglang"),
-                   rule="one of local, sglang")
+    backend = _get(
+        env, "BACKEND", "sglang" if backend_url else "local", _choice("local", "sglang"), rule="one of local, sglang"
+    )
     if backend == "sglang" and not backend_url and not s("SGLANG_PYTHON"):
         raise ConfigError("OPENJEV_BACKEND=sglang needs OPENJEV_BACKEND_URL (or OPENJEV_SGLANG_PYTHON to launch one)")
     local_model = s("LOCAL_MODEL", "qwen2.5-coder-0.5b")
@@ -149,15 +155,22 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
         request_timeout=_get(env, "REQUEST_TIMEOUT", 120.0, float, _positive, "a positive number of seconds"),
         temperature=_get(env, "TEMPERATURE", 1.0, float, _positive, "a positive number"),
         confidence=_get(env, "CONFIDENCE", "entropy", _choice("entropy", "typesafe"), rule="entropy or typesafe"),
-        store_evaluations=_get(env, "STORE_EVALUATIONS", "full", _choice("full", "metadata", "off"),
-                               rule="full, metadata or off"),
+        store_evaluations=_get(
+            env, "STORE_EVALUATIONS", "full", _choice("full", "metadata", "off"), rule="full, metadata or off"
+        ),
         database_url=s("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
         debug=_get(env, "DEBUG", False, _bool, rule="true or false"),
         secret_key=s("SECRET_KEY", "openjev-insecure-development-key-set-OPENJEV_SECRET_KEY-in-production"),
         allowed_hosts=tuple(h.strip() for h in s("ALLOWED_HOSTS", "*").split(",") if h.strip()),
         # A gateway that mounts the API under a path (e.g. /jev) and cannot pass the ASGI root_path.
-        force_script_name=_get(env, "FORCE_SCRIPT_NAME", None, lambda v: v.rstrip("/") or None,
-                               lambda v: v is None or v.startswith("/"), "a path starting with /, e.g. /jev"),
+        force_script_name=_get(
+            env,
+            "FORCE_SCRIPT_NAME",
+            None,
+            lambda v: v.rstrip("/") or None,
+            lambda v: v is None or v.startswith("/"),
+            "a path starting with /, e.g. /jev",
+        ),
     )
     if config.max_input_tokens > config.max_total_input_tokens:
         raise ConfigError("OPENJEV_MAX_INPUT_TOKENS must not exceed OPENJEV_MAX_TOTAL_INPUT_TOKENS")

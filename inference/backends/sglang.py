@@ -30,8 +30,17 @@ SAMPLING = {"max_new_tokens": 1, "temperature": 0.0}
 class SGLangBackend:
     kind = "sglang"
 
-    def __init__(self, *, url: str, model: str, tokenizer: Tokenizer, api_key: str | None = None,
-                 branch_mode: BranchMode = "batched", max_in_flight: int = 64, timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        *,
+        url: str,
+        model: str,
+        tokenizer: Tokenizer,
+        api_key: str | None = None,
+        branch_mode: BranchMode = "batched",
+        max_in_flight: int = 64,
+        timeout: float = 120.0,
+    ) -> None:
         self.url = url.rstrip("/")
         self.model = model
         self.branch_mode = branch_mode
@@ -39,8 +48,12 @@ class SGLangBackend:
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = timeout
         self._max_in_flight = max_in_flight
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
-        self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def tokenizer(self) -> Tokenizer:
         return self._tokenizer
@@ -50,8 +63,12 @@ class SGLangBackend:
         client = self._clients.get(loop)
         if client is None:
             limits = httpx.Limits(max_connections=self._max_in_flight, max_keepalive_connections=self._max_in_flight)
-            client = httpx.AsyncClient(base_url=self.url, headers=self._headers, limits=limits,
-                                       timeout=httpx.Timeout(self._timeout, connect=5.0))
+            client = httpx.AsyncClient(
+                base_url=self.url,
+                headers=self._headers,
+                limits=limits,
+                timeout=httpx.Timeout(self._timeout, connect=5.0),
+            )
             self._clients[loop] = client
         return client
 
@@ -65,8 +82,9 @@ class SGLangBackend:
     async def _post(self, path: str, body: str) -> Any:
         async with self._limit():
             try:
-                response = await self._client().post(path, content=body.encode(),
-                                                     headers={"Content-Type": "application/json"})
+                response = await self._client().post(
+                    path, content=body.encode(), headers={"Content-Type": "application/json"}
+                )
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
                 raise BackendUnavailable(f"SGLang at {self.url} is unreachable: {exc!r}") from exc
             except httpx.TimeoutException as exc:
@@ -93,12 +111,15 @@ class SGLangBackend:
             return await self._score_parallel(calls)
         prefixes = _PrefixJson()
         ids_json = ",".join(f"[{prefixes.of(c)}]" for c in calls)
-        body = _request_body(rid=[c.rid for c in calls], ids_json=f"[{ids_json}]",
-                             label_ids=[list(c.label_ids) for c in calls])
+        body = _request_body(
+            rid=[c.rid for c in calls], ids_json=f"[{ids_json}]", label_ids=[list(c.label_ids) for c in calls]
+        )
         items = await self._post("/generate", body)
         if not isinstance(items, list) or len(items) != len(calls):
-            raise BackendFailed(f"SGLang answered a batch of {len(calls)} with {type(items).__name__} "
-                                f"of length {len(items) if isinstance(items, list) else '-'}")
+            raise BackendFailed(
+                f"SGLang answered a batch of {len(calls)} with {type(items).__name__} "
+                f"of length {len(items) if isinstance(items, list) else '-'}"
+            )
         return [_generation_parse(item, label_ids=call.label_ids) for item, call in zip(items, calls, strict=True)]
 
     async def _score_parallel(self, calls: Sequence[BranchCall]) -> list[Generation]:
@@ -157,8 +178,16 @@ class _PrefixJson:
 
 def _request_body(*, rid: str | list[str], ids_json: str, label_ids: Any) -> str:
     """The /generate body as text; `ids_json` is already serialised (see _PrefixJson)."""
-    rest = json.dumps({"sampling_params": SAMPLING, "return_logprob": True, "token_ids_logprob": label_ids,
-                       "logprob_start_len": -1, "rid": rid}, separators=(",", ":"))
+    rest = json.dumps(
+        {
+            "sampling_params": SAMPLING,
+            "return_logprob": True,
+            "token_ids_logprob": label_ids,
+            "logprob_start_len": -1,
+            "rid": rid,
+        },
+        separators=(",", ":"),
+    )
     return f'{{"input_ids":{ids_json},{rest[1:]}'
 
 
@@ -181,12 +210,17 @@ def _generation_parse(item: Any, *, label_ids: Sequence[int]) -> Generation:
         raise BackendFailed("SGLang result has no output_token_ids_logprobs for the first position")
     found: dict[int, float] = {}
     for entry in positions[0]:
-        if not (isinstance(entry, list | tuple) and len(entry) >= 2 and isinstance(entry[1], int)
-                and isinstance(entry[0], int | float)):
+        if not (
+            isinstance(entry, list | tuple)
+            and len(entry) >= 2
+            and isinstance(entry[1], int)
+            and isinstance(entry[0], int | float)
+        ):
             raise BackendFailed(f"malformed log-prob entry {entry!r}")
         found[entry[1]] = float(entry[0])
     missing = [t for t in label_ids if t not in found]
     if missing:
         raise BackendFailed(f"SGLang returned no log-prob for label token(s) {missing[:5]}")
-    return Generation(prompt_tokens=prompt_tokens, cached_tokens=cached,
-                      label_logprobs=tuple(found[t] for t in label_ids))
+    return Generation(
+        prompt_tokens=prompt_tokens, cached_tokens=cached, label_logprobs=tuple(found[t] for t in label_ids)
+    )

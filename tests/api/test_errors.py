@@ -48,24 +48,40 @@ INVALID = {
     "type box": (body_with(questions={"q": {"type": "box"}}), ["body", "questions", "q", "type"]),
     "type boolean": (body_with(questions={"q": {"type": "boolean"}}), ["body", "questions", "q", "type"]),
     "missing type": (body_with(questions={"q": {"instructions": "x"}}), ["body", "questions", "q", "type"]),
-    "number instructions": (body_with(questions={"q": {"type": "noul", "instructions": 3}}),
-                            ["body", "questions", "q", "instructions"]),
-    "noul unknown side": (body_with(questions={"q": {"type": "noul", "criteria": {"maybe": "x"}}}),
-                          ["body", "questions", "q", "criteria", "maybe"]),
-    "choice one option": (body_with(questions={"q": {"type": "choice", "criteria": {"a": None}}}),
-                          ["body", "questions", "q", "criteria"]),
-    "choice 256 options": (body_with(questions={"q": {"type": "choice", "criteria": {str(i): None for i in range(256)}}}),
-                           ["body", "questions", "q", "criteria"]),
+    "number instructions": (
+        body_with(questions={"q": {"type": "noul", "instructions": 3}}),
+        ["body", "questions", "q", "instructions"],
+    ),
+    "noul unknown side": (
+        body_with(questions={"q": {"type": "noul", "criteria": {"maybe": "x"}}}),
+        ["body", "questions", "q", "criteria", "maybe"],
+    ),
+    "choice one option": (
+        body_with(questions={"q": {"type": "choice", "criteria": {"a": None}}}),
+        ["body", "questions", "q", "criteria"],
+    ),
+    "choice 256 options": (
+        body_with(questions={"q": {"type": "choice", "criteria": {str(i): None for i in range(256)}}}),
+        ["body", "questions", "q", "criteria"],
+    ),
     "choice no criteria": (body_with(questions={"q": {"type": "choice"}}), ["body", "questions", "q", "criteria"]),
-    "score map form": (body_with(questions={"q": {"type": "score", "criteria": {"0": "a", "1": "b"}}}),
-                       ["body", "questions", "q", "criteria"]),
-    "score one level": (body_with(questions={"q": {"type": "score", "criteria": ["a"]}}),
-                        ["body", "questions", "q", "criteria"]),
-    "score null level": (body_with(questions={"q": {"type": "score", "criteria": ["a", None]}}),
-                         ["body", "questions", "q", "criteria", 1]),
+    "score map form": (
+        body_with(questions={"q": {"type": "score", "criteria": {"0": "a", "1": "b"}}}),
+        ["body", "questions", "q", "criteria"],
+    ),
+    "score one level": (
+        body_with(questions={"q": {"type": "score", "criteria": ["a"]}}),
+        ["body", "questions", "q", "criteria"],
+    ),
+    "score null level": (
+        body_with(questions={"q": {"type": "score", "criteria": ["a", None]}}),
+        ["body", "questions", "q", "criteria", 1],
+    ),
     "bad chat role": (body_with(state=[{"role": "wizard", "content": "x"}]), ["body", "state", 0, "role"]),
-    "image content": (body_with(state=[{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]),
-                      ["body", "state", 0, "content", 0]),
+    "image content": (
+        body_with(state=[{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]),
+        ["body", "state", 0, "content", 0],
+    ),
     "body not an object": ([1, 2], ["body"]),
 }
 
@@ -85,8 +101,9 @@ async def test_token_budgets_are_checked_before_any_backend_call(api, fake, sett
     assert fake.requests == []
 
 
-@pytest.mark.parametrize("raw", [b'{"model": "jev-latest", "state": "x", "questions": {', b"\xff\xfe{}", b"",
-                                 b'{"model": NaN}'])
+@pytest.mark.parametrize(
+    "raw", [b'{"model": "jev-latest", "state": "x", "questions": {', b"\xff\xfe{}", b"", b'{"model": NaN}']
+)
 async def test_body_that_is_not_json_or_not_utf8_gets_400(api, fake, raw):
     response = await api.post("/v1/systemone", content=raw, headers={"Content-Type": "application/json"})
     assert_error(response, 400, "invalid_request")
@@ -95,8 +112,9 @@ async def test_body_that_is_not_json_or_not_utf8_gets_400(api, fake, raw):
 async def test_gzip_and_zstd_bodies_are_decoded(api, fake):
     raw = json.dumps(README_REQUEST).encode()
     for encoding, data in (("gzip", gzip.compress(raw)), ("zstd", zstandard.ZstdCompressor().compress(raw))):
-        response = await api.post("/v1/systemone", content=data,
-                                  headers={"Content-Type": "application/json", "Content-Encoding": encoding})
+        response = await api.post(
+            "/v1/systemone", content=data, headers={"Content-Type": "application/json", "Content-Encoding": encoding}
+        )
         assert response.status_code == 200, (encoding, response.text)
 
 

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
+from evaluations.engine import engine_install
 from tests.api.helpers import answer_vector, close, expected_probabilities, plan_for
 from tests.conftest import README_REQUEST, fake_engine
-from evaluations.engine import engine_install
 
 
 async def test_readme_request_answers_all_three_types_with_the_documented_shape(api, fake):
@@ -94,10 +94,18 @@ async def test_both_branch_modes_give_identical_answers(api, fake):
 
 
 async def test_question_ids_and_option_keys_round_trip_byte_for_byte(api, fake):
-    body = {"model": "jev-latest", "state": "배송이 안 와요 😡", "questions": {
-        "Q 🙂 ünï\u0301": {"type": "choice", "instructions": "유형?", "criteria": {"환불 요청": None, " spaced key ": "x"}},
-        "x_y.z/\\\"": {"type": "noul"},
-    }}
+    body = {
+        "model": "jev-latest",
+        "state": "배송이 안 와요 😡",
+        "questions": {
+            "Q 🙂 ünï\u0301": {
+                "type": "choice",
+                "instructions": "유형?",
+                "criteria": {"환불 요청": None, " spaced key ": "x"},
+            },
+            'x_y.z/\\"': {"type": "noul"},
+        },
+    }
     response = await api.post("/v1/systemone", json=body)
     answers = response.json()["answers"]
     assert list(answers) == list(body["questions"])
@@ -128,14 +136,22 @@ async def test_unknown_top_level_fields_are_ignored(api, fake):
 
 
 async def test_structured_state_chat_transcript_and_structured_text_are_accepted(api, fake):
-    states = [{"ticket": 1, "text": "refund"}, ["a", 1], [{"role": "system", "content": "desk"},
-                                                          {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
-              {"messages": [{"role": "user", "content": "hi"}]}]
+    states = [
+        {"ticket": 1, "text": "refund"},
+        ["a", 1],
+        [{"role": "system", "content": "desk"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        {"messages": [{"role": "user", "content": "hi"}]},
+    ]
     for state in states:
-        body = {"model": "jev-latest", "state": state, "questions": {
-            "n": {"type": "noul", "instructions": {"ask": "refund?"}, "criteria": {"true": ["yes"], "false": None}},
-            "c": {"type": "choice", "instructions": ["pick"], "criteria": {"a": {"d": 1}, "b": ["x"]}},
-            "s": {"type": "score", "criteria": [{"level": "low"}, ["mid"], "high"]}}}
+        body = {
+            "model": "jev-latest",
+            "state": state,
+            "questions": {
+                "n": {"type": "noul", "instructions": {"ask": "refund?"}, "criteria": {"true": ["yes"], "false": None}},
+                "c": {"type": "choice", "instructions": ["pick"], "criteria": {"a": {"d": 1}, "b": ["x"]}},
+                "s": {"type": "score", "criteria": [{"level": "low"}, ["mid"], "high"]},
+            },
+        }
         response = await api.post("/v1/systemone", json=body)
         assert response.status_code == 200, (state, response.text)
 

@@ -52,7 +52,9 @@ def test_typesafe_score_confidence_uses_distance_from_the_mode():
 def test_score_answer_has_expectation_legend_as_sent_and_string_keys():
     levels = ["Calm", {"label": "Angry", "hint": "shouting"}]
     q = question_build(id="s", type="score", instructions="How?", criteria=levels)
-    answer = answer_compute(question=q, logprobs=[math.log(0.25), math.log(0.75)], temperature=1.0, confidence="entropy")
+    answer = answer_compute(
+        question=q, logprobs=[math.log(0.25), math.log(0.75)], temperature=1.0, confidence="entropy"
+    )
     assert answer.body["score"] == pytest.approx(0.75)
     assert answer.body["legend"] == {"0": "Calm", "1": {"label": "Angry", "hint": "shouting"}}
     assert answer.body["probabilities"] == pytest.approx({"0": 0.25, "1": 0.75})

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (after scripts/bootstrap.sh): lint, types, every test on
+# SQLite (the embedded-model and browser tests included), then the database tests on PostgreSQL.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONDONTWRITEBYTECODE=1
+
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "== installing Debian's chromium for the browser tests"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || { echo "chromium could not be installed (run as root, or install Debian's chromium package)" >&2; exit 1; }
+fi
+
+PG_URL=${OPENJEV_TEST_POSTGRES_URL:-postgresql://postgres@127.0.0.1:5432/test}
+if ! .venv/bin/python -c "import psycopg, sys; psycopg.connect(sys.argv[1], connect_timeout=3).close()" "$PG_URL" 2>/dev/null; then
+  echo "== starting PostgreSQL"
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n 1)" main start || true
+fi
+
+echo "== ruff"
+.venv/bin/ruff check .
+echo "== mypy"
+.venv/bin/mypy inference evaluations openjev_site
+echo "== pytest (SQLite)"
+.venv/bin/python -m pytest -p no:cacheprovider "$@"
+echo "== pytest (PostgreSQL: database tests)"
+OPENJEV_DATABASE_URL="$PG_URL" .venv/bin/python -m pytest -p no:cacheprovider -m postgres "$@"
