@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from inference.backends.base import BranchCall  # noqa: E402
-from inference.backends.local import LocalBackend, local_backend_create  # noqa: E402
-from inference.labels import labels_build  # noqa: E402
-from inference.prompts import Budget, Plan, plan_compile  # noqa: E402
-from inference.questions import Question, question_build  # noqa: E402
+from inference.backends.base import BranchCall
+from inference.backends.local import LocalBackend, local_backend_create
+from inference.labels import labels_build
+from inference.prompts import Budget, Plan, plan_compile
+from inference.questions import Question, question_build
 
 TURNS = (
     ("user", "Hi, I ordered the X200 kettle three weeks ago (order 48213) and it still has not arrived. "
@@ -53,7 +53,8 @@ CHOICE = {"delivery": "A late or lost delivery", "defect": "A broken or defectiv
 
 def state_build(*, tokens: int, backend: LocalBackend) -> list[dict[str, str]]:
     """A support transcript grown turn by turn until its rendered prefix reaches about `tokens` tokens."""
-    messages: list[dict[str, str]] = [{"role": "system", "content": "You are a support assistant for a home-goods shop."}]
+    system = "You are a support assistant for a home-goods shop."
+    messages: list[dict[str, str]] = [{"role": "system", "content": system}]
     tokenizer = backend.tokenizer()
     while len(tokenizer.encode(tokenizer.render_chat(messages))) < tokens:
         role, content = TURNS[(len(messages) - 1) % len(TURNS)]

@@ -95,6 +95,11 @@ def engine_current() -> Engine | None:
     return _slot.engine
 
 
+def engine_ready() -> Engine | None:
+    """The engine if it is built, without starting a build (bookkeeping, e.g. storing a 422)."""
+    return _slot.engine
+
+
 def engine_status() -> tuple[Engine | None, float | None, BaseException | None]:
     return engine_current(), _slot.startup_seconds, _slot.error
 

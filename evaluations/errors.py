@@ -47,16 +47,32 @@ def json_response(body: Any, *, status: int = 200, headers: dict[str, str] | Non
     return response
 
 
+REASONS = {529: "Site Is Overloaded"}
+
+
+def _answered(response: HttpResponse) -> HttpResponse:
+    """Mark a deliberate error as logged: Django would log every 5xx (each 529 under overload) at
+    ERROR; ours are logged once, at the right level, where they are decided."""
+    response._has_been_logged = True  # type: ignore[attr-defined]
+    if response.status_code in REASONS:
+        response.reason_phrase = REASONS[response.status_code]
+    return response
+
+
 def error_response(error: ApiError) -> HttpResponse:
     headers = dict(error.headers)
     if error.status in RETRY_AFTER:
         headers.setdefault("Retry-After", RETRY_AFTER[error.status])
-    return json_response({"detail": {"error_type": error.error_type, "message": error.message}},
-                         status=error.status, headers=headers)
+    if error.status >= 500:  # overload is expected behaviour, not a fault
+        log.log(logging.INFO if error.status == 529 else logging.WARNING, "%s %s: %s", error.status,
+                error.error_type, error.message)
+    body = {"detail": {"error_type": error.error_type, "message": error.message}}
+    return _answered(json_response(body, status=error.status, headers=headers))
 
 
 def validation_response(problems: list[Problem]) -> HttpResponse:
-    return json_response({"detail": [{"loc": list(p.loc), "msg": p.msg, "type": p.type} for p in problems]}, status=422)
+    body = {"detail": [{"loc": list(p.loc), "msg": p.msg, "type": p.type} for p in problems]}
+    return _answered(json_response(body, status=422))
 
 
 def inference_error_to_api(exc: InferenceError) -> ApiError:

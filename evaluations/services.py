@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
-from evaluations.engine import engine_get
+from evaluations.engine import engine_get, engine_ready
 from evaluations.parsing import EvaluationRequest, Limits, request_parse
-from inference.runner import Outcome, evaluation_run
+from evaluations.storage import evaluation_store
+from inference.runner import Engine, Outcome, evaluation_run
 
 
 @dataclass(frozen=True)
@@ -19,6 +23,7 @@ class Served:
     request: EvaluationRequest
     model: str
     outcome: Outcome
+    backend: str = ""
 
 
 def request_id_new() -> str:
@@ -31,10 +36,29 @@ def models_accepted() -> frozenset[str]:
 
 
 async def systemone_evaluate(*, data: Any, request_id: str, api_key: str | None) -> Served:
-    """Validate (422), then evaluate on the process's engine (529/503/502/504 as InferenceErrors)."""
+    """Validate (422), then evaluate on the process's engine (529/503/502/504 as InferenceErrors).
+
+    Every call is handed to `evaluation_store`, answered or failed (a client that hung up counts as
+    499), with the status the client gets; storing never raises and never waits for the database.
+    """
     config = settings.OPENJEV
-    request = request_parse(data=data, limits=Limits(config.max_questions, config.max_answers),
-                            models=models_accepted())
-    engine = await engine_get()
-    outcome = await evaluation_run(engine=engine, state=request.state, questions=request.questions)
-    return Served(request_id=request_id, request=request, model=engine.backend.model, outcome=outcome)
+    created_at = timezone.now()
+    started = time.perf_counter()
+    engine: Engine | None = None
+    try:
+        request = request_parse(data=data, limits=Limits(config.max_questions, config.max_answers),
+                                models=models_accepted())
+        engine = await engine_get()
+        outcome = await evaluation_run(engine=engine, state=request.state, questions=request.questions)
+    except (Exception, asyncio.CancelledError) as exc:
+        engine = engine or engine_ready()  # a 422 before the engine was asked for still names it if it runs
+        evaluation_store(request_id=request_id, created_at=created_at, api_key=api_key, data=data,
+                         served_model=engine.backend.model if engine else "",
+                         backend=engine.backend.kind if engine else config.backend,
+                         total_ms=(time.perf_counter() - started) * 1000.0, error=exc)
+        raise
+    evaluation_store(request_id=request_id, created_at=created_at, api_key=api_key, data=data,
+                     served_model=engine.backend.model, backend=engine.backend.kind,
+                     total_ms=(time.perf_counter() - started) * 1000.0, outcome=outcome)
+    return Served(request_id=request_id, request=request, model=engine.backend.model, outcome=outcome,
+                  backend=engine.backend.kind)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, ClassVar
 
 from adrf.views import APIView
@@ -41,7 +42,9 @@ class ApiView(APIView):
             handler = getattr(self, method, None) if method in self.http_method_names else None
             if handler is None:
                 raise MethodNotAllowed(drf_request.method or "")
-            response = await handler(drf_request, *args, **kwargs)
+            response = handler(drf_request, *args, **kwargs)
+            if inspect.isawaitable(response):  # DRF's own `options` handler is synchronous
+                response = await response
         except Exception as exc:
             response = self.handle_exception(exc)
         self.response = self.finalize_response(drf_request, response, *args, **kwargs)
@@ -64,14 +67,24 @@ def _served_headers(served: Served) -> dict[str, str]:
 
 
 class SystemOneView(ApiView):
-    @doc.systemone_schema
-    async def post(self, request: Request) -> HttpResponse:
+    @staticmethod
+    async def _evaluate(request: Request, request_id: str) -> Served:
         api_key = await request_authenticate(authorization=request.headers.get("Authorization"))
         try:
             data = body_parse(request._request.body)
         except ValueError as exc:
             raise ApiError(400, "invalid_request", str(exc)) from None
-        served = await systemone_evaluate(data=data, request_id=request_id_new(), api_key=api_key)
+        return await systemone_evaluate(data=data, request_id=request_id, api_key=api_key)
+
+    @doc.systemone_schema
+    async def post(self, request: Request) -> HttpResponse:
+        request_id = request_id_new()
+        try:
+            served = await self._evaluate(request, request_id)
+        except Exception as exc:  # the id goes on errors too, so a client can quote it to operators
+            response = self.handle_exception(exc)
+            response["x-typesafe-request-id"] = request_id
+            return response
         body = {
             "model": served.request.model,
             "answers": {a.question_id: a.body for a in served.outcome.answers},

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from inference.profiles import DEFAULT_PROFILE, PROFILES
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL = "Qwen/Qwen3.6-35B-A3B"
 RELEASE_DATES = {
@@ -64,6 +66,8 @@ class OpenJevConfig:
     secret_key: str
     allowed_hosts: tuple[str, ...] = field(default=("*",))
     force_script_name: str | None = None
+    model_path: str | None = None
+    """Checkpoint a launched SGLang loads (`--model-path`); None: the profile's weights."""
 
     @property
     def auth_required(self) -> bool:
@@ -108,6 +112,12 @@ def _choice(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
+def _known_profile(raw: str) -> str:
+    if raw not in PROFILES:
+        raise ValueError(raw)
+    return raw
+
+
 def _positive(value: float) -> bool:
     return value > 0
 
@@ -124,7 +134,9 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
     local_model = s("LOCAL_MODEL", "qwen2.5-coder-0.5b")
     if local_model not in LOCAL_MODELS and not local_model.endswith(".gguf"):
         raise ConfigError(f"OPENJEV_LOCAL_MODEL={local_model!r}: use one of {', '.join(LOCAL_MODELS)} or a .gguf path")
-    model = s("MODEL", DEFAULT_MODEL if backend == "sglang" else LOCAL_MODELS.get(local_model, Path(local_model).stem))
+    profile = _get(env, "PROFILE", DEFAULT_PROFILE, _known_profile, rule=f"one of {', '.join(PROFILES)}")
+    model = s("MODEL", PROFILES[profile].model if backend == "sglang"
+              else LOCAL_MODELS.get(local_model, Path(local_model).stem))
     max_answers = _get(env, "MAX_ANSWERS", 255, int, lambda v: 2 <= v <= 702, "an integer from 2 to 702")
     config = OpenJevConfig(
         backend=backend,
@@ -135,14 +147,16 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
         served_model_name=s("SERVED_MODEL_NAME", model),
         revision=s("REVISION"),
         model_alias=s("MODEL_ALIAS", "jev-latest"),
-        model_release_date=s("MODEL_RELEASE_DATE", RELEASE_DATES.get(model, "unknown")),
+        model_release_date=s("MODEL_RELEASE_DATE", RELEASE_DATES.get(model) or next(
+            (p.release_date for p in PROFILES.values() if p.model == model and p.release_date), "unknown")),
         local_model=local_model,
         local_context=_get(env, "LOCAL_CONTEXT", 8192, int, _positive, "a positive integer"),
         model_cache=Path(s("MODEL_CACHE", str(BASE_DIR / ".cache" / "models"))),
         tokenizer=s("TOKENIZER"),
         frontend=_get(env, "FRONTEND", "rust", _choice("rust", "python"), rule="rust or python"),
         sglang_python=s("SGLANG_PYTHON"),
-        profile=s("PROFILE", "qwen3.6-35b-a3b-nvfp4"),
+        profile=profile,
+        model_path=s("MODEL_PATH"),
         api_key=s("API_KEY"),
         require_api_key=_get(env, "REQUIRE_API_KEY", False, _bool, rule="true or false"),
         max_body_bytes=_get(env, "MAX_BODY_BYTES", 2 * 1024 * 1024, int, _positive, "a positive integer"),

@@ -119,5 +119,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": "INFO"},
-    "loggers": {"django.request": {"level": "ERROR"}},
+    # httpx logs every backend call at INFO: one line per branch is noise in production and costs
+    # measurable server CPU per evaluation (bench/server.py).
+    "loggers": {"django.request": {"level": "ERROR"}, "httpx": {"level": "WARNING"},
+                "httpcore": {"level": "WARNING"}},
 }

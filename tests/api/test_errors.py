@@ -247,3 +247,14 @@ async def test_wrong_method_gets_json_405(api, fake):
 async def test_no_csrf_check_on_the_api(api, fake):
     response = await api.post("/v1/systemone", json=README_REQUEST, headers={"Cookie": "csrftoken=abc"})
     assert response.status_code == 200
+
+
+async def test_errors_from_the_evaluation_endpoint_carry_a_request_id(api, fake):
+    response = await api.post("/v1/systemone", json=body_with(model="gpt-4"))
+    assert response.status_code == 422
+    assert response.headers["x-typesafe-request-id"].startswith("req_")
+
+
+async def test_options_on_api_routes_is_answered_not_a_500(api, fake):
+    response = await api.options("/v1/systemone")
+    assert response.status_code == 200

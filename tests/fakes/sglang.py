@@ -495,7 +495,7 @@ class _Outcome:
     aborted: bool = False
 
 
-def _abort_result(item: _Item, outcome: _Outcome, started: float, report_cached: bool) -> dict[str, Any]:
+def _abort_result(item: _Item, started: float, report_cached: bool) -> dict[str, Any]:
     meta: dict[str, Any] = {"id": item.rid, "finish_reason": {"type": "abort", "message": "Abort before prefill"},
                             "prompt_tokens": len(item.ids), "completion_tokens": 0}
     if report_cached:
@@ -546,13 +546,14 @@ class FakeSGLang:
 
     Controls (plain attributes, settable while it runs): ``delay``, ``fail_status``, ``fail_after``,
     ``malformed``, ``healthy``, ``api_key``, ``report_cached_tokens``, ``logprob_fn``, ``clamp_token_ids``.
-    Records: ``requests``, ``aborted``, ``disconnected``, ``in_flight``, ``max_in_flight``, ``generate_calls``.
+    Records: ``requests`` (unless ``keep_records`` is off), ``aborted``, ``disconnected``, ``in_flight``,
+    ``max_in_flight``, ``waiting_calls``, ``generate_calls``.
     """
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, vocab_size: int = DEFAULT_VOCAB_SIZE,
                  model_path: str = "fake/Qwen3-0.6B", served_model_name: str | None = None,
                  context_length: int = 32768, api_key: str | None = None, delay: float = 0.0,
-                 cache_capacity_tokens: int = 2_000_000, keep_alive_s: float = 75.0) -> None:
+                 cache_capacity_tokens: int = 2_000_000, keep_alive_s: float = 75.0, keep_records: bool = True) -> None:
         self.host = host
         self.port = port
         self.vocab_size = vocab_size
@@ -560,6 +561,7 @@ class FakeSGLang:
         self.served_model_name = served_model_name or model_path
         self.context_length = context_length
         self.keep_alive_s = keep_alive_s
+        self.keep_records = keep_records  # off for long benchmarks: each record holds a whole prompt
         self.cache = PrefixCache(cache_capacity_tokens)
         self._initial_api_key = api_key
         self._initial_delay = delay
@@ -573,6 +575,8 @@ class FakeSGLang:
         self.requests: list[RequestRecord] = []
         self.aborted: list[str] = []
         self.disconnected: list[str] = []
+        self.in_flight = 0  # live gauges, never reset: calls may straddle a reset
+        self.waiting_calls = 0
         self._reset_controls()
         self._reset_records()
 
@@ -594,8 +598,7 @@ class FakeSGLang:
             self.requests.clear()
             self.aborted.clear()
             self.disconnected.clear()
-            self.in_flight = 0
-            self.max_in_flight = 0
+            self.max_in_flight = self.in_flight
             self.generate_calls = 0
 
     def reset(self, *, controls: bool = True, cache: bool = True) -> None:
@@ -611,11 +614,14 @@ class FakeSGLang:
         return _Scorer(ids, self.logprob_fn, frozenset(self.clamp_token_ids))(token_id)
 
     def wait_in_flight(self, count: int, timeout: float = 5.0) -> None:
-        """Block the calling thread until at least ``count`` /generate calls are in flight."""
+        """Block the calling thread until ``count`` /generate calls are past validation and abortable.
+
+        ``in_flight`` alone is not enough: it counts a call from its arrival, before its rid is known.
+        """
         deadline = time.monotonic() + timeout
-        while self.in_flight < count:
+        while self.waiting_calls < count:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"only {self.in_flight} of {count} calls in flight after {timeout}s")
+                raise TimeoutError(f"only {self.waiting_calls} of {count} calls in flight after {timeout}s")
             time.sleep(0.002)
 
     @property
@@ -647,6 +653,7 @@ class FakeSGLang:
         if self._loop is None or self._thread is None:
             return
         self.dead()
+        self._run(_cancel_other_tasks())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._loop.close()
@@ -783,7 +790,8 @@ class FakeSGLang:
         record: RequestRecord = {"path": scope["path"], "body": None, "t_start": time.monotonic(), "t_end": None,
                                  "status": None}
         with self._lock:
-            self.requests.append(record)
+            if self.keep_records:
+                self.requests.append(record)
             index = self.generate_calls
             self.generate_calls += 1
             self.in_flight += 1
@@ -828,10 +836,12 @@ class FakeSGLang:
         call = _Call(rids=[item.rid for item in items])
         for rid in call.rids:
             self._by_rid[rid] = call
+        self.waiting_calls += 1
         try:
             if self.delay > 0:
                 await self._wait(call, receive, self.delay)
         finally:
+            self.waiting_calls -= 1
             for rid in call.rids:
                 if self._by_rid.get(rid) is call:
                     del self._by_rid[rid]
@@ -862,7 +872,7 @@ class FakeSGLang:
 
     def _result(self, item: _Item, outcome: _Outcome, started: float) -> dict[str, Any]:
         if outcome.aborted:
-            return _abort_result(item, outcome, started, self.report_cached_tokens)
+            return _abort_result(item, started, self.report_cached_tokens)
         self.cache.insert(item.ids)
         cached = min(outcome.cached, len(item.ids) - 1)
         return self._completion(item, cached, started)
@@ -921,6 +931,14 @@ class FakeSGLang:
 # --------------------------------------------------------------------------------------------------
 # Small helpers
 # --------------------------------------------------------------------------------------------------
+
+
+async def _cancel_other_tasks() -> None:
+    """Leave nothing pending on the loop before it closes (no 'Task was destroyed' noise)."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -1000,7 +1018,7 @@ def _parse_args(argv: Iterable[str] | None) -> argparse.Namespace:
 def main(argv: Iterable[str] | None = None) -> None:
     """Serve until SIGINT/SIGTERM; prints the URL once it accepts connections."""
     args = _parse_args(argv)
-    server = FakeSGLang(host=args.host, port=args.port, delay=args.delay, api_key=args.api_key,
+    server = FakeSGLang(host=args.host, port=args.port, delay=args.delay, api_key=args.api_key, keep_records=False,
                         vocab_size=args.vocab_size, context_length=args.context_length, model_path=args.model_path,
                         served_model_name=args.served_model_name)
     server.report_cached_tokens = not args.no_cached_tokens

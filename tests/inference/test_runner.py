@@ -63,9 +63,8 @@ async def test_result_without_meta_info_is_a_backend_failure(fake):
 
 def test_admission_gate_refuses_past_its_limit_and_frees_on_exit():
     gate = AdmissionGate(1)
-    with gate.admit():
-        with pytest.raises(Overloaded), gate.admit():
-            pass
+    with gate.admit(), pytest.raises(Overloaded), gate.admit():
+        pass
     with gate.admit():
         assert gate.active == 1
     assert gate.active == 0

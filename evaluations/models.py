@@ -1,0 +1,160 @@
+"""What the service remembers: issued API keys and one row per evaluation, with one row per answer.
+
+Columns hold what the admin filters, searches and aggregates on (status, model, backend, key, time,
+question type, confidence); everything else is JSON. State and questions are kept as JSON *text*
+rather than `JSONField`, because PostgreSQL's jsonb reorders object keys, and the order of a
+choice's options (and of a transcript's keys) is part of what the model saw.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import models
+from django.utils import timezone
+
+STATUS_CHOICES = [
+    (200, "200 OK"),
+    (422, "422 invalid request"),
+    (499, "499 client closed request"),
+    (500, "500 internal error"),
+    (502, "502 backend error"),
+    (503, "503 backend unavailable"),
+    (504, "504 timeout"),
+    (529, "529 overloaded"),
+]
+QUESTION_TYPE_CHOICES = [("noul", "noul"), ("choice", "choice"), ("score", "score")]
+STORE_LEVEL_CHOICES = [("full", "full"), ("metadata", "metadata")]
+
+
+class JSONTextField(models.TextField):
+    """Any JSON value, stored as compact JSON text so key order and duplicates survive every database."""
+
+    description = "JSON kept as text (key order preserved)"
+
+    def from_db_value(self, value: str | None, expression: Any, connection: Any) -> Any:
+        return None if value is None else json.loads(value)
+
+    def to_python(self, value: Any) -> Any:
+        return value
+
+    def get_prep_value(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+    def value_to_string(self, obj: models.Model) -> str:
+        return self.get_prep_value(self.value_from_object(obj)) or ""
+
+
+class ApiKey(models.Model):
+    """An issued Bearer key. Only a SHA-256 of the secret is kept; the prefix identifies it in lists and logs."""
+
+    name = models.CharField(max_length=100, help_text="What the key is for, e.g. 'support-bot production'.")
+    owner = models.CharField(max_length=200, blank=True, help_text="Who to ask about it (person or team).")
+    prefix = models.CharField(max_length=16, unique=True, editable=False)
+    secret_hash = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Leave empty for a key that never expires.")
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        verbose_name = "API key"
+        verbose_name_plural = "API keys"
+        ordering = ("-created_at",)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.label})"
+
+    @property
+    def label(self) -> str:
+        """What evaluations record as the key used: the public part, never the secret."""
+        return f"oj_{self.prefix}"
+
+    def is_active(self, *, now: Any = None) -> bool:
+        now = now or timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        super().save(*args, **kwargs)
+        from evaluations.keys import apikey_cache_forget
+
+        apikey_cache_forget(prefix=self.prefix)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        from evaluations.keys import apikey_cache_forget
+
+        result = super().delete(*args, **kwargs)
+        apikey_cache_forget(prefix=self.prefix)
+        return result
+
+
+class Evaluation(models.Model):
+    """One call of `POST /v1/systemone` that reached the evaluation service, answered or failed."""
+
+    request_id = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(db_index=True)
+    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.DB_SET_NULL,
+                                related_name="evaluations")
+    api_key_label = models.CharField("API key", max_length=32, blank=True, db_index=True,
+                                     help_text="oj_<prefix> for an issued key, 'env' for OPENJEV_API_KEY, "
+                                               "empty when auth is off.")
+    requested_model = models.CharField(max_length=200, blank=True)
+    served_model = models.CharField(max_length=200, blank=True, db_index=True)
+    backend = models.CharField(max_length=32, blank=True, db_index=True)
+    status_code = models.PositiveSmallIntegerField("status", choices=STATUS_CHOICES, db_index=True)
+    error_type = models.CharField(max_length=64, blank=True)
+    error_message = models.TextField(blank=True)
+    error_detail = models.JSONField(null=True, blank=True, help_text="Validation problems of a 422.")
+    question_count = models.PositiveSmallIntegerField(default=0)
+    question_types = models.CharField(max_length=32, blank=True, help_text="Sorted, comma-separated.")
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    prefix_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    prepare_ms = models.FloatField(null=True, blank=True)
+    prefill_ms = models.FloatField(null=True, blank=True)
+    branches_ms = models.FloatField(null=True, blank=True)
+    total_ms = models.FloatField("latency (ms)", null=True, blank=True,
+                                 help_text="Time spent in the evaluation service, validation to answer.")
+    store_level = models.CharField(max_length=16, choices=STORE_LEVEL_CHOICES)
+    state = JSONTextField(null=True, blank=True)
+    questions = JSONTextField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        indexes = (
+            models.Index(fields=["status_code", "created_at"], name="evaluation_status_time"),
+            models.Index(fields=["api_key_label", "created_at"], name="evaluation_key_time"),
+        )
+
+    def __str__(self) -> str:
+        return self.request_id
+
+
+class EvaluationAnswer(models.Model):
+    """One answered question, so answers can be queried across evaluations (type, id, confidence)."""
+
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.DB_CASCADE, related_name="answers")
+    position = models.PositiveSmallIntegerField()
+    question_id = models.CharField(max_length=500, help_text="Caller's id (stored up to 500 characters).")
+    type = models.CharField(max_length=8, choices=QUESTION_TYPE_CHOICES)
+    noul = models.FloatField(null=True, blank=True, help_text="P(true) of a noul answer.")
+    choice = models.CharField(max_length=255, null=True, blank=True, help_text="The chosen option key.")
+    score = models.FloatField(null=True, blank=True, help_text="The expected level of a score answer.")
+    confidence = models.FloatField(null=True, blank=True)
+    probabilities = models.JSONField(help_text="Option key (score: level index) → probability.")
+    option_keys = models.JSONField(help_text="Option keys in the order the model saw them.")
+
+    class Meta:
+        ordering = ("evaluation", "position")
+        constraints = (models.UniqueConstraint(fields=["evaluation", "position"], name="answer_position_unique"),)
+        indexes = (
+            models.Index(fields=["question_id", "type"], name="answer_question_type"),
+            models.Index(fields=["type", "confidence"], name="answer_type_confidence"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.question_id} ({self.type})"

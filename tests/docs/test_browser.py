@@ -1,0 +1,173 @@
+"""The reference pages in a real browser, offline: headless Debian Chromium with every request that
+leaves the loopback interface aborted and recorded (and asserted absent).
+
+Needs `/usr/bin/chromium` (`apt-get install -y chromium`); playwright never downloads a browser here.
+Without it the tests skip, unless OPENJEV_REQUIRE_BROWSER=1 (the test script sets it) makes that a
+failure. Screenshots go to test-artifacts/ (gitignored).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, Route, sync_playwright
+
+from evaluations.schema import REQUEST_EXAMPLES
+from openjev_site.config import BASE_DIR
+from tests.conftest import LiveServer
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARTIFACTS = BASE_DIR / "test-artifacts"
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+OPERATIONS = ["Evaluate typed questions about a state", "List the accepted model names",
+              "Readiness: is the backend answering?", "Liveness: is the process running?",
+              "Admission limits of this deployment"]
+EXAMPLES = {example.name: example.value for example in REQUEST_EXAMPLES}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        message = f"{CHROMIUM} is missing: apt-get update && apt-get install -y chromium"
+        if os.environ.get("OPENJEV_REQUIRE_BROWSER") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        yield launched
+        launched.close()
+
+
+class OfflineContext:
+    """A browser context whose only network is loopback; anything else is aborted and remembered."""
+
+    def __init__(self, browser: Browser) -> None:
+        self.blocked: list[str] = []
+        self.errors: list[str] = []
+        self.context: BrowserContext = browser.new_context(viewport={"width": 1400, "height": 900},
+                                                           service_workers="block")
+        self.context.route("**/*", self._route)
+
+    def _route(self, route: Route) -> None:
+        url = route.request.url
+        if url.startswith(("data:", "blob:")) or urlsplit(url).hostname in LOOPBACK:
+            route.continue_()
+        else:
+            self.blocked.append(url)
+            route.abort("blockedbyclient")
+
+    def page(self) -> Page:
+        page = self.context.new_page()
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
+        return page
+
+
+@pytest.fixture
+def offline(browser: Browser) -> Iterator[OfflineContext]:
+    ARTIFACTS.mkdir(exist_ok=True)
+    context = OfflineContext(browser)
+    yield context
+    context.context.close()
+    assert context.blocked == [], f"the page tried to leave the machine: {context.blocked}"
+    assert context.errors == [], context.errors
+
+
+def _send(page: Page, path: str) -> tuple[int, Any, Any]:
+    """Click the client's Send button; the request body as sent and the response body."""
+    with page.expect_response(lambda r: urlsplit(r.url).path == path and r.request.method == "POST") as info:
+        page.get_by_role("button", name="Send").first.click()
+    response = info.value
+    return response.status, json.loads(response.request.post_data or "null"), response.json()
+
+
+def _open_client(page: Page) -> None:
+    page.locator("button", has_text="Test Request").filter(has_text="post /v1/systemone").click()
+    page.get_by_role("button", name="Send").first.wait_for()
+
+
+def _scalar_renders(page: Page, url: str) -> None:
+    page.goto(url, wait_until="networkidle")
+    for summary in OPERATIONS:
+        page.get_by_text(summary).first.wait_for()
+    assert page.get_by_text("Ask AI").count() == 0  # Scalar's hosted features stay off
+    assert page.get_by_text("Generate SDKs").count() == 0
+
+
+def test_scalar_reference_renders_offline_and_sends_every_example_and_an_edited_one(asgi_server: LiveServer,
+                                                                                   offline: OfflineContext) -> None:
+    page = offline.page()
+    _scalar_renders(page, asgi_server.url + "/")
+    page.screenshot(path=ARTIFACTS / "docs-scalar-reference.png")
+
+    _open_client(page)
+    page.get_by_role("button", name="Show sidebar").click()
+    for name, body in EXAMPLES.items():
+        page.get_by_text(name, exact=True).first.click()
+        status, sent, answered = _send(page, "/v1/systemone")
+        assert status == 200, (name, answered)
+        assert sent == body, name
+        assert list(answered["answers"]) == list(body["questions"])
+        if name == "ReadmeRequest":
+            page.get_by_text("200 OK").first.wait_for()
+            page.screenshot(path=ARTIFACTS / "docs-scalar-test-request.png")
+
+    edited = {"model": "jev-latest", "state": "Edited in the browser: is this a question?",
+              "questions": {"edited": {"type": "noul", "instructions": "Is the state a question?"}}}
+    editor = page.locator(".cm-content[contenteditable=true]").first
+    editor.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(json.dumps(edited))
+    status, sent, answered = _send(page, "/v1/systemone")
+    assert (status, sent, list(answered["answers"])) == (200, edited, ["edited"])
+    page.get_by_text("200 OK").first.wait_for()
+    page.screenshot(path=ARTIFACTS / "docs-scalar-edited-request.png")
+
+
+def test_swagger_ui_renders_offline_and_executes_the_readme_example(asgi_server: LiveServer,
+                                                                   offline: OfflineContext) -> None:
+    page = offline.page()
+    page.goto(asgi_server.url + "/docs", wait_until="networkidle")
+    page.locator("#operations-Evaluation-systemone").wait_for()
+    assert page.locator(".opblock").count() == len(OPERATIONS)
+    page.screenshot(path=ARTIFACTS / "docs-swagger.png")
+
+    page.locator("#operations-Evaluation-systemone .opblock-summary").click()
+    with page.expect_response(lambda r: urlsplit(r.url).path == "/v1/systemone") as info:
+        page.locator("#operations-Evaluation-systemone").get_by_role("button", name="Execute").click()
+    assert info.value.status == 200
+    assert json.loads(info.value.request.post_data or "null") == EXAMPLES["ReadmeRequest"]
+    operation = page.locator("#operations-Evaluation-systemone")
+    status_cell = operation.locator(".live-responses-table tr.response .response-col_status").first
+    status_cell.wait_for()
+    assert status_cell.inner_text().strip() == "200"
+    status_cell.scroll_into_view_if_needed()
+    page.screenshot(path=ARTIFACTS / "docs-swagger-executed.png", full_page=False)
+
+
+def test_reference_pages_work_under_a_path_prefix(asgi_server: LiveServer, offline: OfflineContext,
+                                                  settings: Any) -> None:
+    """A gateway forwarding /jev/... unchanged, with FORCE_SCRIPT_NAME=/jev: every URL follows the prefix."""
+    settings.FORCE_SCRIPT_NAME = "/jev"
+    page = offline.page()
+    seen: list[str] = []
+    page.on("request", lambda request: seen.append(urlsplit(request.url).path))
+    _scalar_renders(page, asgi_server.url + "/jev/")
+    _open_client(page)
+    status, sent, _ = _send(page, "/jev/v1/systemone")
+    assert (status, sent) == (200, EXAMPLES["ReadmeRequest"])
+    page.get_by_text("200 OK").first.wait_for()
+    page.screenshot(path=ARTIFACTS / "docs-scalar-prefixed.png")
+
+    page.goto(asgi_server.url + "/jev/docs", wait_until="networkidle")
+    page.locator("#operations-Evaluation-systemone").wait_for()
+    assert seen and all(path.startswith("/jev/") for path in seen), seen

@@ -1,0 +1,126 @@
+"""The deploy directory stays valid: the compose file parses and agrees with the profiles and the
+serving rules, and the Dockerfile builds the API from files that exist."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from inference.profiles import DEFAULT_PROFILE, PROFILES, sglang_command
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+
+
+def _workers(compose: dict[str, Any]) -> dict[str, Any]:
+    return {name: s for name, s in compose["services"].items() if "sglang.launch_server" in s.get("command", [])}
+
+
+def _flag(command: list[str], flag: str) -> str:
+    return command[command.index(flag) + 1]
+
+
+def test_workers_launch_exactly_the_default_profiles_command(compose):
+    workers = _workers(compose)
+    assert len(workers) >= 2
+    profile = PROFILES[DEFAULT_PROFILE]
+    argv, env = sglang_command(profile=profile, python="python3", model=profile.weights, served_name=profile.model,
+                               context_length=32768, port=30000, host="0.0.0.0", frontend="rust")
+    devices = set()
+    for service in workers.values():
+        assert service["command"] == argv
+        assert {k: v for k, v in service["environment"].items() if k in env} == env
+        assert service["ipc"] == "host" and service["healthcheck"]["test"][-1].endswith(":30000/health")
+        (device,) = service["deploy"]["resources"]["reservations"]["devices"]
+        devices.add(tuple(device["device_ids"]))
+    assert len(devices) == len(workers)  # one GPU each
+
+
+def test_nothing_disables_the_radix_cache_or_drops_the_log_probs():
+    text = (DEPLOY / "compose.yaml").read_text()
+    for forbidden in ("--disable-radix-cache", "grpc://", "--pd-disaggregation", "--disaggregation-mode"):
+        assert forbidden not in text
+
+
+def test_the_gateway_routes_cache_aware_over_http_to_every_worker(compose):
+    gateway = compose["services"]["gateway"]["command"]
+    assert gateway[:3] == ["python3", "-m", "sglang_router.launch_router"]
+    assert _flag(gateway, "--policy") == "cache_aware"
+    assert float(_flag(gateway, "--cache-threshold")) <= 1 / 64  # a 64-branch batch still follows its prefix
+    urls = gateway[gateway.index("--worker-urls") + 1:]
+    assert urls == [f"http://{name}:30000" for name in _workers(compose)]
+    assert set(compose["services"]["gateway"]["depends_on"]) == set(_workers(compose))
+
+
+def test_api_replicas_use_the_gateway_and_postgresql(compose):
+    services = compose["services"]
+    api = services["api"]
+    assert api["deploy"]["replicas"] >= 2
+    assert api["command"][:2] == ["--connect", "http://gateway:30000"]
+    env = api["environment"]
+    assert env["OPENJEV_BACKEND_URL"] == "http://gateway:30000" and env["OPENJEV_BRANCH_MODE"] == "batched"
+    assert env["OPENJEV_DATABASE_URL"].startswith("postgresql://") and "@postgres:5432/" in env["OPENJEV_DATABASE_URL"]
+    assert env["OPENJEV_PROFILE"] in PROFILES
+    assert api["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert services["migrate"]["build"]["dockerfile"] == "deploy/Dockerfile"
+    assert services["migrate"]["entrypoint"][-2:] == ["migrate", "--no-input"]
+    assert services["postgres"]["image"].startswith("postgres:")
+    drain = float(_flag(api["command"], "--drain"))
+    assert int(api["stop_grace_period"].rstrip("s")) > drain
+
+
+def test_the_load_balancer_spreads_over_the_api_replicas(compose):
+    nginx = compose["configs"]["nginx"]["content"]
+    assert re.search(r"server api:8000\b", nginx) and "proxy_pass http://openjev;" in nginx
+    assert "$" not in nginx  # compose would interpolate it
+    assert compose["services"]["lb"]["ports"] == ["8000:8000"]
+
+
+def _dockerfile() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    text = re.sub(r"\\\n\s*", " ", (DEPLOY / "Dockerfile").read_text())
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1] if " " in line else "") for line in lines]
+
+
+def test_the_dockerfile_builds_the_api_without_sglang_or_the_embedded_engine():
+    instructions = _dockerfile()
+    assert instructions[0] == ("FROM", "python:3.12-slim-bookworm")
+    for instruction, args in instructions:
+        if instruction == "COPY" and "--from" not in args:
+            *sources, _ = shlex.split(args)
+            for source in sources:
+                assert (ROOT / source).exists(), f"COPY {source}: no such file in the repository"
+    (sync,) = [args for instruction, args in instructions if instruction == "RUN" and "uv sync" in args]
+    assert "--frozen" in sync and "--no-dev" in sync
+    requirements = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    embedded = [r.split("=")[0].split(">")[0] for r in requirements if r.startswith(("llama-cpp", "pandas-sns"))]
+    assert sorted(re.findall(r"--no-install-package (\S+)", sync)) == sorted(embedded)
+    assert not [args for instruction, args in instructions if instruction == "RUN" and "sglang" in args]
+    entrypoint = json.loads(dict(instructions)["ENTRYPOINT"])
+    assert entrypoint[:3] == ["python", "manage.py", "serve"] and _flag(entrypoint, "--host") == "0.0.0.0"
+    assert dict(instructions)["USER"] != "root" and "EXPOSE" in dict(instructions)
+    assert "/health/live" in dict(instructions)["HEALTHCHECK"]
+
+
+@pytest.mark.skipif(shutil.which("docker") is None or subprocess.run(["docker", "compose", "version"],
+                    capture_output=True).returncode != 0, reason="docker compose is not installed")
+def test_docker_compose_accepts_the_file():
+    env = {"POSTGRES_PASSWORD": "x", "OPENJEV_SECRET_KEY": "y", "PATH": "/usr/bin:/bin:/usr/local/bin"}
+    result = subprocess.run(["docker", "compose", "-f", str(DEPLOY / "compose.yaml"), "config", "--quiet"],
+                            capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr

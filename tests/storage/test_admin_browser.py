@@ -1,0 +1,126 @@
+"""The admin in a real browser: headless Chromium (Debian's package, never a downloaded one) drives the
+changelist, an evaluation's detail page, the dashboard and the key issue flow on the app served by
+uvicorn, and saves a screenshot of each under `test-artifacts/`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connections
+
+from evaluations.keys import apikey_issue
+from evaluations.models import ApiKey, Evaluation
+from evaluations.storage import evaluation_store_drain
+from openjev_site.config import BASE_DIR
+from tests.conftest import README_REQUEST
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+ARTIFACTS = BASE_DIR / "test-artifacts"
+
+
+@contextmanager
+def chromium_page(profile: Path) -> Iterator[Any]:
+    """A page in Debian's Chromium with a fresh profile. Playwright's sync API runs an event loop in this
+    thread while it is open, so ORM calls inside the block go through `orm` (a worker thread)."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        # A persistent context is how Playwright takes a fresh --user-data-dir of our choosing.
+        context = playwright.chromium.launch_persistent_context(
+            user_data_dir=str(profile), executable_path=CHROMIUM, headless=True,
+            args=["--headless", *CHROMIUM_ARGS], viewport={"width": 1600, "height": 1000})
+        page = context.pages[0] if context.pages else context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.errors = errors
+        try:
+            yield page
+        finally:
+            context.close()
+
+
+def orm[T](fn: Callable[[], T]) -> T:
+    def run() -> T:
+        try:
+            return fn()
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(run).result()
+
+
+def shot(page: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"admin-{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 10_000
+    return path
+
+
+def test_admin_pages_render_in_headless_chromium(asgi_server, fake, store, settings, tmp_path):
+    get_user_model().objects.create_superuser("admin", "admin@example.com", "correct horse battery")
+    key = apikey_issue(name="support bot", owner="team-a")
+    settings.OPENJEV = replace(settings.OPENJEV, require_api_key=True)
+    with httpx.Client(base_url=asgi_server.url, headers={"Authorization": f"Bearer {key.secret}"}) as client:
+        for body in (README_REQUEST, {**README_REQUEST, "state": "Thanks, all sorted!"},
+                     {**README_REQUEST, "model": "gpt-4"}):
+            client.post("/v1/systemone", json=body)
+    assert evaluation_store_drain(timeout=30)
+    answered = Evaluation.objects.filter(status_code=200).first()
+    assert answered is not None and Evaluation.objects.count() == 3
+
+    base = asgi_server.url
+    with chromium_page(tmp_path / "chromium-profile") as page:
+        page.goto(f"{base}/admin/login/?next=/admin/evaluations/evaluation/")
+        page.fill("#id_username", "admin")
+        page.fill("#id_password", "correct horse battery")
+        page.click("input[type=submit]")
+        page.wait_for_url("**/admin/evaluations/evaluation/")
+        # The admin's own CSS is served (unstyled pages would still "render").
+        header = page.eval_on_selector("#header", "e => getComputedStyle(e).backgroundColor")
+        assert header not in ("", "rgba(0, 0, 0, 0)")
+        assert page.locator("#result_list > tbody > tr").count() == 3
+        assert page.locator("#changelist-filter").is_visible()
+        assert page.get_by_text("support bot (oj_").first.is_visible()
+        shot(page, "changelist")
+
+        page.goto(f"{base}/admin/evaluations/evaluation/{answered.pk}/change/")
+        assert page.locator("table.oj-answers > tbody > tr").count() == 3
+        assert page.locator("pre.oj-json").first.is_visible()
+        assert page.locator("tr.oj-chosen").count() == 3
+        shot(page, "detail")
+
+        page.goto(f"{base}/admin/evaluations/evaluation/dashboard/")
+        assert page.get_by_text("Last 24 hours").is_visible() and page.get_by_text("latency p50").first.is_visible()
+        shot(page, "dashboard")
+
+        page.goto(f"{base}/admin/evaluations/apikey/add/")
+        page.fill("#id_name", "billing service")
+        page.fill("#id_owner", "payments team")
+        shot(page, "key-add")
+        page.click("input[name=_save]")
+        secret = page.locator("#oj-secret").inner_text().strip()
+        assert secret.startswith("oj_") and len(secret) == 52
+        shot(page, "key-issued")
+        issued = orm(lambda: ApiKey.objects.get(name="billing service"))
+        assert issued.label == secret[:11]
+
+        page.goto(f"{base}/admin/evaluations/apikey/")
+        assert secret not in page.content() and page.locator("#result_list > tbody > tr").count() == 2
+        shot(page, "keys")
+        assert page.errors == []

@@ -1,0 +1,293 @@
+"""Stored evaluations: what each level keeps, failures with their status, and that storage never
+changes or delays an answer (SPEC section 6). Runs on SQLite and, with `-m postgres`, PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from dataclasses import replace
+
+import pytest
+from django.db import OperationalError, connection
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
+
+from evaluations import storage
+from evaluations.engine import engine_install
+from evaluations.models import Evaluation, EvaluationAnswer
+from evaluations.services import request_id_new, systemone_evaluate
+from tests.api.helpers import close, expected_probabilities
+from tests.conftest import README_REQUEST, fake_engine
+from tests.storage.conftest import db, drained
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def evaluation_get(request_id: str) -> Evaluation:
+    return Evaluation.objects.select_related("api_key").get(request_id=request_id)
+
+
+def answers_of(request_id: str) -> list[EvaluationAnswer]:
+    return list(EvaluationAnswer.objects.filter(evaluation__request_id=request_id).order_by("position"))
+
+
+def server_timing(header: str) -> dict[str, float]:
+    return {part.split(";")[0]: float(part.split("dur=")[1]) for part in header.split(", ")}
+
+
+async def test_an_answered_evaluation_is_stored_with_everything_the_client_got(api, fake, store):
+    response = await api.post("/v1/systemone", json=README_REQUEST)
+    assert response.status_code == 200
+    await drained()
+    request_id = response.headers["x-typesafe-request-id"]
+    row = await db(lambda: evaluation_get(request_id))
+    answers = await db(lambda: answers_of(request_id))
+    body = response.json()
+
+    assert row.status_code == 200 and row.error_type == "" and row.error_message == ""
+    assert row.requested_model == "jev-latest" and row.served_model == response.headers["x-openjev-model"]
+    assert row.backend == "sglang" and row.api_key_label == "" and row.api_key is None
+    assert row.store_level == "full"
+    assert abs((timezone.now() - row.created_at).total_seconds()) < 30
+    # State and questions exactly as sent, key order included (jsonb would reorder the options).
+    assert row.state == README_REQUEST["state"]
+    assert row.questions == README_REQUEST["questions"]
+    assert list(row.questions) == ["refund", "team", "anger"]
+    assert list(row.questions["team"]["criteria"]) == ["Billing", "Technical", "Sales"]
+    assert row.question_count == 3 and row.question_types == "choice,noul,score"
+    assert (row.input_tokens, row.output_tokens) == (body["usage"]["input_tokens"], body["usage"]["output_tokens"])
+    assert row.prefix_tokens == int(response.headers["x-openjev-prefix-tokens"])
+    assert row.cached_tokens == int(response.headers["x-openjev-cached-tokens"])
+    timing = server_timing(response.headers["server-timing"])
+    assert row.prepare_ms == pytest.approx(timing["prepare"], abs=0.01)
+    assert row.prefill_ms == pytest.approx(timing["prefill"], abs=0.01)
+    assert row.branches_ms == pytest.approx(timing["branches"], abs=0.01)
+    assert row.total_ms >= row.prefill_ms + row.branches_ms
+
+    assert [(a.position, a.question_id, a.type) for a in answers] == [
+        (0, "refund", "noul"), (1, "team", "choice"), (2, "anger", "score")]
+    refund, team, anger = answers
+    sent = body["answers"]
+    assert refund.noul == sent["refund"]["noul"] and refund.confidence is None
+    assert refund.probabilities["true"] == sent["refund"]["noul"]
+    assert math.isclose(refund.probabilities["true"] + refund.probabilities["false"], 1.0)
+    assert team.choice == sent["team"]["choice"] and team.confidence == sent["team"]["confidence"]
+    assert team.probabilities == sent["team"]["probabilities"] and team.option_keys == ["Billing", "Technical", "Sales"]
+    assert anger.score == sent["anger"]["score"] and anger.confidence == sent["anger"]["confidence"]
+    assert anger.probabilities == sent["anger"]["probabilities"] and anger.option_keys == ["0", "1", "2"]
+    expected = expected_probabilities(fake, README_REQUEST)
+    for answer in answers:
+        assert close([answer.probabilities[k] for k in answer.option_keys], expected[answer.question_id])
+
+
+async def test_per_question_results_can_be_queried_across_evaluations(api, fake, store):
+    bodies = [README_REQUEST, {**README_REQUEST, "state": "All good, thanks!"}, {**README_REQUEST, "state": "Meh."}]
+    responses = [await api.post("/v1/systemone", json=body) for body in bodies]
+    await drained()
+    confidences = {r.headers["x-typesafe-request-id"]: r.json()["answers"]["team"]["confidence"] for r in responses}
+    threshold = sorted(confidences.values())[1] + 1e-12  # two of the three are under it
+
+    def query() -> set[str]:
+        return set(EvaluationAnswer.objects.filter(type="choice", question_id="team", confidence__lt=threshold)
+                   .values_list("evaluation__request_id", flat=True))
+
+    assert await db(query) == {rid for rid, c in confidences.items() if c < threshold}
+    assert len(await db(query)) == 2
+
+
+async def test_metadata_level_keeps_answers_and_figures_but_no_state_or_question_text(api, fake, store):
+    store("metadata")
+    response = await api.post("/v1/systemone", json=README_REQUEST)
+    assert response.status_code == 200
+    await drained()
+    request_id = response.headers["x-typesafe-request-id"]
+    row = await db(lambda: evaluation_get(request_id))
+    answers = await db(lambda: answers_of(request_id))
+    assert row.store_level == "metadata" and row.state is None and row.questions is None
+    assert row.question_count == 3 and row.question_types == "choice,noul,score" and row.input_tokens
+    assert [a.question_id for a in answers] == ["refund", "team", "anger"]
+    assert answers[1].probabilities == response.json()["answers"]["team"]["probabilities"]
+    raw = await db(lambda: list(Evaluation.objects.filter(request_id=request_id).values()))
+    assert README_REQUEST["state"] not in repr(raw)
+    assert "Which team should handle" not in repr(raw) + repr(answers)
+
+
+async def test_off_level_stores_nothing(api, fake, store):
+    store("off")
+    response = await api.post("/v1/systemone", json=README_REQUEST)
+    assert response.status_code == 200
+    await drained()
+    assert await db(lambda: Evaluation.objects.count()) == 0
+    assert storage.storage_stats()["pending"] == 0
+
+
+async def test_a_validation_failure_is_stored_as_422_with_its_problems(api, fake, store):
+    response = await api.post("/v1/systemone", json={**README_REQUEST, "model": "gpt-4"})
+    assert response.status_code == 422
+    await drained()
+    row = await db(lambda: Evaluation.objects.get())
+    assert row.status_code == 422 and row.error_type == "validation_error"
+    assert row.requested_model == "gpt-4" and "gpt-4" in row.error_message
+    assert (row.served_model, row.backend) == ("Qwen/Qwen3.6-35B-A3B", "sglang")  # the running engine, not asked
+    assert row.error_detail == response.json()["detail"]
+    assert row.question_count == 3 and row.state == README_REQUEST["state"]
+    assert await db(lambda: EvaluationAnswer.objects.count()) == 0
+
+
+@pytest.mark.parametrize("failure, status, error_type", [
+    ("backend_status", 502, "backend_error"),
+    ("dead", 503, "backend_unavailable"),
+    ("timeout", 504, "timeout"),
+    ("overloaded", 529, "overloaded"),
+    ("budget", 422, "validation_error"),
+])
+async def test_engine_failures_are_stored_with_the_status_the_client_got(api, fake, store, failure, status, error_type):
+    if failure == "backend_status":
+        fake.fail_status = 500
+    elif failure == "dead":
+        fake.dead()
+    elif failure == "timeout":
+        engine_install(fake_engine(fake, request_timeout=0.2))
+        fake.delay = 5
+    elif failure == "overloaded":
+        engine_install(fake_engine(fake, max_concurrent_requests=0))
+    else:
+        engine_install(fake_engine(fake, max_input_tokens=50, max_total_input_tokens=100))
+    response = await api.post("/v1/systemone", json=README_REQUEST)
+    assert response.status_code == status
+    await drained()
+    row = await db(lambda: Evaluation.objects.get())
+    assert (row.status_code, row.error_type) == (status, error_type)
+    assert row.error_message and row.served_model == "Qwen/Qwen3.6-35B-A3B" and row.backend == "sglang"
+    if status != 422:
+        assert row.error_message == response.json()["detail"]["message"]
+    assert row.total_ms is not None and row.input_tokens is None
+
+
+async def test_a_client_that_hangs_up_is_stored_as_499(engine, fake, store):
+    fake.delay = 5
+    request_id = request_id_new()
+    task = asyncio.create_task(systemone_evaluate(data=README_REQUEST, request_id=request_id, api_key=None))
+    await asyncio.to_thread(fake.wait_in_flight, 1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await drained()
+    row = await db(lambda: evaluation_get(request_id))
+    assert (row.status_code, row.error_type) == (499, "client_closed")
+
+
+async def test_a_database_outage_still_returns_the_answer_and_is_counted(api, fake, store, monkeypatch):
+    monkeypatch.setattr(storage, "RETRY_DELAYS", (0.01,))
+    expected = (await api.post("/v1/systemone", json=README_REQUEST)).json()
+    await drained()
+    before = storage.storage_stats()
+
+    def refuse(self, *args, **kwargs):
+        raise OperationalError("connection refused (simulated outage)")
+
+    storage.storage_writer_stop()  # the next write opens a fresh connection, into the outage
+    monkeypatch.setattr(BaseDatabaseWrapper, "ensure_connection", refuse)
+    response = await api.post("/v1/systemone", json=README_REQUEST)
+    assert response.status_code == 200
+    assert response.json() == expected
+    await drained()
+    monkeypatch.undo()
+
+    after = storage.storage_stats()
+    assert after["failed"] == before["failed"] + 1 and after["stored"] == before["stored"]
+    assert await db(lambda: Evaluation.objects.count()) == 1  # only the one before the outage
+
+
+async def test_a_slow_database_does_not_delay_the_answer(api, fake, store, monkeypatch):
+    real_insert = storage._rows_insert
+
+    def slow_insert(rows):
+        time.sleep(1.0)
+        real_insert(rows)
+
+    monkeypatch.setattr(storage, "_rows_insert", slow_insert)
+    await api.post("/v1/systemone", json=README_REQUEST)  # warm pools
+    start = time.perf_counter()
+    for _ in range(3):
+        assert (await api.post("/v1/systemone", json=README_REQUEST)).status_code == 200
+    assert time.perf_counter() - start < 1.0  # three answers while the first write still sleeps
+    await drained()
+    assert await db(lambda: Evaluation.objects.count()) == 4
+
+
+async def test_a_failed_batch_is_retried_row_by_row_so_one_bad_row_loses_nothing_else(api, fake, store):
+    # PostgreSQL refuses NUL characters in text and jsonb: that row is stored scrubbed, the others untouched.
+    nul_key = {**README_REQUEST, "questions": {"pick": {"type": "choice", "criteria": {"a\x00b": None, "c": None}}}}
+    responses = await asyncio.gather(*(api.post("/v1/systemone", json=body)
+                                       for body in (README_REQUEST, nul_key, README_REQUEST)))
+    assert [r.status_code for r in responses] == [200, 200, 200]
+    await drained()
+    assert await db(lambda: Evaluation.objects.count()) == 3
+    choice = await db(lambda: EvaluationAnswer.objects.get(question_id="pick"))
+    stored_key = "a\ufffdb" if connection.vendor == "postgresql" else "a\x00b"
+    assert choice.option_keys == [stored_key, "c"]
+
+
+async def test_a_full_queue_drops_and_counts_instead_of_blocking(api, fake, store, monkeypatch):
+    monkeypatch.setattr(storage, "QUEUE_SIZE", 1)
+    writer = storage._Writer()
+    monkeypatch.setattr(storage, "_writer", writer)
+    gate = asyncio.Event()
+    release = threading.Event()
+    real_process = writer._process
+
+    def blocked_process(jobs):
+        gate_set()
+        release.wait(10)
+        real_process(jobs)
+
+    loop = asyncio.get_running_loop()
+
+    def gate_set():
+        loop.call_soon_threadsafe(gate.set)
+
+    monkeypatch.setattr(writer, "_process", blocked_process)
+    assert (await api.post("/v1/systemone", json=README_REQUEST)).status_code == 200  # taken by the writer
+    await asyncio.wait_for(gate.wait(), 5)
+    statuses = [(await api.post("/v1/systemone", json=README_REQUEST)).status_code for _ in range(3)]
+    assert statuses == [200, 200, 200]  # one queued, two dropped, all answered
+    release.set()
+    assert await asyncio.to_thread(writer.drain, timeout=10)
+    stats = writer.stats
+    assert (stats.stored, stats.dropped) == (2, 2)
+    writer.stop(timeout=10)
+    assert await db(lambda: Evaluation.objects.count()) == 2
+
+
+def test_storage_errors_never_escape_evaluation_store(monkeypatch, settings):
+    settings.OPENJEV = replace(settings.OPENJEV, store_evaluations="full")
+
+    def broken_submit(job):
+        raise RuntimeError("boom")
+
+    before = storage.storage_stats()["failed"]
+    monkeypatch.setattr(storage._writer, "submit", broken_submit)
+    storage.evaluation_store(request_id="req_x", created_at=timezone.now(), api_key=None, data={}, served_model="m",
+                             backend="sglang", total_ms=1.0)
+    assert storage.storage_stats()["failed"] == before + 1
+
+
+async def test_missing_tables_fail_fast_with_one_hint_not_row_by_row_retries(api, fake, store, monkeypatch):
+    from django.db import ProgrammingError
+
+    calls = []
+
+    def unmigrated(rows):
+        calls.append(len(rows))
+        raise ProgrammingError('relation "evaluations_evaluation" does not exist')
+
+    monkeypatch.setattr(storage, "_rows_insert", unmigrated)
+    before = storage.storage_stats()["failed"]
+    responses = await asyncio.gather(*(api.post("/v1/systemone", json=README_REQUEST) for _ in range(3)))
+    assert [r.status_code for r in responses] == [200, 200, 200]
+    await drained()
+    assert storage.storage_stats()["failed"] == before + 3
+    assert sum(calls) == 3  # each row tried once, in its batch; no retries against a schema that is not there
