@@ -79,7 +79,7 @@ async def evaluate(*, backend: LocalBackend, plan: Plan, tag: str) -> tuple[floa
     """One evaluation as the runner does it: warm-up, then every branch; (seconds, cached tokens)."""
     started = time.perf_counter()
     await backend.warm(rid=f"{tag}-warm", prefix_ids=plan.prefix_ids)
-    calls = [BranchCall(rid=f"{tag}-{i}", ids=plan.branch_ids(b), label_ids=b.label_ids)
+    calls = [BranchCall(rid=f"{tag}-{i}", prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids)
              for i, b in enumerate(plan.branches)]
     generations = await backend.score(calls=calls)
     return time.perf_counter() - started, sum(g.cached_tokens or 0 for g in generations)

@@ -34,9 +34,11 @@ class ApiASGIHandler(ASGIHandler):
 API_PREFIXES = ("/v1/", "/health")
 
 
-def path_is_api(scope: Any) -> bool:
+def path_is_api(scope: Any, *, script_name: str | None = None) -> bool:
+    """Whether the request is for the API, under the ASGI root path or a forced script name."""
     path: str = scope.get("path", "")
-    root = scope.get("root_path", "")
-    if root and path.startswith(root):
-        path = path[len(root):]
+    for root in (scope.get("root_path", ""), script_name or ""):
+        if root and path.startswith(root):
+            path = path[len(root.rstrip("/")):]
+            break
     return path.startswith(API_PREFIXES)

@@ -23,7 +23,8 @@ api_application = ApiASGIHandler()
 
 async def router(scope: Any, receive: Any, send: Any) -> None:
     """API paths take the lean handler; the admin and the docs keep the full middleware stack."""
-    app = api_application if scope["type"] == "http" and path_is_api(scope) else django_application
+    is_api = scope["type"] == "http" and path_is_api(scope, script_name=settings.FORCE_SCRIPT_NAME)
+    app = api_application if is_api else django_application
     await app(scope, receive, send)
 
 

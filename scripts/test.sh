@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONDONTWRITEBYTECODE=1
+export OPENJEV_REQUIRE_BROWSER=1  # a missing browser fails the browser tests instead of skipping them
 
 if ! command -v chromium >/dev/null 2>&1; then
   echo "== installing Debian's chromium for the browser tests"

@@ -15,7 +15,6 @@ import ctypes
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
@@ -32,8 +31,6 @@ from inference.gguf import gguf_model_name, gguf_resolve
 
 DEFAULT_N_CTX = 8192
 DEFAULT_N_BATCH = 512
-PREFIXES_REMEMBERED = 64
-"""Warm-up prefixes kept for matching branches; more than the evaluations that can be in flight."""
 
 
 class _Aborted(Exception):
@@ -109,11 +106,10 @@ class LocalBackend:
         """The longest prompt the engine can read; budgets above it fail each branch."""
         self._tokenizer = LlamaTokenizer(self._llm)
         self._n_vocab = self._llm.n_vocab()
-        # Worker-thread state: the tokens in the KV cache, how many of them are a warm-up prefix computed
-        # from scratch (the anchor), and recent warm-up prefixes so a branch can find its own.
+        # Worker-thread state: the tokens in the KV cache, and how many of them are a prefix that was
+        # computed from scratch in one evaluation (the anchor that branches may reuse).
         self._cached: list[int] = []
         self._anchor = 0
-        self._prefixes: OrderedDict[tuple[int, ...], None] = OrderedDict()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
         self._flags: dict[str, threading.Event] = {}
         self._closed = False
@@ -123,13 +119,16 @@ class LocalBackend:
     # -- Backend protocol -------------------------------------------------------------------------
 
     async def warm(self, *, rid: str, prefix_ids: Sequence[int]) -> Generation:
-        results = await self._submit(rids=[rid], job=lambda flag: [self._generate(prefix_ids, (), flag, warm=True)])
+        results = await self._submit(rids=[rid], job=lambda flag: [self._generate(prefix_ids, (), (), flag)])
         return results[0]
 
     async def score(self, *, calls: Sequence[BranchCall]) -> list[Generation]:
         calls = list(calls)
-        return await self._submit(rids=[c.rid for c in calls],
-                                  job=lambda flag: [self._generate(c.ids, c.label_ids, flag) for c in calls])
+
+        def job(flag: threading.Event) -> list[Generation]:
+            return [self._generate(c.prefix, c.suffix, c.label_ids, flag) for c in calls]
+
+        return await self._submit(rids=[c.rid for c in calls], job=job)
 
     async def abort(self, *, rids: Sequence[str]) -> None:
         for rid in rids:
@@ -180,21 +179,16 @@ class LocalBackend:
 
     # -- worker thread side -----------------------------------------------------------------------
 
-    def _generate(self, ids: Sequence[int], label_ids: Sequence[int], flag: threading.Event, *,
-                  warm: bool = False) -> Generation:
-        """One generation: evaluate `ids` on top of its warm-up prefix, read the label log-probs."""
+    def _generate(self, prefix: Sequence[int], suffix: Sequence[int], label_ids: Sequence[int],
+                  flag: threading.Event) -> Generation:
+        """One generation: `prefix` from the cache (or from scratch), then `suffix`, then the label log-probs."""
         if flag.is_set():
             raise _Aborted
-        ids = tuple(ids)
+        ids = (*prefix, *suffix)
         self._check(ids, label_ids)
-        if warm:
-            self._prefixes[ids] = None
-            self._prefixes.move_to_end(ids)
-            while len(self._prefixes) > PREFIXES_REMEMBERED:
-                self._prefixes.popitem(last=False)
-            base = len(ids)
-        else:
-            base = self._base(ids)
+        base = len(prefix)
+        if label_ids and not suffix:
+            base -= 1  # the logits of the last position must come from this evaluation
         try:
             cached = self._prefix_load(ids, base)
             if len(ids) > base:
@@ -215,19 +209,11 @@ class LocalBackend:
         if any(not 0 <= t < self._n_vocab for t in (*ids, *label_ids)):
             raise BackendFailed(f"a token id is outside the model's vocabulary of {self._n_vocab}")
 
-    def _base(self, ids: tuple[int, ...]) -> int:
-        """Length of the longest remembered warm-up prefix that `ids` strictly extends (0: none)."""
-        best = 0
-        for prefix in self._prefixes:
-            if best < len(prefix) < len(ids) and ids[:len(prefix)] == prefix:
-                best = len(prefix)
-        return best
-
     def _prefix_load(self, ids: tuple[int, ...], base: int) -> int:
         """Make the KV cache hold exactly `ids[:base]`, computed as one from-scratch evaluation.
 
-        Returns how many tokens were reused rather than computed. Reuse happens only at a warm-up
-        boundary (the anchor), never at an arbitrary common prefix: llama.cpp's CPU kernels round
+        Returns how many tokens were reused rather than computed. Reuse happens only at the call's
+        prefix boundary (the anchor), never at an arbitrary common prefix: llama.cpp's CPU kernels round
         differently for different batch shapes, so a cell's values depend on the batch it was
         computed in. Pinning every branch to "prefix in one evaluation, then the suffix" makes an
         answer a function of its own prompt only, not of the previous question or request, and

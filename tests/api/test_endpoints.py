@@ -63,3 +63,13 @@ async def test_a_failed_engine_startup_is_reported_by_health_and_requests(api, f
     response = await api.post("/v1/systemone", json=README_REQUEST)
     assert response.status_code == 503
     assert response.json()["detail"]["error_type"] == "backend_unavailable"
+
+
+def test_api_paths_are_recognised_under_a_root_path_or_forced_script_name():
+    from openjev_site.api_handler import path_is_api
+
+    assert path_is_api({"path": "/v1/systemone"})
+    assert path_is_api({"path": "/jev/v1/systemone", "root_path": "/jev"})
+    assert path_is_api({"path": "/jev/health"}, script_name="/jev/")
+    assert not path_is_api({"path": "/admin/"})
+    assert not path_is_api({"path": "/jev/admin/"}, script_name="/jev")

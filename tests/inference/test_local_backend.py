@@ -76,7 +76,7 @@ def _plan(backend: LocalBackend, labels: Sequence[Label], state: Any, questions:
 
 
 def _calls(plan: Plan, tag: str) -> list[BranchCall]:
-    return [BranchCall(rid=f"{tag}-{i}", ids=plan.branch_ids(b), label_ids=b.label_ids)
+    return [BranchCall(rid=f"{tag}-{i}", prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids)
             for i, b in enumerate(plan.branches)]
 
 
@@ -232,9 +232,10 @@ def test_abort_skips_remaining_branches(backend: LocalBackend, labels: tuple[Lab
     async def main() -> None:
         loop = asyncio.get_running_loop()
 
-        def generate(ids: Sequence[int], label_ids: Sequence[int], flag: threading.Event) -> Generation:
-            result = original(ids, label_ids, flag)
-            done.append(len(ids))
+        def generate(prefix: Sequence[int], suffix: Sequence[int], label_ids: Sequence[int],
+                     flag: threading.Event) -> Generation:
+            result = original(prefix, suffix, label_ids, flag)
+            done.append(len(suffix))
             if len(done) == 1:  # abort from the loop, and wait until it has been applied
                 asyncio.run_coroutine_threadsafe(backend.abort(rids=[c.rid for c in calls]), loop).result(5)
             return result
@@ -259,13 +260,14 @@ def test_cancelled_call_skips_remaining_branches(backend: LocalBackend, labels: 
         loop = asyncio.get_running_loop()
         task = asyncio.ensure_future(backend.score(calls=_calls(plan, "cancel")))
 
-        def generate(ids: Sequence[int], label_ids: Sequence[int], flag: threading.Event) -> Generation:
+        def generate(prefix: Sequence[int], suffix: Sequence[int], label_ids: Sequence[int],
+                     flag: threading.Event) -> Generation:
             try:
-                result = original(ids, label_ids, flag)
+                result = original(prefix, suffix, label_ids, flag)
             except BaseException:
                 finished.set()
                 raise
-            done.append(len(ids))
+            done.append(len(suffix))
             if len(done) == 1:
                 loop.call_soon_threadsafe(task.cancel)
                 assert flag.wait(5)  # the cancelled coroutine sets the call's flag
