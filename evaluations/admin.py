@@ -1,4 +1,5 @@
-"""The operator's view: a read-only evaluation audit, a dashboard, and issuing/revoking API keys.
+"""The operator's view: a read-only evaluation audit, a dashboard, issuing/revoking API keys, and the
+classifiers served by `POST /v1/classify` (defined, validated and tried out here).
 
 Evaluations are evidence, so nobody edits or deletes them here (retention is the
 `prune_evaluations` command). An API key's secret exists only in the response to the form that
@@ -10,10 +11,17 @@ from __future__ import annotations
 
 import json
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
+from asgiref.sync import async_to_sync
+from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import models
+from django.db.models import F, QuerySet
+from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
@@ -22,9 +30,19 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from evaluations.classify import (
+    Classified,
+    classifier_cache_forget,
+    classifier_problems,
+    classifier_spec_of,
+    classify_id_new,
+    classify_run,
+)
 from evaluations.dashboard import dashboard_view
+from evaluations.errors import ApiError, inference_error_to_api
 from evaluations.keys import apikey_hash, apikey_revoke, apikey_secret_new
-from evaluations.models import QUESTION_TYPE_CHOICES, ApiKey, Evaluation
+from evaluations.models import QUESTION_TYPE_CHOICES, ApiKey, Classifier, ClassifierLabel, Evaluation
+from inference.errors import InferenceError
 
 STATUS_COLOURS = {2: "#2e7d32", 4: "#b26a00", 5: "#c62828"}
 
@@ -55,15 +73,34 @@ class ApiKeyLabelFilter(admin.AllValuesFieldListFilter):
     """Keys as recorded (also 'env' and keys deleted since), not only rows of the key table."""
 
 
+class ClassifierNameFilter(admin.SimpleListFilter):
+    """Classifications by classifier name as recorded (also classifiers renamed or deleted since)."""
+
+    title = "classifier"
+    parameter_name = "classifier"
+    SYSTEMONE = "-"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        names = (Evaluation.objects.exclude(classifier_name="").order_by("classifier_name")
+                 .values_list("classifier_name", flat=True).distinct())
+        return [(self.SYSTEMONE, "none (/v1/systemone)"), *((n, n) for n in names)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value is None:
+            return queryset
+        return queryset.filter(classifier_name="" if value == self.SYSTEMONE else value)
+
+
 @admin.register(Evaluation)
 class EvaluationAdmin(admin.ModelAdmin):
-    list_display = ("request_id", "created_at", "status_badge", "served_model", "key_display", "question_count",
-                    "latency")
+    list_display = ("request_id", "created_at", "status_badge", "served_model", "classifier_name", "key_display",
+                    "question_count", "latency")
     list_display_links = ("request_id",)
-    list_filter = ("status_code", "served_model", "backend", QuestionTypeFilter,
+    list_filter = ("status_code", "served_model", "backend", QuestionTypeFilter, ClassifierNameFilter,
                    ("created_at", admin.DateFieldListFilter), ("api_key_label", ApiKeyLabelFilter), "store_level")
-    search_fields = ("^request_id", "^api_key_label", "api_key__name", "api_key__owner")
-    search_help_text = "Request id (or its start), key prefix (oj_…), key name or owner."
+    search_fields = ("^request_id", "^api_key_label", "api_key__name", "api_key__owner", "=classifier_name")
+    search_help_text = "Request id (or its start), key prefix (oj_…), key name or owner, classifier name."
     date_hierarchy = "created_at"
     list_select_related = ("api_key",)
     list_per_page = 50
@@ -71,14 +108,14 @@ class EvaluationAdmin(admin.ModelAdmin):
     ordering = ("-created_at", "-id")
     readonly_fields = (
         "request_id", "created_at", "status_badge", "error_type", "error_message", "error_detail_pretty",
-        "key_display", "requested_model", "served_model", "backend", "store_level",
+        "key_display", "requested_model", "served_model", "backend", "classifier_link", "store_level",
         "question_count", "question_types", "input_tokens", "output_tokens", "prefix_tokens", "cached_tokens",
         "prepare", "prefill", "branches", "latency", "answers_table", "state_pretty", "questions_pretty",
     )
     fieldsets = (
         (None, {"fields": ("request_id", "created_at", "status_badge", "key_display")}),
         ("Error", {"fields": ("error_type", "error_message", "error_detail_pretty"), "classes": ("collapse",)}),
-        ("Model", {"fields": ("requested_model", "served_model", "backend", "store_level")}),
+        ("Model", {"fields": ("requested_model", "served_model", "backend", "classifier_link", "store_level")}),
         ("Usage and timings", {"fields": (("input_tokens", "output_tokens"), ("prefix_tokens", "cached_tokens"),
                                           ("prepare", "prefill", "branches"), "latency")}),
         ("Answers", {"fields": ("question_count", "question_types", "answers_table")}),
@@ -117,6 +154,15 @@ class EvaluationAdmin(admin.ModelAdmin):
             return f"{obj.api_key.name} ({obj.api_key_label})"
         return obj.api_key_label
 
+    @admin.display(description="classifier")
+    def classifier_link(self, obj: Evaluation) -> SafeString | str:
+        if not obj.classifier_name:
+            return "— (POST /v1/systemone)"
+        if obj.classifier_id is not None:
+            url = reverse("admin:evaluations_classifier_change", args=[obj.classifier_id])
+            return format_html('<a href="{}">{}</a>', url, obj.classifier_name)
+        return f"{obj.classifier_name} (no such classifier now)"
+
     @admin.display(description="latency", ordering="total_ms")
     def latency(self, obj: Evaluation) -> str:
         return _ms(obj.total_ms)
@@ -148,6 +194,8 @@ class EvaluationAdmin(admin.ModelAdmin):
     @admin.display(description="per question")
     def answers_table(self, obj: Evaluation) -> SafeString:
         questions: dict[str, Any] = obj.questions if isinstance(obj.questions, dict) else {}
+        # A classification asks one question of each input text: show the text on its answer's row.
+        inputs = (obj.state if isinstance(obj.state, list) else [obj.state]) if obj.classifier_name else []
         rows = []
         for answer in obj.answers.all():
             question = questions.get(answer.question_id)
@@ -159,7 +207,8 @@ class EvaluationAdmin(admin.ModelAdmin):
                                 "width": f"{max(0.0, min(1.0, p)) * 100:.1f}",
                                 "chosen": _is_chosen(answer, key)})
             rows.append({"answer": answer, "options": options,
-                         "instructions": question.get("instructions") if question else None})
+                         "instructions": question.get("instructions") if question else None,
+                         "input": inputs[answer.position] if answer.position < len(inputs) else None})
         if not rows:
             return mark_safe('<span class="oj-muted">no answers (the evaluation failed)</span>')
         return mark_safe(render_to_string("admin/evaluations/evaluation/answers.html", {"rows": rows}))
@@ -277,3 +326,157 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def revoke_selected(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         count = apikey_revoke(ids=queryset.values_list("pk", flat=True))
         self.message_user(request, f"Revoked {count} API key(s); they stop working at once.", messages.SUCCESS)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Classifiers (POST /v1/classify)
+# ---------------------------------------------------------------------------------------------------
+
+
+class ClassifierForm(forms.ModelForm):
+    class Meta:
+        model = Classifier
+        fields = ("name", "type", "description", "instructions")
+
+    def clean_name(self) -> str:
+        """A classifier's name shares `GET /v1/models` with the language model's names, so it may not be one."""
+        name: str = self.cleaned_data["name"]
+        config = settings.OPENJEV
+        if name in (config.model_alias, config.model, config.served_model_name) or name.startswith("jev-"):
+            raise ValidationError("This name belongs to the language model (POST /v1/systemone, and any jev-* "
+                                  "alias); choose another.")
+        return name
+
+
+class ClassifierLabelFormSet(BaseInlineFormSet):
+    """The label set as a whole, with the API's limits: 2 to `OPENJEV_MAX_ANSWERS` distinct labels (a noul
+    classifier: only `true`/`false`, to reword them)."""
+
+    def clean(self) -> None:
+        super().clean()
+        if any(self.errors):
+            return
+        names = [f.cleaned_data["name"] for f in self.forms
+                 if f.cleaned_data and not f.cleaned_data.get("DELETE") and f.cleaned_data.get("name")]
+        problems = classifier_problems(type=self.instance.type, labels=names,
+                                       max_answers=settings.OPENJEV.max_answers)
+        if problems:
+            raise ValidationError([problem[0].upper() + problem[1:] + "." for problem in problems])
+
+
+class ClassifierLabelInline(admin.TabularInline):
+    model = ClassifierLabel
+    formset = ClassifierLabelFormSet
+    fields = ("position", "name", "description")
+    extra = 3
+    formfield_overrides: ClassVar[dict[Any, dict[str, Any]]] = {
+        models.TextField: {"widget": forms.Textarea(attrs={"rows": 1, "cols": 60})},
+    }
+
+    def get_max_num(self, request: HttpRequest, obj: Classifier | None = None, **kwargs: Any) -> int:
+        return settings.OPENJEV.max_answers
+
+
+class ClassifierTryForm(forms.Form):
+    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "cols": 90}), strip=False,
+                           help_text="Classified exactly as POST /v1/classify would (and stored like any request).")
+
+
+@admin.register(Classifier)
+class ClassifierAdmin(admin.ModelAdmin):
+    form = ClassifierForm
+    inlines = (ClassifierLabelInline,)
+    list_display = ("name", "type", "labels_summary", "description", "updated_at", "usage_link")
+    list_filter = ("type",)
+    search_fields = ("name", "description")
+    readonly_fields = ("created_at", "updated_at", "usage_link")
+    fieldsets = (
+        (None, {"fields": ("name", "type", "description", "instructions")}),
+        ("History", {"fields": ("created_at", "updated_at", "usage_link"), "classes": ("collapse",)}),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Classifier]:
+        return super().get_queryset(request).prefetch_related("labels")
+
+    def get_fieldsets(self, request: HttpRequest, obj: Classifier | None = None) -> Any:
+        return self.fieldsets if obj is not None else self.fieldsets[:1]
+
+    @admin.display(description="labels")
+    def labels_summary(self, obj: Classifier) -> str:
+        names = [label.name for label in obj.labels.all()]
+        if obj.type == "noul":
+            return "true, false"
+        return ", ".join(names) if len(names) <= 8 else ", ".join(names[:8]) + f", … ({len(names)})"
+
+    @admin.display(description="classifications")
+    def usage_link(self, obj: Classifier) -> SafeString:
+        url = reverse("admin:evaluations_evaluation_changelist") + f"?classifier={obj.name}"
+        return format_html('<a href="{}">classifications</a>', url)
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        """Renumber the labels 1..n in their order (blank positions last), then drop the API's cache."""
+        super().save_related(request, form, formsets, change)
+        labels = list(form.instance.labels.order_by(F("position").asc(nulls_last=True), "id"))
+        for position, label in enumerate(labels, start=1):
+            label.position = position
+        ClassifierLabel.objects.bulk_update(labels, ["position"])
+        classifier_cache_forget()
+
+    def get_urls(self) -> list[URLPattern]:
+        try_it = self.admin_site.admin_view(self.try_view)
+        return [path("<path:object_id>/try/", try_it, name="evaluations_classifier_try"), *super().get_urls()]
+
+    def try_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Classify a text with this classifier as saved (through `classify_run`, so it is also stored)."""
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]
+        if not self.has_view_permission(request, obj):
+            raise PermissionDenied
+        form = ClassifierTryForm(request.POST if request.method == "POST" else None)
+        spec = classifier_spec_of(row=obj)
+        result: dict[str, Any] | None = None
+        error = None
+        if request.method == "POST" and form.is_valid():
+            try:
+                classified: Classified = async_to_sync(classify_run)(
+                    data={"model": obj.name, "input": form.cleaned_data["text"]}, request_id=classify_id_new(),
+                    api_key="admin", classifier=spec)
+                result = _try_result(classified=classified, texts=_label_texts(spec.definition, spec.labels))
+            except ApiError as exc:
+                error = f"{exc.status} {exc.error_type}: {exc.message}"
+            except InferenceError as exc:
+                api = inference_error_to_api(exc)
+                error = f"{api.status} {api.error_type}: {api.message}"
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Try {obj.name}",
+            "opts": self.opts,
+            "original": obj,
+            "form": form,
+            "spec": spec,
+            "result": result,
+            "error": error,
+            "change_url": reverse("admin:evaluations_classifier_change", args=[obj.pk]),
+        }
+        return TemplateResponse(request, "admin/evaluations/classifier/try.html", context)
+
+
+def _label_texts(definition: dict[str, Any], labels: tuple[str, ...]) -> list[str]:
+    """What the model reads for each label (empty where that is the label itself or a default)."""
+    criteria = definition.get("criteria")
+    if isinstance(criteria, list):
+        return ["" if text == name else str(text) for name, text in zip(labels, criteria, strict=False)]
+    if isinstance(criteria, dict):
+        return [str(criteria.get(name) or "") for name in labels]
+    return [""] * len(labels)
+
+
+def _try_result(*, classified: Classified, texts: list[str]) -> dict[str, Any]:
+    item = classified.items[0]
+    rows = [{"label": label, "text": text, "p": p, "width": f"{max(0.0, min(1.0, p)) * 100:.1f}",
+             "chosen": label == item.label}
+            for label, text, p in zip(classified.classifier.labels, texts, item.probs, strict=False)]
+    return {"label": item.label, "rows": rows, "body": json.dumps(classified.body(), indent=2, ensure_ascii=False),
+            "request_id": classified.request_id,
+            "audit_url": reverse("admin:evaluations_evaluation_changelist") + f"?q={classified.request_id}"}

@@ -9,7 +9,7 @@ so with `OPENJEV_STORE_EVALUATIONS=off` the page is empty by design.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -56,6 +56,8 @@ class WindowStats:
     by_status: list[dict[str, Any]]
     by_model: list[dict[str, Any]]
     by_key: list[dict[str, Any]]
+    classifications: int = 0
+    by_classifier: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def error_rate_pct(self) -> float | None:
@@ -91,6 +93,7 @@ def window_stats_compute(*, title: str, since: Any) -> WindowStats:
         overloaded=Count("id", filter=Q(status_code=529)),
         failed=Count("id", filter=Q(status_code__gte=500) & ~Q(status_code=529)),
         input_tokens=Sum("input_tokens"),
+        classifications=Count("id", filter=~Q(classifier_name="")),
     )
     total = counts["total"]
     answered = rows.filter(status_code=200)
@@ -112,6 +115,9 @@ def window_stats_compute(*, title: str, since: Any) -> WindowStats:
                   .order_by("-n", "served_model")[:10]],
         by_key=[dict(r) for r in rows.exclude(api_key_label="").values("api_key_label", "api_key__name")
                 .annotate(n=Count("id")).order_by("-n", "api_key_label")[:10]],
+        classifications=counts["classifications"],
+        by_classifier=[dict(r) for r in rows.exclude(classifier_name="").values("classifier_name")
+                       .annotate(n=Count("id")).order_by("-n", "classifier_name")[:10]],
     )
 
 

@@ -127,3 +127,27 @@ def bad_request_view(request: HttpRequest, exception: Exception | None = None) -
 
 def permission_denied_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     return error_response(ApiError(403, "permission_denied", "permission denied"))
+
+
+def classify_error_response(exc: Exception) -> HttpResponse:
+    """`POST /v1/classify` answers errors in SGLang's and vLLM's shape, `{"error", "type", "code"}`,
+    because its clients were written for those servers; statuses, error types and headers are ours."""
+    if isinstance(exc, RequestInvalid):
+        error = ApiError(400, "invalid_request", str(exc))
+    elif isinstance(exc, ApiError):
+        error = exc
+    elif isinstance(exc, InferenceError):
+        error = inference_error_to_api(exc)
+    elif isinstance(exc, drf_exceptions.APIException):
+        error = ApiError(exc.status_code, DRF_ERROR_TYPES.get(exc.status_code, "invalid_request"), str(exc.detail))
+    else:
+        log.exception("unhandled error in an API view", exc_info=exc)
+        error = ApiError(500, "internal_error", "internal server error")
+    headers = dict(error.headers)
+    if error.status in RETRY_AFTER:
+        headers.setdefault("Retry-After", RETRY_AFTER[error.status])
+    if error.status >= 500:
+        log.log(logging.INFO if error.status == 529 else logging.WARNING, "%s %s: %s", error.status,
+                error.error_type, error.message)
+    body = {"error": error.message, "type": error.error_type, "code": error.status}
+    return _answered(json_response(body, status=error.status, headers=headers))

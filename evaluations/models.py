@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
 STATUS_CHOICES = [
     (200, "200 OK"),
+    (400, "400 invalid request (classify)"),
+    (404, "404 unknown classifier"),
     (422, "422 invalid request"),
     (499, "499 client closed request"),
     (500, "500 internal error"),
@@ -91,8 +94,79 @@ class ApiKey(models.Model):
         return result
 
 
+CLASSIFIER_TYPE_CHOICES = [
+    ("choice", "choice: one of the labels"),
+    ("noul", "noul: true / false"),
+    ("score", "score: ordered levels, lowest first"),
+]
+CLASSIFIER_NAME_VALIDATOR = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*\Z",
+    "Letters, digits and . _ : / @ + - only, starting with a letter or digit (it is sent as `model`).")
+
+
+class Classifier(models.Model):
+    """A saved question served through `POST /v1/classify` under its name, like a fine-tuned classifier.
+
+    In effect a saved `choice` (or `noul`, or `score`) question: the labels are its options in order.
+    The API reads classifiers through a short in-process cache (`evaluations.classify`); saving or
+    deleting one here drops that cache, so this process sees the change at once and others within seconds.
+    """
+
+    name = models.CharField(max_length=100, unique=True, validators=[CLASSIFIER_NAME_VALIDATOR],
+                            help_text="What clients send as `model` to POST /v1/classify, e.g. 'sentiment'.")
+    type = models.CharField(max_length=8, choices=CLASSIFIER_TYPE_CHOICES, default="choice",
+                            help_text="choice: the labels below; noul: labels true and false (rows optional, "
+                                      "for their wording); score: the labels are levels, lowest first.")
+    description = models.TextField(blank=True, help_text="For people (the admin and /v1/models readers); "
+                                                         "never shown to the model.")
+    instructions = models.TextField(blank=True, help_text="The question the model answers about each input, e.g. "
+                                                          "'What is the sentiment of this review?'. Blank: a "
+                                                          "generic question.")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("name",)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        super().save(*args, **kwargs)
+        from evaluations.classify import classifier_cache_forget
+
+        classifier_cache_forget()
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        from evaluations.classify import classifier_cache_forget
+
+        result = super().delete(*args, **kwargs)
+        classifier_cache_forget()
+        return result
+
+
+class ClassifierLabel(models.Model):
+    """One label of a classifier, in `position` order: `probs` follows that order."""
+
+    classifier = models.ForeignKey(Classifier, on_delete=models.CASCADE, related_name="labels")
+    position = models.PositiveSmallIntegerField(null=True, blank=True,
+                                                help_text="Order (a score's levels lowest first); blank: after "
+                                                          "the others. Renumbered 1, 2, … on save.")
+    name = models.CharField(max_length=255, help_text="Returned as `label`.")
+    description = models.TextField(blank=True, help_text="What the model reads for this label; blank: the "
+                                                         "name itself.")
+
+    class Meta:
+        # Rows saved outside the admin may have no position: they come last on every database.
+        ordering = ("classifier", models.F("position").asc(nulls_last=True), "id")
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class Evaluation(models.Model):
-    """One call of `POST /v1/systemone` that reached the evaluation service, answered or failed."""
+    """One call of `POST /v1/systemone` (or `POST /v1/classify`, then with its classifier) that reached
+    the evaluation service, answered or failed."""
 
     request_id = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(db_index=True)
@@ -119,6 +193,11 @@ class Evaluation(models.Model):
     branches_ms = models.FloatField(null=True, blank=True)
     total_ms = models.FloatField("latency (ms)", null=True, blank=True,
                                  help_text="Time spent in the evaluation service, validation to answer.")
+    classifier = models.ForeignKey(Classifier, null=True, blank=True, on_delete=models.DB_SET_NULL,
+                                   related_name="evaluations")
+    classifier_name = models.CharField("classifier", max_length=100, blank=True, db_index=True,
+                                       help_text="The classifier a POST /v1/classify asked for (kept after it is "
+                                                 "renamed or deleted); empty for POST /v1/systemone.")
     store_level = models.CharField(max_length=16, choices=STORE_LEVEL_CHOICES)
     state = JSONTextField(null=True, blank=True)
     questions = JSONTextField(null=True, blank=True)

@@ -60,6 +60,8 @@ class _EvaluationJob:
     error_message: str = ""
     error_detail: list[dict[str, Any]] | None = None
     outcome: Outcome | None = None
+    classifier_id: int | None = None
+    classifier_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -308,6 +310,10 @@ def evaluation_rows_build(*, job: _EvaluationJob) -> Row:
     model = data.get("model")
     outcome = job.outcome
     full = job.level == "full"
+    count = len(questions)
+    if job.classifier_name:  # a classification asks its classifier's one question of every input text
+        state = data.get("state")
+        count = len(state) if isinstance(state, list) else int(isinstance(state, str))
     evaluation = {
         "request_id": job.request_id,
         "created_at": job.created_at,
@@ -320,7 +326,7 @@ def evaluation_rows_build(*, job: _EvaluationJob) -> Row:
         "error_type": job.error_type[:64],
         "error_message": job.error_message[:ERROR_MESSAGE_MAX],
         "error_detail": job.error_detail,
-        "question_count": min(len(questions), 32767),
+        "question_count": min(count, 32767),
         "question_types": ",".join(types),
         "input_tokens": outcome.usage.input_tokens if outcome else None,
         "output_tokens": outcome.usage.output_tokens if outcome else None,
@@ -330,6 +336,8 @@ def evaluation_rows_build(*, job: _EvaluationJob) -> Row:
         "prefill_ms": outcome.timings.prefill_ms if outcome else None,
         "branches_ms": outcome.timings.branches_ms if outcome else None,
         "total_ms": job.total_ms,
+        "classifier_id": job.classifier_id,
+        "classifier_name": job.classifier_name[:100],
         "store_level": job.level,
         "state": data.get("state") if full else None,
         "questions": data.get("questions") if full else None,
@@ -405,17 +413,21 @@ def _rows_insert(rows: list[Row]) -> None:
     """One transaction for the batch: evaluations, then answers (linked through the unique request id)."""
     from django.db import connection
 
-    from evaluations.models import ApiKey
+    from evaluations.models import ApiKey, Classifier
 
     labels = {ev["api_key_label"] for ev, _ in rows if ev["api_key_label"].startswith("oj_")}
     key_ids = dict(ApiKey.objects.filter(prefix__in=[label[3:] for label in labels])
                    .values_list("prefix", "id")) if labels else {}
+    wanted = {ev["classifier_id"] for ev, _ in rows if ev["classifier_id"] is not None}
+    classifiers = set(Classifier.objects.filter(pk__in=wanted).values_list("pk", flat=True)) if wanted else set()
     sql = _statements_for(connection)
     ev_params = []
     an_params = []
     for ev, answers in rows:
         label = ev["api_key_label"]
         ev["api_key_id"] = key_ids.get(label[3:]) if label.startswith("oj_") else None
+        if ev["classifier_id"] not in classifiers:  # deleted since the request: keep the name, drop the link
+            ev["classifier_id"] = None
         ev_params.append(_params(ev, sql.evaluation_fields, sql.prepared, connection))
         for answer in answers:
             an_params.append([ev["request_id"], *_params(answer, sql.answer_fields, sql.prepared, connection)])
@@ -446,8 +458,12 @@ _writer = _Writer()
 
 def evaluation_store(*, request_id: str, created_at: datetime, api_key: str | None, data: Any, served_model: str,
                      backend: str, total_ms: float, outcome: Outcome | None = None,
-                     error: BaseException | None = None) -> None:
-    """Queue one evaluation (success: `outcome`; failure: `error`) for the writer. Never raises."""
+                     error: BaseException | None = None, classifier_id: int | None = None,
+                     classifier_name: str = "") -> None:
+    """Queue one evaluation (success: `outcome`; failure: `error`) for the writer. Never raises.
+
+    A classification (`POST /v1/classify`) names its classifier; its `data` is already in System One
+    form (`state` the input, `questions` the classifier's question)."""
     try:
         level = settings.OPENJEV.store_evaluations
         if level == "off":
@@ -456,7 +472,8 @@ def evaluation_store(*, request_id: str, created_at: datetime, api_key: str | No
         _writer.submit(_EvaluationJob(
             request_id=request_id, created_at=created_at, level=level, api_key=api_key, data=data,
             served_model=served_model, backend=backend, total_ms=total_ms, status=status, error_type=error_type,
-            error_message=message, error_detail=detail, outcome=outcome))
+            error_message=message, error_detail=detail, outcome=outcome, classifier_id=classifier_id,
+            classifier_name=classifier_name))
     except Exception:
         log.exception("could not queue evaluation %s for storage", request_id)
         _writer.stats.add(failed=1)

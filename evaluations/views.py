@@ -14,8 +14,9 @@ from rest_framework.request import Request
 
 from evaluations import schema as doc
 from evaluations.auth import request_authenticate
+from evaluations.classify import classifier_names_list, classify_id_new, classify_run
 from evaluations.engine import engine_status, startup_error_message
-from evaluations.errors import ApiError, api_exception_handler, json_response
+from evaluations.errors import ApiError, api_exception_handler, classify_error_response, json_response
 from evaluations.parsing import body_parse
 from evaluations.services import Served, request_id_new, systemone_evaluate
 
@@ -94,17 +95,44 @@ class SystemOneView(ApiView):
         return json_response(body, headers=_served_headers(served))
 
 
+class ClassifyView(ApiView):
+    """`POST /v1/classify`, SGLang's and vLLM's classification API over saved classifiers; every error
+    of this route, 405 included, is in their `{"error", "type", "code"}` shape."""
+
+    def handle_exception(self, exc: Exception) -> HttpResponse:
+        return classify_error_response(exc)
+
+    @doc.classify_schema
+    async def post(self, request: Request) -> HttpResponse:
+        request_id = classify_id_new()
+        try:
+            api_key = await request_authenticate(authorization=request.headers.get("Authorization"))
+            try:
+                data = body_parse(request._request.body)
+            except ValueError as exc:
+                raise ApiError(400, "invalid_request", str(exc)) from None
+            classified = await classify_run(data=data, request_id=request_id, api_key=api_key)
+        except Exception as exc:  # the id goes on errors too, so a client can quote it to operators
+            response = self.handle_exception(exc)
+            response["x-typesafe-request-id"] = request_id
+            return response
+        return json_response(classified.body(), headers={"x-typesafe-request-id": request_id,
+                                                         "x-openjev-model": classified.served_model})
+
+
 class ModelsView(ApiView):
     @doc.models_schema
     async def get(self, request: Request) -> HttpResponse:
         config = settings.OPENJEV
         names = [config.model_alias, config.model]
         described = {config.model_alias: f"Alias of {config.model}", config.model: "Served model"}
+        # Classifiers go in OpenAI's `data` only: Jev clients read `models` as the names /v1/systemone accepts.
+        classifiers = await classifier_names_list()
         return json_response({
             "models": [{"name": n, "description": described[n], "release_date": config.model_release_date}
                        for n in names],
             "object": "list",
-            "data": [{"id": n, "object": "model", "owned_by": "openjev"} for n in names],
+            "data": [{"id": n, "object": "model", "owned_by": "openjev"} for n in [*names, *classifiers]],
         })
 
 

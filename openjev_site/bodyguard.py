@@ -75,8 +75,19 @@ def body_decode(*, data: bytes, encoding: str, limit: int) -> bytes:
     return data
 
 
-async def _send_error(send: Send, status: int, error_type: str, message: str) -> None:
-    body = json.dumps({"detail": {"error_type": error_type, "message": message}}).encode()
+CLASSIFY_PATH = "/v1/classify"
+
+
+def _error_body(scope: Scope, status: int, error_type: str, message: str) -> bytes:
+    """Our `{"detail": ...}` shape, except on `POST /v1/classify`, whose clients were written for SGLang's
+    and vLLM's `{"error", "type", "code"}` (the same shape `evaluations.errors` gives its other errors)."""
+    if str(scope.get("path", "")).endswith(CLASSIFY_PATH):
+        return json.dumps({"error": message, "type": error_type, "code": status}).encode()
+    return json.dumps({"detail": {"error_type": error_type, "message": message}}).encode()
+
+
+async def _send_error(send: Send, status: int, error_type: str, message: str, *, scope: Scope) -> None:
+    body = _error_body(scope, status, error_type, message)
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             (b"connection", b"close")]})
@@ -101,19 +112,20 @@ class BodyGuard:
                 length = value
         if encoding not in DECODERS:
             await _send_error(send, 415, "unsupported_media_type",
-                              f"Content-Encoding {encoding!r} is not supported; use gzip, zstd or none")
+                              f"Content-Encoding {encoding!r} is not supported; use gzip, zstd or none", scope=scope)
             return
         if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            await _send_error(send, 413, "request_too_large", f"the body is over {self.max_bytes} bytes")
+            await _send_error(send, 413, "request_too_large", f"the body is over {self.max_bytes} bytes", scope=scope)
             return
         try:
             raw = await self._read(receive)
             body = body_decode(data=raw, encoding=encoding, limit=self.max_bytes)
         except BodyTooLarge:
-            await _send_error(send, 413, "request_too_large", f"the body is over {self.max_bytes} bytes (decoded)")
+            await _send_error(send, 413, "request_too_large", f"the body is over {self.max_bytes} bytes (decoded)",
+                              scope=scope)
             return
         except BodyUndecodable as exc:
-            await _send_error(send, 400, "invalid_request", str(exc))
+            await _send_error(send, 400, "invalid_request", str(exc), scope=scope)
             return
         except _Disconnected:
             return

@@ -68,6 +68,8 @@ class OpenJevConfig:
     force_script_name: str | None = None
     model_path: str | None = None
     """Checkpoint a launched SGLang loads (`--model-path`); None: the profile's weights."""
+    max_classify_inputs: int = 64
+    """Texts in one `POST /v1/classify` (all run under one admission)."""
 
     @property
     def auth_required(self) -> bool:
@@ -162,6 +164,7 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
         max_body_bytes=_get(env, "MAX_BODY_BYTES", 2 * 1024 * 1024, int, _positive, "a positive integer"),
         max_questions=_get(env, "MAX_QUESTIONS", 64, int, _positive, "a positive integer"),
         max_answers=max_answers,
+        max_classify_inputs=_get(env, "MAX_CLASSIFY_INPUTS", 64, int, _positive, "a positive integer"),
         max_input_tokens=_get(env, "MAX_INPUT_TOKENS", 32768, int, _positive, "a positive integer"),
         max_total_input_tokens=_get(env, "MAX_TOTAL_INPUT_TOKENS", 262144, int, _positive, "a positive integer"),
         max_concurrent_requests=_get(env, "MAX_CONCURRENT_REQUESTS", 16, int, _positive, "a positive integer"),

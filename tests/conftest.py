@@ -123,3 +123,16 @@ def _storage_off_without_database(request: pytest.FixtureRequest, settings) -> N
     """Tests that may not touch the database run with evaluation storage off (storage tests opt in)."""
     if request.node.get_closest_marker("django_db") is None and settings.OPENJEV.store_evaluations != "off":
         settings.OPENJEV = replace(settings.OPENJEV, store_evaluations="off")
+
+
+@pytest.fixture(autouse=True)
+def _classifiers_without_database(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Tests that may not touch the database see no saved classifiers, so `/v1/models` and `/v1/classify`
+    answer without one (classify tests install theirs with `tests.classify.conftest.classifiers`)."""
+    from evaluations import classify
+
+    classify.classifier_cache_forget()
+    if request.node.get_closest_marker("django_db") is None:
+        monkeypatch.setattr(classify, "_classifiers_fetch", dict)
+    yield
+    classify.classifier_cache_forget()

@@ -13,8 +13,8 @@ from evaluations.schema import ERROR_TYPES, README_REQUEST
 from tests.conftest import README_REQUEST as TESTS_README_REQUEST
 from tests.docs.conftest import component_validator, openapi
 
-ENDPOINTS = {("/v1/systemone", "post"), ("/v1/models", "get"), ("/v1/limits", "get"), ("/health", "get"),
-             ("/health/live", "get")}
+ENDPOINTS = {("/v1/systemone", "post"), ("/v1/classify", "post"), ("/v1/models", "get"), ("/v1/limits", "get"),
+             ("/health", "get"), ("/health/live", "get")}
 SYSTEMONE_STATUSES = {"200", "400", "401", "413", "415", "422", "500", "502", "503", "504", "529"}
 NAMED_REQUESTS = {"ReadmeRequest", "ChatTranscriptState", "Score10Levels", "StructuredState"}
 

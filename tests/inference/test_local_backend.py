@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 import types
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,14 +51,14 @@ def _run[T](coro: Coroutine[Any, Any, T]) -> T:
 
 
 @pytest.fixture(scope="module")
-def backend() -> Any:
+def llama() -> Iterator[LocalBackend]:
     engine = local_backend_create(source="qwen2.5-coder-0.5b", cache_dir=_cache_dir(), n_ctx=4096, threads=THREADS)
     yield engine
     engine.close()
 
 
 @pytest.fixture(scope="module")
-def recompute(backend: LocalBackend) -> Any:
+def recompute(llama: LocalBackend) -> Iterator[LocalBackend]:
     """The same model with prefix reuse off: every generation evaluated from scratch."""
     path = gguf_resolve(source="qwen2.5-coder-0.5b", cache_dir=_cache_dir())
     engine = LocalBackend(model_path=path, n_ctx=4096, threads=THREADS, prefix_reuse=False)
@@ -67,12 +67,12 @@ def recompute(backend: LocalBackend) -> Any:
 
 
 @pytest.fixture(scope="module")
-def labels(backend: LocalBackend) -> tuple[Label, ...]:
-    return labels_build(tokenizer=backend.tokenizer(), count=255)
+def labels(llama: LocalBackend) -> tuple[Label, ...]:
+    return labels_build(tokenizer=llama.tokenizer(), count=255)
 
 
-def _plan(backend: LocalBackend, labels: Sequence[Label], state: Any, questions: Sequence[Question]) -> Plan:
-    return plan_compile(state=state, questions=questions, tokenizer=backend.tokenizer(), labels=labels, budget=BUDGET)
+def _plan(llama: LocalBackend, labels: Sequence[Label], state: Any, questions: Sequence[Question]) -> Plan:
+    return plan_compile(state=state, questions=questions, tokenizer=llama.tokenizer(), labels=labels, budget=BUDGET)
 
 
 def _calls(plan: Plan, tag: str) -> list[BranchCall]:
@@ -80,9 +80,9 @@ def _calls(plan: Plan, tag: str) -> list[BranchCall]:
             for i, b in enumerate(plan.branches)]
 
 
-async def _evaluate(backend: LocalBackend, plan: Plan, tag: str) -> tuple[Generation, list[Generation]]:
-    warm = await backend.warm(rid=f"{tag}-warm", prefix_ids=plan.prefix_ids)
-    return warm, await backend.score(calls=_calls(plan, tag))
+async def _evaluate(llama: LocalBackend, plan: Plan, tag: str) -> tuple[Generation, list[Generation]]:
+    warm = await llama.warm(rid=f"{tag}-warm", prefix_ids=plan.prefix_ids)
+    return warm, await llama.score(calls=_calls(plan, tag))
 
 
 def _close(a: Sequence[Generation], b: Sequence[Generation]) -> bool:
@@ -108,24 +108,24 @@ QUESTIONS = (
 # -- tokenizer and template --------------------------------------------------------------------------
 
 
-def test_labels_are_single_tokens(backend: LocalBackend, labels: tuple[Label, ...]) -> None:
+def test_labels_are_single_tokens(llama: LocalBackend, labels: tuple[Label, ...]) -> None:
     assert [label.text for label in labels[:26]] == list("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
     assert len(labels) == 255
     assert all(len(label.text) == 2 for label in labels[26:])
-    tokenizer = backend.tokenizer()
+    tokenizer = llama.tokenizer()
     for label in labels:
         assert tokenizer.encode(label.text) == [label.token_id]
         assert tokenizer.decode([label.token_id]) == label.text
 
 
-def test_decode_round_trips_long_and_multibyte_pieces(backend: LocalBackend) -> None:
-    tokenizer = backend.tokenizer()
+def test_decode_round_trips_long_and_multibyte_pieces(llama: LocalBackend) -> None:
+    tokenizer = llama.tokenizer()
     for text in (" " * 80, "=" * 64, "Grüße, 東京 🙂", "<|im_start|>user\nhi<|im_end|>"):
         assert tokenizer.decode(tokenizer.encode(text)) == text
 
 
-def test_chat_template_renders_chatml(backend: LocalBackend) -> None:
-    rendered = backend.tokenizer().render_chat([{"role": "user", "content": "hi"}])
+def test_chat_template_renders_chatml(llama: LocalBackend) -> None:
+    rendered = llama.tokenizer().render_chat([{"role": "user", "content": "hi"}])
     assert "<|im_start|>user\nhi<|im_end|>\n" in rendered
     assert rendered.endswith("<|im_start|>assistant\n")
 
@@ -133,24 +133,24 @@ def test_chat_template_renders_chatml(backend: LocalBackend) -> None:
 # -- prefix reuse ------------------------------------------------------------------------------------
 
 
-def test_warm_then_score_reuses_the_prefix(backend: LocalBackend, labels: tuple[Label, ...]) -> None:
-    plan = _plan(backend, labels, REVIEW, QUESTIONS)
+def test_warm_then_score_reuses_the_prefix(llama: LocalBackend, labels: tuple[Label, ...]) -> None:
+    plan = _plan(llama, labels, REVIEW, QUESTIONS)
     prefix = len(plan.prefix_ids)
-    _run(backend.warm(rid="other", prefix_ids=_plan(backend, labels, "Another state.", QUESTIONS).prefix_ids))
-    warm, branches = _run(_evaluate(backend, plan, "reuse"))
+    _run(llama.warm(rid="other", prefix_ids=_plan(llama, labels, "Another state.", QUESTIONS).prefix_ids))
+    warm, branches = _run(_evaluate(llama, plan, "reuse"))
     assert (warm.prompt_tokens, warm.cached_tokens, warm.label_logprobs) == (prefix, 0, ())
     for branch, generation in zip(plan.branches, branches, strict=True):
         assert generation.prompt_tokens == len(plan.branch_ids(branch))
         assert generation.cached_tokens == prefix
     assert [len(g.label_logprobs) for g in branches] == [2, 3, 3]
-    again, _ = _run(_evaluate(backend, plan, "again"))
+    again, _ = _run(_evaluate(llama, plan, "again"))
     assert again.cached_tokens == prefix  # the same state twice: the warm-up itself is a cache hit
 
 
-def test_reuse_matches_recomputing_every_branch(backend: LocalBackend, recompute: LocalBackend,
+def test_reuse_matches_recomputing_every_branch(llama: LocalBackend, recompute: LocalBackend,
                                                 labels: tuple[Label, ...]) -> None:
-    plan = _plan(backend, labels, REVIEW, QUESTIONS)
-    _, reused = _run(_evaluate(backend, plan, "cmp"))
+    plan = _plan(llama, labels, REVIEW, QUESTIONS)
+    _, reused = _run(_evaluate(llama, plan, "cmp"))
     warm, fresh = _run(_evaluate(recompute, plan, "cmp"))
     assert warm.cached_tokens == 0
     assert all(g.cached_tokens == 0 for g in fresh)
@@ -158,22 +158,22 @@ def test_reuse_matches_recomputing_every_branch(backend: LocalBackend, recompute
     assert all(lp < 0 for g in reused for lp in g.label_logprobs)
 
 
-def test_answers_do_not_depend_on_question_order(backend: LocalBackend, labels: tuple[Label, ...]) -> None:
-    forward = _plan(backend, labels, REVIEW, QUESTIONS)
-    backward = _plan(backend, labels, REVIEW, QUESTIONS[::-1])
-    _, a = _run(_evaluate(backend, forward, "fwd"))
-    _, b = _run(_evaluate(backend, backward, "bwd"))
+def test_answers_do_not_depend_on_question_order(llama: LocalBackend, labels: tuple[Label, ...]) -> None:
+    forward = _plan(llama, labels, REVIEW, QUESTIONS)
+    backward = _plan(llama, labels, REVIEW, QUESTIONS[::-1])
+    _, a = _run(_evaluate(llama, forward, "fwd"))
+    _, b = _run(_evaluate(llama, backward, "bwd"))
     assert _close(a, b[::-1])
 
 
-def test_split_evaluation_agrees_with_one_shot(backend: LocalBackend, recompute: LocalBackend,
+def test_split_evaluation_agrees_with_one_shot(llama: LocalBackend, recompute: LocalBackend,
                                                labels: tuple[Label, ...]) -> None:
     """A branch with no warm-up is evaluated in one piece; it must tell the same story.
 
     Only roughly: llama.cpp's quantised CPU kernels round differently for different batch shapes.
     """
-    plan = _plan(backend, labels, {**REVIEW, "note": "never warmed"}, QUESTIONS)
-    _, split = _run(_evaluate(backend, plan, "split"))
+    plan = _plan(llama, labels, {**REVIEW, "note": "never warmed"}, QUESTIONS)
+    _, split = _run(_evaluate(llama, plan, "split"))
     one_shot = _run(recompute.score(calls=_calls(plan, "one-shot")))
     for question, a, b in zip(QUESTIONS, split, one_shot, strict=True):
         assert b.cached_tokens == 0
@@ -192,11 +192,11 @@ def test_split_evaluation_agrees_with_one_shot(backend: LocalBackend, recompute:
     ("Absolutely love it, works perfectly, five stars. Would buy again!", True),
     ("Broke after two days, support ignored me. Terrible, avoid it.", False),
 ])
-def test_yes_no_lands_on_the_right_side(backend: LocalBackend, labels: tuple[Label, ...], review: str,
+def test_yes_no_lands_on_the_right_side(llama: LocalBackend, labels: tuple[Label, ...], review: str,
                                         positive: bool) -> None:
     question = _noul("Is this review positive?")
-    plan = _plan(backend, labels, f"Review: {review}", [question])
-    _, (generation,) = _run(_evaluate(backend, plan, "yes-no"))
+    plan = _plan(llama, labels, f"Review: {review}", [question])
+    _, (generation,) = _run(_evaluate(llama, plan, "yes-no"))
     answer = answer_compute(question=question, logprobs=generation.label_logprobs, temperature=1.0,
                             confidence="entropy")
     assert (answer.body["noul"] > 0.5) is positive
@@ -205,29 +205,29 @@ def test_yes_no_lands_on_the_right_side(backend: LocalBackend, labels: tuple[Lab
 # -- concurrency and cancellation --------------------------------------------------------------------
 
 
-def test_interleaved_evaluations_match_sequential(backend: LocalBackend, labels: tuple[Label, ...]) -> None:
-    first = _plan(backend, labels, REVIEW, QUESTIONS[:2])
-    second = _plan(backend, labels, "The meeting moved to Tuesday at 3 pm.", [_noul("Is a time mentioned?")])
+def test_interleaved_evaluations_match_sequential(llama: LocalBackend, labels: tuple[Label, ...]) -> None:
+    first = _plan(llama, labels, REVIEW, QUESTIONS[:2])
+    second = _plan(llama, labels, "The meeting moved to Tuesday at 3 pm.", [_noul("Is a time mentioned?")])
 
     async def both() -> list[tuple[Generation, list[Generation]]]:
-        return list(await asyncio.gather(_evaluate(backend, first, "one"), _evaluate(backend, second, "two")))
+        return list(await asyncio.gather(_evaluate(llama, first, "one"), _evaluate(llama, second, "two")))
 
-    sequential = [_run(_evaluate(backend, first, "one")), _run(_evaluate(backend, second, "two"))]
+    sequential = [_run(_evaluate(llama, first, "one")), _run(_evaluate(llama, second, "two"))]
     together = _run(both())
     for (_, alone), (_, mixed) in zip(sequential, together, strict=True):
         assert _close(alone, mixed)
 
 
-def _five_branches(backend: LocalBackend, labels: tuple[Label, ...]) -> Plan:
-    return _plan(backend, labels, "Short state.", [_noul(f"Question number {i}?", str(i)) for i in range(5)])
+def _five_branches(llama: LocalBackend, labels: tuple[Label, ...]) -> Plan:
+    return _plan(llama, labels, "Short state.", [_noul(f"Question number {i}?", str(i)) for i in range(5)])
 
 
-def test_abort_skips_remaining_branches(backend: LocalBackend, labels: tuple[Label, ...],
+def test_abort_skips_remaining_branches(llama: LocalBackend, labels: tuple[Label, ...],
                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    plan = _five_branches(backend, labels)
+    plan = _five_branches(llama, labels)
     calls = _calls(plan, "abort")
     done: list[int] = []
-    original = backend._generate
+    original = llama._generate
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -237,28 +237,28 @@ def test_abort_skips_remaining_branches(backend: LocalBackend, labels: tuple[Lab
             result = original(prefix, suffix, label_ids, flag)
             done.append(len(suffix))
             if len(done) == 1:  # abort from the loop, and wait until it has been applied
-                asyncio.run_coroutine_threadsafe(backend.abort(rids=[c.rid for c in calls]), loop).result(5)
+                asyncio.run_coroutine_threadsafe(llama.abort(rids=[c.rid for c in calls]), loop).result(5)
             return result
 
-        monkeypatch.setattr(backend, "_generate", generate)
+        monkeypatch.setattr(llama, "_generate", generate)
         with pytest.raises(BackendFailed, match="aborted"):
-            await backend.score(calls=calls)
+            await llama.score(calls=calls)
 
     _run(main())
     assert len(done) == 1
-    assert backend._flags == {}
+    assert llama._flags == {}
 
 
-def test_cancelled_call_skips_remaining_branches(backend: LocalBackend, labels: tuple[Label, ...],
+def test_cancelled_call_skips_remaining_branches(llama: LocalBackend, labels: tuple[Label, ...],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    plan = _five_branches(backend, labels)
+    plan = _five_branches(llama, labels)
     done: list[int] = []
     finished = threading.Event()
-    original = backend._generate
+    original = llama._generate
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        task = asyncio.ensure_future(backend.score(calls=_calls(plan, "cancel")))
+        task = asyncio.ensure_future(llama.score(calls=_calls(plan, "cancel")))
 
         def generate(prefix: Sequence[int], suffix: Sequence[int], label_ids: Sequence[int],
                      flag: threading.Event) -> Generation:
@@ -273,7 +273,7 @@ def test_cancelled_call_skips_remaining_branches(backend: LocalBackend, labels: 
                 assert flag.wait(5)  # the cancelled coroutine sets the call's flag
             return result
 
-        monkeypatch.setattr(backend, "_generate", generate)
+        monkeypatch.setattr(llama, "_generate", generate)
         with pytest.raises(asyncio.CancelledError):
             await task
 
@@ -282,25 +282,25 @@ def test_cancelled_call_skips_remaining_branches(backend: LocalBackend, labels: 
     assert len(done) == 1
     # The engine is still usable afterwards, and its cache bookkeeping is consistent.
     monkeypatch.undo()
-    _, generations = _run(_evaluate(backend, plan, "after"))
+    _, generations = _run(_evaluate(llama, plan, "after"))
     assert len(generations) == 5
 
 
-def test_prompt_over_the_context_fails_clearly(backend: LocalBackend) -> None:
-    too_long = [32] * (backend.context_tokens + 1)
+def test_prompt_over_the_context_fails_clearly(llama: LocalBackend) -> None:
+    too_long = [32] * (llama.context_tokens + 1)
     with pytest.raises(BackendFailed, match="context"):
-        _run(backend.warm(rid="long", prefix_ids=too_long))
+        _run(llama.warm(rid="long", prefix_ids=too_long))
 
 
-async def _health(backend: LocalBackend) -> bool:
-    return await backend.health()
+async def _health(llama: LocalBackend) -> bool:
+    return await llama.health()
 
 
-def test_health_and_identity(backend: LocalBackend) -> None:
-    assert _run(_health(backend)) is True
-    assert backend.kind == "local"
-    assert backend.model == "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF:q4_k_m"
-    assert backend.load_seconds > 0
+def test_health_and_identity(llama: LocalBackend) -> None:
+    assert _run(_health(llama)) is True
+    assert llama.kind == "local"
+    assert llama.model == "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF:q4_k_m"
+    assert llama.load_seconds > 0
 
 
 # -- model files -------------------------------------------------------------------------------------

@@ -81,6 +81,7 @@ def main(argv: list[str]) -> int:
             "pgid": os.getpgid(0), "sid": os.getsid(0), "parent_pgid": os.getpgid(os.getppid())}))
     if env.get("FAKE_SGLANG_IGNORE_TERM") == "1":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    child = None
     if pidfile := env.get("FAKE_SGLANG_CHILD_PIDFILE"):
         child = subprocess.Popen(["sleep", "600"])
         Path(pidfile).write_text(str(child.pid))
@@ -109,6 +110,9 @@ def main(argv: list[str]) -> int:
         print(f"fake SGLang serving at {server.url}", flush=True)
         while not stopping.wait(0.2):
             pass
+    if child is not None:  # like SGLang, a clean stop takes its own processes down too
+        child.terminate()
+        child.wait()
     return 0
 
 

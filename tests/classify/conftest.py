@@ -1,0 +1,102 @@
+"""Fixtures for `POST /v1/classify`: classifiers installed without a database, and predictions of the
+fake SGLang's answers (the plans the server compiles, computed the same way, as `tests/api/helpers.py` does).
+
+Tests marked `django_db` define classifiers in the real tables instead (the admin or the ORM); they run
+with storage on and stop the writer at the end, like `tests/storage/`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
+
+from evaluations import classify
+from evaluations.classify import ClassifierSpec, classifier_spec_build
+from evaluations.storage import storage_writer_stop
+from inference.prompts import Budget, plan_compile
+from inference.scoring import probabilities_compute
+from tests.fakes.sglang import FakeSGLang
+from tests.qwen3 import qwen3_labels, qwen3_tokenizer
+
+SENTIMENT_LABELS = (("positive", "The text expresses a positive opinion or feeling"),
+                    ("negative", "The text expresses a negative opinion or feeling"),
+                    ("neutral", "The text is factual or expresses no clear opinion"))
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A classifier as an admin would define it."""
+
+    name: str
+    labels: Sequence[tuple[str, str]]
+    type: str = "choice"
+    instructions: str = ""
+    description: str = ""
+
+
+SENTIMENT = Definition(name="sentiment", labels=SENTIMENT_LABELS,
+                       instructions="What is the sentiment of this text?", description="Review sentiment")
+SPAM = Definition(name="spam", type="noul", labels=(("true", "Unsolicited advertising or a scam"),),
+                  instructions="Is this message spam?")
+URGENCY = Definition(name="urgency", type="score", labels=(("low", ""), ("normal", "Answer within a day"),
+                                                           ("high", "Answer within the hour")),
+                     instructions="How urgently must support answer?")
+
+
+def spec_of(definition: Definition, *, id: int | None = None) -> ClassifierSpec:
+    return classifier_spec_build(id=id, name=definition.name, type=definition.type,
+                                 description=definition.description, instructions=definition.instructions,
+                                 labels=definition.labels, max_answers=255)
+
+
+@pytest.fixture
+def classifiers(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """classifiers(SENTIMENT, ...) serves these classifiers for this test, without a database."""
+
+    def install(*definitions: Definition) -> None:
+        specs = {d.name: spec_of(d) for d in definitions}
+        monkeypatch.setattr(classify, "_classifiers_fetch", lambda: dict(specs))
+        classify.classifier_cache_forget()
+
+    return install
+
+
+def expected_probs(fake: FakeSGLang, definition: Definition, text: str) -> list[float]:
+    """What the server must answer for `text` against the fake SGLang: its label log-probs, renormalised."""
+    question = spec_of(definition).question
+    assert question is not None
+    plan = plan_compile(state=text, questions=(question,), tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
+                        budget=Budget(32768, 262144))
+    (branch,) = plan.branches
+    logprobs = [fake.predict_logprob(plan.branch_ids(branch), t) for t in branch.label_ids]
+    return probabilities_compute(logprobs=logprobs, temperature=1.0)
+
+
+def expected_prompt_tokens(definition: Definition, text: str) -> int:
+    question = spec_of(definition).question
+    assert question is not None
+    return plan_compile(state=text, questions=(question,), tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
+                        budget=Budget(32768, 262144)).input_tokens
+
+
+@pytest.fixture(autouse=True)
+def _writer_stopped(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Database tests end with the storage writer stopped and its connection closed (PostgreSQL must be
+    able to drop the test database)."""
+    yield
+    if request.node.get_closest_marker("django_db") is not None:
+        assert storage_writer_stop(timeout=30), "the storage writer did not stop"
+
+
+@pytest.fixture
+def store(settings: Any) -> Callable[[str], None]:
+    """Set the storage level for this test: store("full" | "metadata" | "off")."""
+
+    def set_level(level: str) -> None:
+        settings.OPENJEV = replace(settings.OPENJEV, store_evaluations=level)
+
+    set_level("full")
+    return set_level
