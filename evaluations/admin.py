@@ -19,7 +19,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import models
+from django.db import models, transaction
 from django.db.models import F, QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse
@@ -420,7 +420,7 @@ class ClassifierAdmin(admin.ModelAdmin):
         for position, label in enumerate(labels, start=1):
             label.position = position
         ClassifierLabel.objects.bulk_update(labels, ["position"])
-        classifier_cache_forget()
+        transaction.on_commit(classifier_cache_forget)  # the admin saves in a transaction: forget once it is visible
 
     def get_urls(self) -> list[URLPattern]:
         try_it = self.admin_site.admin_view(self.try_view)

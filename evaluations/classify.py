@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 CACHE_SECONDS = 5.0
 NOUL_LABELS = ("true", "false")
+INVALID_NAME = "(invalid)"  # stored as the classifier of a request whose `model` is missing or not a string
 CLASSIFIER_TYPES: tuple[QuestionType, ...] = ("choice", "noul", "score")
 
 
@@ -439,7 +440,9 @@ async def classify_run(*, data: Any, request_id: str, api_key: str | None,
     started = time.perf_counter()
     engine: Engine | None = None
     given, classifier = classifier, None
+    # Recorded even for a request without a usable name, so the row still reads as a classification.
     name: str = data["model"] if isinstance(data, dict) and isinstance(data.get("model"), str) else ""
+    name = name or INVALID_NAME
     try:
         request = classify_request_parse(data=data, max_inputs=config.max_classify_inputs)
         if given is not None and given.problem:

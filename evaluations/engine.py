@@ -59,7 +59,8 @@ def engine_build(*, config: OpenJevConfig, backend: Backend | None = None) -> En
     return Engine(
         backend=backend,
         labels=labels_build(tokenizer=backend.tokenizer(), count=config.max_answers),
-        budget=Budget(max_input_tokens=config.max_input_tokens, max_total_input_tokens=config.max_total_input_tokens),
+        budget=Budget(max_input_tokens=min(config.max_input_tokens, backend.context_tokens or config.max_input_tokens),
+                      max_total_input_tokens=config.max_total_input_tokens),
         scoring=Scoring(temperature=config.temperature, confidence=config.confidence),  # type: ignore[arg-type]
         gate=AdmissionGate(config.max_concurrent_requests),
         timeout=config.request_timeout,

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from django.core.validators import RegexValidator
-from django.db import models
+from django.db import models, transaction
 from django.utils import timezone
 
 STATUS_CHOICES = [
@@ -117,8 +117,8 @@ class Classifier(models.Model):
     type = models.CharField(max_length=8, choices=CLASSIFIER_TYPE_CHOICES, default="choice",
                             help_text="choice: the labels below; noul: labels true and false (rows optional, "
                                       "for their wording); score: the labels are levels, lowest first.")
-    description = models.TextField(blank=True, help_text="For people (the admin and /v1/models readers); "
-                                                         "never shown to the model.")
+    description = models.TextField(blank=True, help_text="For people: what it is for, who uses it. Never shown to "
+                                                         "the model.")
     instructions = models.TextField(blank=True, help_text="The question the model answers about each input, e.g. "
                                                           "'What is the sentiment of this review?'. Blank: a "
                                                           "generic question.")
@@ -135,13 +135,14 @@ class Classifier(models.Model):
         super().save(*args, **kwargs)
         from evaluations.classify import classifier_cache_forget
 
-        classifier_cache_forget()
+        # After the commit: a request reading in between would cache the old definition again.
+        transaction.on_commit(classifier_cache_forget)
 
     def delete(self, *args: Any, **kwargs: Any) -> Any:
         from evaluations.classify import classifier_cache_forget
 
         result = super().delete(*args, **kwargs)
-        classifier_cache_forget()
+        transaction.on_commit(classifier_cache_forget)
         return result
 
 
@@ -157,6 +158,8 @@ class ClassifierLabel(models.Model):
                                                          "name itself.")
 
     class Meta:
+        verbose_name = "label"
+        verbose_name_plural = "labels"
         # Rows saved outside the admin may have no position: they come last on every database.
         ordering = ("classifier", models.F("position").asc(nulls_last=True), "id")
 

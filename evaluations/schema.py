@@ -800,11 +800,16 @@ with TypeSafeClient(api_key="any", base_url=url) as client:
 print(result.nouls["refund"].noul, result.choices["team"].choice)
 ```
 
+**Classifiers** saved in the admin are also served through SGLang's and vLLM's `POST /v1/classify`
+(`{"model": <classifier>, "input": text or [texts]}`), answered the same way.
+
 **Auth** is off unless the server sets `OPENJEV_API_KEY` (or requires issued keys); then send
-`Authorization: Bearer <key>` to `POST /v1/systemone`. Any Bearer value is accepted while auth is off.
+`Authorization: Bearer <key>` to `POST /v1/systemone` and `POST /v1/classify`. Any Bearer value is accepted
+while auth is off.
 
 **Errors**: 422 lists every validation problem as `{"detail": [{"loc", "msg", "type"}]}`; every other error is
-`{"detail": {"error_type", "message"}}`, as JSON (never HTML, never a redirect).
+`{"detail": {"error_type", "message"}}`, as JSON (never HTML, never a redirect). `POST /v1/classify` answers its
+errors in SGLang's and vLLM's shape, `{"error", "type", "code"}`.
 """
 
 TAGS = [

@@ -50,6 +50,12 @@ class Backend(Protocol):
     model: str
     """The served model id, as the backend names it."""
 
+    @property
+    def context_tokens(self) -> int | None:
+        """The longest prompt the backend accepts, when it is known here (the embedded engine's
+        context); the per-question budget is clamped to it, so an over-long prompt is a 422."""
+        ...
+
     async def warm(self, *, rid: str, prefix_ids: Sequence[int]) -> Generation:
         """Prefill exactly the prefix with one output token, so later branches hit the cache."""
         ...

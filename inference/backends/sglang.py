@@ -29,6 +29,7 @@ SAMPLING = {"max_new_tokens": 1, "temperature": 0.0}
 
 class SGLangBackend:
     kind = "sglang"
+    context_tokens: int | None = None  # SGLang's own --context-length is set from the same budget
 
     def __init__(
         self,

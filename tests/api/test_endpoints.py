@@ -73,3 +73,12 @@ def test_api_paths_are_recognised_under_a_root_path_or_forced_script_name():
     assert path_is_api({"path": "/jev/health"}, script_name="/jev/")
     assert not path_is_api({"path": "/admin/"})
     assert not path_is_api({"path": "/jev/admin/"}, script_name="/jev")
+
+
+def test_question_budget_is_clamped_to_a_backend_context(fake, settings):
+    from evaluations.engine import engine_build
+    from tests.conftest import fake_engine
+
+    backend = fake_engine(fake).backend
+    backend.context_tokens = 4096
+    assert engine_build(config=settings.OPENJEV, backend=backend).budget.max_input_tokens == 4096

@@ -14,6 +14,7 @@ from django.urls import reverse
 
 from evaluations.models import Classifier, ClassifierLabel, Evaluation, EvaluationAnswer
 from tests.classify.conftest import SENTIMENT_LABELS
+from tests.conftest import README_REQUEST
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -162,13 +163,16 @@ async def test_classifications_are_stored_linked_to_their_classifier(api, fake, 
     body = response.json()
     assert (await api.post("/v1/classify", json={"model": "nope", "input": "x"})).status_code == 404
     assert (await api.post("/v1/classify", json={"model": "sentiment"})).status_code == 400
+    assert (await api.post("/v1/classify", json={"input": "no model"})).status_code == 400
+    systemone = await api.post("/v1/systemone", json=README_REQUEST)
+    assert systemone.status_code == 200
     from tests.storage.conftest import drained
 
     await drained()
 
-    rows = await db(lambda: list(Evaluation.objects.order_by("id")))
+    rows = await db(lambda: list(Evaluation.objects.exclude(classifier_name="").order_by("id")))
     assert [(r.status_code, r.classifier_name, r.classifier_id) for r in rows] == [
-        (200, "sentiment", classifier.pk), (404, "nope", None), (400, "sentiment", None)]
+        (200, "sentiment", classifier.pk), (404, "nope", None), (400, "sentiment", None), (400, "(invalid)", None)]
     row = rows[0]
     assert row.request_id == body["id"] == response.headers["x-typesafe-request-id"]
     assert row.requested_model == "sentiment" and row.served_model == response.headers["x-openjev-model"]
@@ -177,6 +181,7 @@ async def test_classifications_are_stored_linked_to_their_classifier(api, fake, 
                                            "criteria": dict(SENTIMENT_LABELS)}}
     assert row.input_tokens == body["usage"]["prompt_tokens"] and row.output_tokens == 4
     assert rows[1].error_type == "not_found" and rows[2].error_type == "invalid_request"
+    assert rows[3].state == "no model" and rows[3].question_count == 1  # still reads as a classification
     answers = await db(lambda: list(EvaluationAnswer.objects.filter(evaluation=row).order_by("position")))
     for answer, item in zip(answers, body["data"], strict=True):
         assert (answer.position, answer.question_id, answer.type) == (item["index"], "sentiment", "choice")
@@ -191,10 +196,12 @@ async def test_classifications_are_stored_linked_to_their_classifier(api, fake, 
     assert "input: “Loved it!”" in html and "input: “Hated it.”" in html
     listed = (await db(lambda: admin_client.get("/admin/evaluations/evaluation/?classifier=sentiment"))).content
     assert body["id"].encode() in listed
+    listed = (await db(lambda: admin_client.get("/admin/evaluations/evaluation/?classifier=-"))).content
+    assert systemone.headers["x-typesafe-request-id"].encode() in listed and body["id"].encode() not in listed
     dashboard = (await db(lambda: admin_client.get("/admin/evaluations/evaluation/dashboard/"))).content.decode()
     day = dashboard[dashboard.index("Last 24 hours"):dashboard.index("Last 7 days")]
-    assert re.search(r'classifications</div><div class="oj-value">3<', day)
-    assert re.search(r'evaluations</div><div class="oj-value">3<', day)
+    assert re.search(r'classifications</div><div class="oj-value">4<', day)
+    assert re.search(r'evaluations</div><div class="oj-value">5<', day)
     assert re.search(r"\?classifier=sentiment\">sentiment</a></td><td class=\"oj-num\">2<", day)
 
     # Deleting the classifier keeps its classifications, by name.

@@ -259,6 +259,8 @@ async def test_auth_on_requires_the_bearer_key_with_401(api, fake, sentiment, se
 
 async def test_wrong_method_gets_405_in_the_classify_shape(api, fake):
     assert_classify_error(await api.get("/v1/classify"), 405, "method_not_allowed")
+    assert (await api.options("/v1/classify")).status_code == 200
+    assert (await api.get("/v1/classify/")).status_code == 404  # no trailing-slash redirect
 
 
 async def test_body_guard_errors_use_the_classify_shape_on_this_route(api, fake, sentiment):

@@ -188,18 +188,31 @@ def test_split_evaluation_agrees_with_one_shot(llama: LocalBackend, recompute: L
 # -- answers -----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("review", "positive"), [
-    ("Absolutely love it, works perfectly, five stars. Would buy again!", True),
-    ("Broke after two days, support ignored me. Terrible, avoid it.", False),
-])
-def test_yes_no_lands_on_the_right_side(llama: LocalBackend, labels: tuple[Label, ...], review: str,
-                                        positive: bool) -> None:
+POSITIVE_REVIEW = "Absolutely love it, works perfectly, five stars. Would buy again!"
+NEGATIVE_REVIEW = "Broke after two days, support ignored me. Terrible, avoid it."
+
+
+def _p_true(llama: LocalBackend, labels: tuple[Label, ...], review: str) -> float:
     question = _noul("Is this review positive?")
     plan = _plan(llama, labels, f"Review: {review}", [question])
     _, (generation,) = _run(_evaluate(llama, plan, "yes-no"))
     answer = answer_compute(question=question, logprobs=generation.label_logprobs, temperature=1.0,
                             confidence="entropy")
-    assert (answer.body["noul"] > 0.5) is positive
+    return float(answer.body["noul"])
+
+
+def test_yes_no_orders_positive_above_negative(llama: LocalBackend, labels: tuple[Label, ...]) -> None:
+    assert _p_true(llama, labels, POSITIVE_REVIEW) > _p_true(llama, labels, NEGATIVE_REVIEW)
+
+
+@pytest.mark.parametrize(("review", "positive"), [(POSITIVE_REVIEW, True), (NEGATIVE_REVIEW, False)])
+def test_yes_no_lands_on_the_right_side(llama: LocalBackend, labels: tuple[Label, ...], review: str,
+                                        positive: bool) -> None:
+    """Depends on the prompt wording: the 0.5B model leans towards label A, and the margin is thin.
+
+    With the current prompts P(true) is about 0.61 and 0.49; with no answer cue both land near 0.7.
+    """
+    assert (_p_true(llama, labels, review) > 0.5) is positive
 
 
 # -- concurrency and cancellation --------------------------------------------------------------------

@@ -1,0 +1,87 @@
+"""`POST /v1/classify` end to end on the embedded engine: the real bundled Qwen2.5-Coder-0.5B (llama.cpp,
+CPU) behind the real API, with a sentiment classifier positive / negative / neutral.
+
+The 0.5B model is small: its three-way distributions are flat (the winning label gets about 0.36–0.58)
+and it leans towards the last option. With this classifier, as an admin would plausibly write it, it
+labelled 13 of 15 clearly-worded texts right when this test was written (wrong: "Thank you so much,
+your team was wonderful and fixed everything!" → neutral, "Paris is the capital of France." → positive);
+the texts below are among the ones it gets right, with margins well above llama.cpp's numeric noise.
+Results are deterministic for a given model: the same text gets the same probabilities alone or in a
+batch of concurrent inputs (asserted below).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+from django.conf import settings
+
+from evaluations.engine import engine_build, engine_install
+from inference.backends.local import LocalBackend, local_backend_create
+from tests.classify.conftest import Definition
+
+pytestmark = pytest.mark.embedded
+
+SENTIMENT = Definition(name="sentiment", instructions="What is the sentiment of this review?",
+                       labels=(("positive", "Positive"), ("negative", "Negative"), ("neutral", "Neutral")))
+CLEAR = {
+    "I absolutely love this phone. Best purchase I have made all year!": "positive",
+    "I am so happy with my new bike!": "positive",
+    "Excellent quality and super fast delivery. Highly recommended!": "positive",
+    "This is the worst product I have ever bought. It broke after one day and support ignored me.": "negative",
+    "Terrible service. The food was cold and the waiter was rude.": "negative",
+    "I hate this app, it crashes constantly.": "negative",
+    "The report has twelve pages.": "neutral",
+    "The package contains two cables and a manual.": "neutral",
+    "The meeting is scheduled for Tuesday at 3 pm.": "neutral",
+}
+
+
+def _cache_dir() -> Path:
+    """The user cache, shared with tests/inference: the 490 MB assembly happens once per machine."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return root / "openjev" / "models"
+
+
+@pytest.fixture(scope="module")
+def llama() -> Iterator[LocalBackend]:
+    backend = local_backend_create(source="qwen2.5-coder-0.5b", cache_dir=_cache_dir(), n_ctx=4096, threads=1)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+async def embedded_api(llama: LocalBackend, classifiers) -> AsyncIterator[httpx.AsyncClient]:
+    from openjev_site.asgi import application
+
+    engine_install(engine_build(config=replace(settings.OPENJEV, backend="local"), backend=llama))
+    classifiers(SENTIMENT)
+    transport = httpx.ASGITransport(app=application)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=600) as client:
+        yield client
+    engine_install(None)
+
+
+async def test_a_sentiment_classifier_labels_clear_texts_right(embedded_api):
+    texts = list(CLEAR)
+    response = await embedded_api.post("/v1/classify", json={"model": "sentiment", "input": texts})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert response.headers["x-openjev-model"].startswith("Qwen/Qwen2.5-Coder-0.5B-Instruct")
+    got = {text: item["label"] for text, item in zip(texts, body["data"], strict=True)}
+    assert got == CLEAR
+    for item in body["data"]:
+        assert item["num_classes"] == 3 and sum(item["probs"]) == pytest.approx(1.0)
+        best = max(item["probs"])
+        assert item["probs"].index(best) == ["positive", "negative", "neutral"].index(item["label"])
+        assert best - sorted(item["probs"])[-2] > 0.02  # a real margin, not a coin toss
+    assert body["usage"]["prompt_tokens"] > 0 and body["usage"]["completion_tokens"] == 0
+
+    # Alone, a text gets exactly what it got among the others: inputs do not leak into each other.
+    alone = await embedded_api.post("/v1/classify", json={"model": "sentiment", "input": texts[3]})
+    assert alone.json()["data"][0]["probs"] == pytest.approx(body["data"][3]["probs"], abs=1e-6)
