@@ -39,6 +39,7 @@ from inference.errors import RequestInvalid
 from inference.prompts import Plan, plan_compile
 from inference.questions import Question, QuestionType, question_build
 from inference.runner import Engine, Outcome, Timings, Usage, plan_run
+from inference.scoring import label_argmax
 
 if TYPE_CHECKING:
     from evaluations.models import Classifier
@@ -334,15 +335,6 @@ def classify_id_new() -> str:
     return f"classify-{uuid.uuid4().hex}"
 
 
-def _argmax(p: Sequence[float]) -> int:
-    """Ties go to the first label, as for a choice answer."""
-    best = 0
-    for i, value in enumerate(p):
-        if value > p[best]:
-            best = i
-    return best
-
-
 def _plans_compile(*, engine: Engine, question: Question, inputs: Sequence[str]) -> list[tuple[Plan, float]]:
     """One plan per input, with its compile time; every budget problem of every input as one 400,
     before any backend call. The total budget applies to the request, over all its inputs."""
@@ -462,7 +454,7 @@ async def classify_run(*, data: Any, request_id: str, api_key: str | None,
                      data=_stored_data(data, classifier), served_model=engine.backend.model,
                      backend=engine.backend.kind, total_ms=(time.perf_counter() - started) * 1000.0,
                      outcome=outcome, classifier_id=classifier.id, classifier_name=name)
-    items = tuple(ClassifyItem(index=i, label=classifier.labels[_argmax(answer.probabilities)],
+    items = tuple(ClassifyItem(index=i, label=classifier.labels[label_argmax(answer.probabilities)],
                                probs=answer.probabilities)
                   for i, answer in enumerate(outcome.answers))
     return Classified(request_id=request_id, created=int(created_at.timestamp()), classifier=classifier,

@@ -37,7 +37,8 @@ def probabilities_compute(*, logprobs: Sequence[float], temperature: float) -> l
     return [w / total for w in weights]
 
 
-def _argmax(p: Sequence[float]) -> int:
+def label_argmax(p: Sequence[float]) -> int:
+    """The most probable label; ties go to the first, as the wire contract says."""
     best = 0
     for i, value in enumerate(p):
         if value > p[best]:
@@ -62,7 +63,7 @@ def score_confidence(*, p: Sequence[float], formula: ConfidenceFormula) -> float
     if formula == "entropy":
         return _entropy_confidence(p)
     n = len(p)
-    mode = _argmax(p)
+    mode = label_argmax(p)
     # TypeSafe normalises by a uniform distribution's mean distance from the middle level, which
     # is what the ecosystem's conformance suite (jevcompat) checks against.
     uniform_spread = sum(abs(i - (n - 1) / 2) for i in range(n)) / n
@@ -77,7 +78,7 @@ def answer_compute(*, question: Question, logprobs: Sequence[float], temperature
         body: dict[str, Any] = {"type": "noul", "noul": p[0]}
     elif question.type == "choice":
         keys = [o.key for o in question.options]
-        body = {"type": "choice", "choice": keys[_argmax(p)], "probabilities": dict(zip(keys, p, strict=True)),
+        body = {"type": "choice", "choice": keys[label_argmax(p)], "probabilities": dict(zip(keys, p, strict=True)),
                 "confidence": choice_confidence(p=p, formula=confidence)}
     else:
         body = {"type": "score", "score": math.fsum(i * x for i, x in enumerate(p)),

@@ -89,12 +89,13 @@ def _free_port() -> int:
 class LiveServer:
     """The real ASGI app under uvicorn on loopback, for clients that need a socket (SDK, jevcompat)."""
 
-    def __init__(self) -> None:
+    def __init__(self, app: object | None = None) -> None:
         from openjev_site.asgi import application
 
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(application, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+        config = uvicorn.Config(app or application, host="127.0.0.1", port=self.port, log_level="warning",
+                                lifespan="off")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 

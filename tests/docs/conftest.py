@@ -8,20 +8,17 @@ the body guard decodes it: the only honest way to show the SDK really compressed
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from jsonschema import Draft202012Validator
 
 from evaluations.reference import schema_document
 from inference.runner import Engine
+from tests.conftest import LiveServer
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -74,34 +71,7 @@ class WireRecorder:
         return [r for r in self.requests if r.path == path]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class AppServer:
-    """Any ASGI app under uvicorn on loopback, in a thread (like tests.conftest.LiveServer, for a wrapped app)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-
-    def __enter__(self) -> AppServer:
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("server did not start")
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
+AppServer = LiveServer  # any ASGI app under uvicorn on loopback (here: the app behind a wire recorder)
 
 
 @pytest.fixture
