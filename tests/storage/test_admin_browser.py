@@ -4,6 +4,7 @@ uvicorn, and saves a screenshot of each under `test-artifacts/`."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -35,7 +36,10 @@ def chromium_page(profile: Path) -> Iterator[Any]:
     """A page in Debian's Chromium with a fresh profile. Playwright's sync API runs an event loop in this
     thread while it is open, so ORM calls inside the block go through `orm` (a worker thread)."""
     if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
+        message = "Debian's chromium is not installed (apt-get install -y chromium)"
+        if os.environ.get("OPENJEV_REQUIRE_BROWSER") == "1":  # the test script: a missing browser is a failure
+            pytest.fail(message)
+        pytest.skip(message)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
