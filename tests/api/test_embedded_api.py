@@ -1,0 +1,76 @@
+"""The System One API end to end on the embedded engine: the real bundled Qwen2.5-Coder-0.5B behind
+the real ASGI app (body guard, lean handler, views, runner, scoring)."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+from django.conf import settings
+
+from evaluations.engine import engine_build, engine_install
+from inference.backends.local import LocalBackend, local_backend_create
+from tests.conftest import README_REQUEST
+
+pytestmark = pytest.mark.embedded
+
+
+@pytest.fixture(scope="module")
+def llama() -> Iterator[LocalBackend]:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "openjev" / "models"
+    backend = local_backend_create(source="qwen2.5-coder-0.5b", cache_dir=cache, n_ctx=8192, threads=1)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+async def embedded(llama: LocalBackend) -> AsyncIterator[httpx.AsyncClient]:
+    from openjev_site.asgi import application
+
+    engine_install(engine_build(config=replace(settings.OPENJEV, backend="local"), backend=llama))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://testserver",
+                                 timeout=600) as client:
+        yield client
+    engine_install(None)
+
+
+async def test_readme_request_is_answered_with_every_branch_reusing_the_prefix(embedded):
+    response = await embedded.post("/v1/systemone", json=README_REQUEST)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert [a["type"] for a in body["answers"].values()] == ["noul", "choice", "score"]
+    for answer in body["answers"].values():
+        if answer["type"] != "noul":
+            assert math.isclose(sum(answer["probabilities"].values()), 1.0, abs_tol=1e-9)
+    assert body["usage"]["output_tokens"] == 4
+    prefix = int(response.headers["x-openjev-prefix-tokens"])
+    assert prefix > 20
+    assert int(response.headers["x-openjev-cached-tokens"]) == 3 * prefix
+    assert response.headers["x-openjev-model"].startswith("Qwen/Qwen2.5-Coder-0.5B-Instruct")
+
+
+@pytest.mark.parametrize(("review", "positive"), [
+    ("Absolutely love it, works perfectly, five stars. Would buy again!", True),
+    ("Broke after two days, support ignored me. Terrible, avoid it.", False),
+])
+async def test_clearly_worded_yes_no_lands_on_the_right_side(embedded, review, positive):
+    """The 0.5B model's margins here are thin (P(true) about 0.61 and 0.49): see the README."""
+    body = {"model": "jev-latest", "state": f"Review: {review}",
+            "questions": {"q": {"type": "noul", "instructions": "Is this review positive?"}}}
+    response = await embedded.post("/v1/systemone", json=body)
+    assert (response.json()["answers"]["q"]["noul"] > 0.5) is positive
+
+
+async def test_an_answer_does_not_change_when_questions_are_added_or_reordered(embedded):
+    alone = {**README_REQUEST, "questions": {"team": README_REQUEST["questions"]["team"]}}
+    mixed = {**README_REQUEST, "questions": {"urgent": {"type": "noul", "instructions": "Is it urgent?"},
+                                             **dict(reversed(README_REQUEST["questions"].items()))}}
+    first = (await embedded.post("/v1/systemone", json=alone)).json()["answers"]["team"]["probabilities"]
+    second = (await embedded.post("/v1/systemone", json=mixed)).json()["answers"]["team"]["probabilities"]
+    assert first.keys() == second.keys()
+    assert all(abs(first[k] - second[k]) <= 1e-6 for k in first)
