@@ -451,6 +451,19 @@ README_RESPONSE: dict[str, Any] = {
 }
 
 
+# Errors both endpoints answer the same way (only the body's shape differs), documented once.
+SHARED_ERRORS: dict[int, tuple[str, str]] = {
+    401: ("authentication_error", "missing API key: send Authorization: Bearer <key>"),
+    413: ("request_too_large", "the body is over 2097152 bytes (decoded)"),
+    415: ("unsupported_media_type", "Content-Encoding 'br' is not supported; use gzip, zstd or none"),
+    500: ("internal_error", "internal server error"),
+    502: ("backend_error", "the backend answered 500"),
+    503: ("backend_unavailable", "the backend is not reachable"),
+    504: ("timeout", "the evaluation took longer than 120 s"),
+    529: ("overloaded", "16 evaluations are active (limit 16); retry shortly"),
+}
+
+
 def _error_example(status: int, error_type: str, message: str) -> OpenApiExample:
     return OpenApiExample(error_type, value={"detail": {"error_type": error_type, "message": message}},
                           response_only=True, status_codes=[str(status)])
@@ -464,14 +477,7 @@ RESPONSE_EXAMPLES = [
          "type": "too_short"},
         {"loc": ["body", "model"], "msg": "Field required", "type": "missing"}]}),
     _error_example(400, "invalid_request", "the body is not JSON: Expecting value: line 1 column 1 (char 0)"),
-    _error_example(401, "authentication_error", "missing API key: send Authorization: Bearer <key>"),
-    _error_example(413, "request_too_large", "the body is over 2097152 bytes (decoded)"),
-    _error_example(415, "unsupported_media_type", "Content-Encoding 'br' is not supported; use gzip, zstd or none"),
-    _error_example(529, "overloaded", "16 evaluations are already running; retry shortly"),
-    _error_example(503, "backend_unavailable", "the backend is not reachable"),
-    _error_example(502, "backend_error", "the backend answered 500"),
-    _error_example(504, "timeout", "the evaluation took longer than 120 s"),
-    _error_example(500, "internal_error", "internal server error"),
+    *(_error_example(status, error_type, message) for status, (error_type, message) in SHARED_ERRORS.items()),
 ]
 
 # ---------------------------------------------------------------------------------------------------
@@ -747,17 +753,9 @@ classify_schema = extend_schema(
         OpenApiExample("SentimentAnswer", value=CLASSIFY_RESPONSE, response_only=True, status_codes=["200"],
                        summary="One result per review"),
         _classify_error(400, "invalid_request", "`input` is required: a text, or a list of texts"),
-        _classify_error(401, "authentication_error", "missing API key: send Authorization: Bearer <key>"),
         _classify_error(404, "not_found", "no classifier named 'sentimnet'; GET /v1/models lists them after the "
                                           "model names"),
-        _classify_error(413, "request_too_large", "the body is over 2097152 bytes (decoded)"),
-        _classify_error(415, "unsupported_media_type", "Content-Encoding 'br' is not supported; use gzip, zstd or "
-                                                       "none"),
-        _classify_error(500, "internal_error", "internal server error"),
-        _classify_error(502, "backend_error", "the backend answered 500"),
-        _classify_error(503, "backend_unavailable", "the backend is not reachable"),
-        _classify_error(504, "timeout", "the evaluation took longer than 120 s"),
-        _classify_error(529, "overloaded", "16 evaluations are active (limit 16); retry shortly"),
+        *(_classify_error(status, error_type, message) for status, (error_type, message) in SHARED_ERRORS.items()),
     ],
     parameters=[
         OpenApiParameter("x-typesafe-request-id", str, OpenApiParameter.HEADER, required=True, response=[200],

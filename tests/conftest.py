@@ -14,23 +14,14 @@ import uvicorn
 from django.conf import settings
 
 from evaluations.engine import engine_build, engine_install
+from evaluations.schema import README_REQUEST as SCHEMA_README_REQUEST
 from inference.backends.sglang import SGLangBackend
 from inference.runner import Engine
 from tests.fakes.sglang import FakeSGLang
 from tests.qwen3 import qwen3_tokenizer
 
-README_REQUEST = {
-    "model": "jev-latest",
-    "state": "Hi, I was charged twice for my March invoice and the refund still hasn't arrived. Fix it today!",
-    "questions": {
-        "refund": {"type": "noul", "instructions": "Is the customer asking for money back?"},
-        "team": {"type": "choice", "instructions": "Which team should handle this ticket?",
-                 "criteria": {"Billing": "Payments, invoices, refunds", "Technical": "Bugs, outages",
-                              "Sales": "Pricing, upgrades"}},
-        "anger": {"type": "score", "instructions": "How frustrated is the customer?",
-                  "criteria": ["Calm", "Frustrated", "Very angry"]},
-    },
-}
+# The README's request, exactly as the OpenAPI schema documents it.
+README_REQUEST = SCHEMA_README_REQUEST
 
 
 @pytest.fixture(scope="session")
