@@ -10,8 +10,8 @@ from typing import Any
 from django.utils import timezone
 
 from evaluations.storage import _EvaluationJob, _rows_insert, evaluation_rows_build
-from inference.runner import Outcome, Timings, Usage
 from inference.questions import question_build
+from inference.runner import Outcome, Timings, Usage
 from inference.scoring import Answer, BranchScore, answer_compute
 from tests.conftest import README_REQUEST
 
