@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evaluations.parsing import NESTING_MAX, body_parse, document_problems
 from tests.api.test_errors import NOUL, assert_error, assert_validation, body_with
@@ -131,3 +133,27 @@ def test_the_document_check_stops_after_a_bounded_number_of_problems():
     problems = document_problems(data=data)
     assert 0 < len(problems) <= 20
     assert [p.loc for p in problems[:2]] == [("body", "state", 0), ("body", "state", 1)]
+
+
+def _encodable(value: object) -> bool:
+    """The ground truth: what a strict UTF-8 JSON encoder (every database, every answer) accepts."""
+    try:
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (ValueError, UnicodeEncodeError):
+        return False
+    return True
+
+
+_text = st.text(alphabet=st.sampled_from(["a", "é", "\U0001f600", HIGH, LOW, "\x00"]), max_size=4)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | _text,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(_text, children, max_size=4),
+    max_leaves=20)
+
+
+@given(_json)
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+def test_the_document_check_refuses_exactly_what_a_strict_utf8_encoder_refuses(value):
+    problems = document_problems(data=value)
+    assert (problems == []) == _encodable(value)
+    assert all(_encodable(list(p.loc)) and _encodable(p.msg) for p in problems)  # echoable in an answer
