@@ -149,16 +149,11 @@ async def test_compression_bomb_gets_413(api, fake, encoding):
     assert_error(response, 413, "request_too_large")
 
 
-async def test_streamed_body_over_the_limit_is_refused_before_it_is_all_read():
+async def guard_refusal(scope, receive, *, read_timeout=5.0):
+    """What the body guard alone (10 KiB limit) sends for `scope`, in front of an app that must not run."""
     from openjev_site.bodyguard import BodyGuard
 
-    chunks_read = 0
     sent: list[dict] = []
-
-    async def receive():
-        nonlocal chunks_read
-        chunks_read += 1
-        return {"type": "http.request", "body": b"x" * 1024, "more_body": True}
 
     async def send(message):
         sent.append(message)
@@ -166,10 +161,30 @@ async def test_streamed_body_over_the_limit_is_refused_before_it_is_all_read():
     async def app(scope, receive, send):
         raise AssertionError("the app must not run")
 
-    scope = {"type": "http", "method": "POST", "headers": [], "path": "/v1/systemone"}
-    await BodyGuard(app, max_bytes=10 * 1024, read_timeout=5.0)(scope, receive, send)
-    assert sent[0]["status"] == 413
-    assert chunks_read == 11
+    await BodyGuard(app, max_bytes=10 * 1024, read_timeout=read_timeout)(scope, receive, send)
+    return sent
+
+
+class EndlessBody:
+    """A client that streams 1 KiB chunks for ever; counts what the guard read."""
+
+    def __init__(self):
+        self.read = 0
+
+    async def __call__(self):
+        self.read += 1
+        return {"type": "http.request", "body": b"x" * 1024, "more_body": True}
+
+
+@pytest.mark.parametrize("method", ["POST", "GET", "DELETE", "HEAD", "OPTIONS", "PUT", "PATCH"])
+async def test_a_body_over_the_limit_is_refused_on_every_method_before_it_is_all_read(method):
+    body = EndlessBody()
+    declared = {"type": "http", "method": method, "path": "/v1/models", "headers": [(b"content-length", b"99999")]}
+    assert (await guard_refusal(declared, body))[0]["status"] == 413
+    assert body.read == 0  # refused on the declared length alone
+    streamed = {"type": "http", "method": method, "path": "/v1/models", "headers": []}
+    assert (await guard_refusal(streamed, body))[0]["status"] == 413
+    assert body.read == 11
 
 
 async def test_auth_on_requires_the_bearer_key(api, fake, settings):
@@ -297,32 +312,6 @@ async def test_each_response_has_its_own_request_id_and_pages_outside_the_api_no
     assert "x-typesafe-request-id" not in (await api.get("/openapi.json")).headers
 
 
-@pytest.mark.parametrize("method", ["GET", "DELETE", "HEAD", "OPTIONS", "PUT", "PATCH"])
-async def test_a_body_over_the_limit_is_refused_on_every_method_before_it_is_read(method):
-    from openjev_site.bodyguard import BodyGuard
-
-    received, sent = 0, []
-
-    async def receive():
-        nonlocal received
-        received += 1
-        return {"type": "http.request", "body": b"x" * 1024, "more_body": True}
-
-    async def send(message):
-        sent.append(message)
-
-    async def app(scope, receive, send):
-        raise AssertionError("the app must not run")
-
-    declared = {"type": "http", "method": method, "path": "/v1/models", "headers": [(b"content-length", b"99999")]}
-    await BodyGuard(app, max_bytes=10 * 1024, read_timeout=5.0)(declared, receive, send)
-    assert sent[0]["status"] == 413 and received == 0  # refused on the declared length alone
-    sent.clear()
-    streamed = {"type": "http", "method": method, "path": "/v1/models", "headers": []}
-    await BodyGuard(app, max_bytes=10 * 1024, read_timeout=5.0)(streamed, receive, send)
-    assert sent[0]["status"] == 413 and received == 11
-
-
 async def test_a_get_with_a_body_is_limited_like_a_post(api, fake):
     response = await api.request("GET", "/v1/models", content=b"x" * (2 * 1024 * 1024 + 1))
     assert_error(response, 413, "request_too_large")
@@ -330,9 +319,6 @@ async def test_a_get_with_a_body_is_limited_like_a_post(api, fake):
 
 
 async def test_a_body_that_stalls_gets_408_and_the_connection_closed():
-    from openjev_site.bodyguard import BodyGuard
-
-    sent: list[dict] = []
     chunks = [{"type": "http.request", "body": b'{"model":', "more_body": True}]
 
     async def receive():
@@ -340,13 +326,7 @@ async def test_a_body_that_stalls_gets_408_and_the_connection_closed():
             return chunks.pop()
         await asyncio.sleep(3600)  # the client stopped sending
 
-    async def send(message):
-        sent.append(message)
-
-    async def app(scope, receive, send):
-        raise AssertionError("the app must not run")
-
     scope = {"type": "http", "method": "POST", "path": "/v1/systemone", "headers": []}
-    await asyncio.wait_for(BodyGuard(app, max_bytes=1024, read_timeout=0.2)(scope, receive, send), timeout=5)
+    sent = await asyncio.wait_for(guard_refusal(scope, receive, read_timeout=0.2), timeout=5)
     assert sent[0]["status"] == 408 and (b"connection", b"close") in sent[0]["headers"]
     assert json.loads(sent[1]["body"])["detail"]["error_type"] == "request_timeout"
