@@ -19,7 +19,7 @@ HEADER = b"x-typesafe-request-id"
 _current: ContextVar[str | None] = ContextVar("openjev_request_id", default=None)
 
 
-def request_id_new(*, path: str) -> str:
+def request_id_assign(*, path: str) -> str:
     """`classify-<hex>` on `POST /v1/classify` (SGLang's id format, which its clients read back from
     the body), `req_<hex>` everywhere else."""
     prefix = "classify-" if path.endswith(CLASSIFY_PATH) else "req_"
@@ -44,7 +44,7 @@ class RequestIds:
         if scope["type"] != "http" or not self.applies(scope):
             await self.app(scope, receive, send)
             return
-        request_id = request_id_new(path=str(scope.get("path", "")))
+        request_id = request_id_assign(path=str(scope.get("path", "")))
         value = request_id.encode()
 
         async def send_with_id(message: Message) -> None:
