@@ -44,6 +44,8 @@ from bench.datasets import TASKS, Item, sample_load  # noqa: E402
 from evaluations import engine as engine_module  # noqa: E402
 from evaluations.engine import engine_build  # noqa: E402
 from evaluations.parsing import Limits, request_parse  # noqa: E402
+from evaluations.schema import README_REQUEST  # noqa: E402
+from evaluations.wire import answer_render  # noqa: E402
 from inference import labels as labels_module  # noqa: E402
 from inference import prompts as prompts_module  # noqa: E402
 from inference.calibration import Labelled, scored_at, temperature_fit  # noqa: E402
@@ -113,6 +115,14 @@ async def items_run(*, engine: Engine, task: str, items: Sequence[Item]) -> list
         print(f"\r{task}: {n}/{len(items)}", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
     return records
+
+
+async def readme_answers(*, engine: Engine) -> str:
+    """The README's "Try it" request as the engine answers it (refund, team, anger)."""
+    request = request_parse(data=README_REQUEST, limits=Limits(max_questions=64, max_answers=255),
+                            models=frozenset({README_REQUEST["model"]}))
+    outcome = await evaluation_run(engine=engine, state=request.state, questions=request.questions)
+    return ", ".join(f"{a.question_id}: {answer_render(answer=a)}" for a in outcome.answers)
 
 
 def _undebiased(branches: Sequence[BranchScore]) -> tuple[BranchScore, ...]:
@@ -216,6 +226,7 @@ def main() -> None:
         for task in args.tasks.split(","):
             records += asyncio.run(items_run(engine=engine, task=task,
                                              items=sample_load(task=task, n=args.n, seed=args.seed)))
+        readme = asyncio.run(readme_answers(engine=engine))
         engine.backend.close()  # type: ignore[attr-defined]
         if args.save:
             records_save(args.save, records, meta)
@@ -224,6 +235,8 @@ def main() -> None:
         print(json.dumps(rows, indent=1))
     else:
         table_print(rows)
+        if not args.load:
+            print(f"README example ({meta['model']}, debiased, temperature 1): {readme}")
     if not math.isfinite(rows[0]["accuracy"]):
         raise SystemExit("no items were evaluated")
 

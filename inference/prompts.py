@@ -33,6 +33,9 @@ PROMPTS = {
     "choice": "Question: {instructions}",
     "score": "Question: {instructions}\nThe options are levels from lowest to highest.",
 }
+CLOSING = "Reply with the letter of the correct option only."
+"""Naming the letter keeps the model from answering with an option's own words ("Yes", "Negative"):
+on the bundled 1.5B it raised the label mass of such questions from 0.6-0.8 to 0.95."""
 DEFAULT_INSTRUCTIONS = {
     "noul": "Which option is true of the state?",
     "choice": "Which option fits the state best?",
@@ -164,7 +167,7 @@ def question_text(*, question: Question, labels: Sequence[Label], order: Sequenc
         body = option.text.replace("\n", "\n" + " " * (len(label.text) + 2))
         lines.append(f"{label.text}: {body}")
     lines.append("")
-    lines.append("Reply with the label only.")
+    lines.append(CLOSING)
     return "\n".join(lines)
 
 

@@ -1,0 +1,96 @@
+"""Right answers from the default embedded model, end to end: the README example and clear cases of each
+question type, through the real ASGI app with the engine exactly as `manage.py runserver` builds it
+(default model, its measured temperature and debiasing)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+
+import httpx
+import pytest
+from django.conf import settings
+
+from evaluations.engine import engine_build, engine_install
+from inference.backends.local import LocalBackend, local_backend_create
+from inference.gguf import DEFAULT_SOURCE
+from tests.conftest import README_REQUEST
+from tests.embedded import models_cache_dir
+
+pytestmark = pytest.mark.embedded
+
+
+@pytest.fixture(scope="module")
+def default_model() -> Iterator[LocalBackend]:
+    backend = local_backend_create(source=DEFAULT_SOURCE, cache_dir=models_cache_dir(), n_ctx=4096)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+async def api(default_model: LocalBackend) -> AsyncIterator[httpx.AsyncClient]:
+    from openjev_site.asgi import application
+
+    engine_install(engine_build(config=replace(settings.OPENJEV, backend="local"), backend=default_model))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://testserver",
+                                 timeout=600) as client:
+        yield client
+    engine_install(None)
+
+
+async def _answers(api: httpx.AsyncClient, state: object, questions: dict[str, object]) -> dict[str, dict]:
+    response = await api.post("/v1/systemone", json={"model": "jev-latest", "state": state, "questions": questions})
+    assert response.status_code == 200, response.text
+    return dict(response.json()["answers"])
+
+
+async def test_the_readme_example_is_answered_right_with_the_probability_on_the_labels(api):
+    response = await api.post("/v1/systemone", json=README_REQUEST)
+    assert response.status_code == 200, response.text
+    answers = response.json()["answers"]
+    assert answers["refund"]["noul"] > 0.8
+    assert answers["team"]["choice"] == "Billing"
+    assert answers["anger"]["score"] >= 1.0
+    assert float(response.headers["x-openjev-label-mass"]) >= 0.9
+
+
+YES_NO = [
+    ("The package arrived on time and everything works. Very happy!", "Is the customer satisfied?", True),
+    ("Nothing works, I want to cancel my subscription right now.", "Is the customer satisfied?", False),
+    ("Our office is closed on Sunday.", "Does the text mention a day of the week?", True),
+    ("The cat slept on the sofa all afternoon.", "Does the text mention money?", False),
+]
+
+
+@pytest.mark.parametrize(("state", "question", "expected"), YES_NO)
+async def test_clear_yes_no_questions_are_answered_right(api, state, question, expected):
+    answers = await _answers(api, state, {"q": {"type": "noul", "instructions": question}})
+    assert (answers["q"]["noul"] > 0.5) is expected
+
+
+CHOICES = [
+    ("My laptop shows a blue screen every time I start it.", "Technical"),
+    ("How much does the premium plan cost per year?", "Sales"),
+    ("I was billed twice this month, please refund one payment.", "Billing"),
+]
+
+
+@pytest.mark.parametrize(("state", "expected"), CHOICES)
+async def test_clear_choices_are_answered_right(api, state, expected):
+    team = README_REQUEST["questions"]["team"]
+    answers = await _answers(api, state, {"team": team})
+    assert answers["team"]["choice"] == expected
+
+
+SCORES = [
+    ("Thanks, that fixed it. Have a nice day!", 0),
+    ("This is the third time I ask. I am furious, this is completely unacceptable!!!", 2),
+]
+
+
+@pytest.mark.parametrize(("state", "expected"), SCORES)
+async def test_clear_scores_land_on_the_right_level(api, state, expected):
+    anger = README_REQUEST["questions"]["anger"]
+    answers = await _answers(api, state, {"anger": anger})
+    probabilities = answers["anger"]["probabilities"]
+    assert max(probabilities, key=probabilities.get) == str(expected)
