@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import httpx
 
+from inference.redaction import text_redact
+
 log = logging.getLogger(__name__)
 
 
@@ -78,8 +80,12 @@ def process_launch(*, argv: Sequence[str], env: Mapping[str, str] | None = None,
 
 
 def health_wait(*, url: str, process: subprocess.Popen[bytes] | None, timeout: float, name: str = "SGLang",
-                interval: float = 0.5, stop: threading.Event | None = None) -> float:
+                interval: float = 0.5, stop: threading.Event | None = None, fallback_url: str | None = None) -> float:
     """Poll `url` until it answers 200; seconds waited.
+
+    `fallback_url` is polled instead whenever `url` answers 404: a gateway's `/readiness` is the check
+    to wait on (its `/health` says 200 with no worker), and a bare SGLang, which has no such route,
+    falls back to its `/health`.
 
     Raises ChildExited as soon as `process` has exited, StartupTimeout after `timeout` seconds and
     StartupCancelled when `stop` is set. Connection errors and non-200 answers (SGLang says 503
@@ -96,13 +102,16 @@ def health_wait(*, url: str, process: subprocess.Popen[bytes] | None, timeout: f
                 raise StartupCancelled(f"stopped while waiting for {name}")
             try:
                 response = client.get(url)
+                if response.status_code == 404 and fallback_url is not None:
+                    response = client.get(fallback_url)
                 if response.status_code == 200:
                     return time.monotonic() - started
                 last = f"HTTP {response.status_code}"
             except httpx.HTTPError as exc:
                 last = type(exc).__name__
             if time.monotonic() >= deadline:
-                raise StartupTimeout(f"{name} at {url} was not healthy after {timeout:.0f} s (last: {last})")
+                raise StartupTimeout(text_redact(text=f"{name} at {url} was not healthy after {timeout:.0f} s "
+                                                      f"(last: {last})"))
             if stop is not None:
                 stop.wait(interval)
             else:
