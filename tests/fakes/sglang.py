@@ -763,6 +763,7 @@ class FakeSGLang:
             ("POST", "/abort_request"): self._abort_request,
             ("GET", "/health"): self._health,
             ("GET", "/health_generate"): self._health,
+            ("GET", "/model_info"): self._model_info,
             ("GET", "/get_model_info"): self._model_info,
             ("GET", "/v1/models"): self._models,
             ("GET", "/server_info"): self._server_info,

@@ -487,8 +487,9 @@ def test_health_follows_the_healthy_flag(fake: FakeSGLang, client: httpx.Client)
 
 
 def test_model_info_and_openai_model_list(fake: FakeSGLang, client: httpx.Client) -> None:
-    info = client.get("/get_model_info").json()
-    assert info["model_path"] == fake.model_path and info["is_generation"] is True and "tokenizer_path" in info
+    for path in ("/model_info", "/get_model_info"):
+        info = client.get(path).json()
+        assert info["model_path"] == fake.model_path and info["is_generation"] is True and "tokenizer_path" in info
     models = client.get("/v1/models").json()
     assert models["object"] == "list" and models["data"][0]["id"] == fake.served_model_name
     assert models["data"][0]["owned_by"] == "sglang"  # how the gateway recognises an SGLang worker
