@@ -70,7 +70,7 @@ CLAMPED_LOGPROB = -9999.0
 DEFAULT_MAX_NEW_TOKENS = 128  # SamplingParams' default in SGLang
 
 LogprobFn = Callable[[Sequence[int], int], float]
-Malformed = Literal["missing_logprobs", "missing_meta", "not_json"]
+Malformed = Literal["missing_logprobs", "missing_meta", "not_json", "duplicate_logprob", "reversed_batch"]
 ASGIReceive = Callable[[], Awaitable[dict[str, Any]]]
 ASGISend = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -952,13 +952,23 @@ class FakeSGLang:
         """Serialize an answer, damaged on purpose when ``malformed`` asks for it."""
         if self.malformed == "not_json":
             return 200, b"<html><body>502 Bad Gateway</body></html>", b"text/html"
-        if self.malformed is not None:
+        if self.malformed == "reversed_batch" and isinstance(result, list):
+            result.reverse()
+        elif self.malformed is not None:
             for item in result if isinstance(result, list) else [result]:
-                if self.malformed == "missing_meta":
-                    item.pop("meta_info", None)
-                else:
-                    item["meta_info"].pop("output_token_ids_logprobs", None)
+                _damage(item, self.malformed)
         return 200, _dumps(result), b"application/json"
+
+
+def _damage(item: dict[str, Any], mode: Malformed) -> None:
+    meta = item["meta_info"]
+    if mode == "missing_meta":
+        del item["meta_info"]
+    elif mode == "duplicate_logprob":
+        for position in meta.get("output_token_ids_logprobs") or []:
+            position.append(list(position[0]))
+    elif mode == "missing_logprobs":
+        meta.pop("output_token_ids_logprobs", None)
 
 
 # --------------------------------------------------------------------------------------------------

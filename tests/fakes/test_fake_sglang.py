@@ -284,7 +284,8 @@ def test_batch_expands_one_string_rid_to_one_rid_per_item(client: httpx.Client) 
 
 @pytest.mark.parametrize("rid", [["a", "a"], [1, 2], 7])
 def test_batch_rids_must_be_distinct_strings(client: httpx.Client, rid: Any) -> None:
-    assert client.post("/generate", json={**batch_body([[1, 2], [3, 4]], [[1], [2]], []), "rid": rid}).status_code == 400
+    payload = {**batch_body([[1, 2], [3, 4]], [[1], [2]], []), "rid": rid}
+    assert client.post("/generate", json=payload).status_code == 400
 
 
 def test_keys_the_gateway_adds_are_accepted(client: httpx.Client) -> None:
@@ -535,6 +536,18 @@ def test_malformed_mode_damages_successful_answers(fake: FakeSGLang, client: htt
         assert "meta_info" not in response.json()
     else:
         assert "output_token_ids_logprobs" not in response.json()["meta_info"]
+
+
+def test_duplicate_logprob_mode_repeats_a_label_entry(fake: FakeSGLang, client: httpx.Client) -> None:
+    fake.malformed = "duplicate_logprob"
+    entries = client.post("/generate", json=body(PREFIX, [1, 2])).json()["meta_info"]["output_token_ids_logprobs"][0]
+    assert len(entries) == 3 and entries[2] == entries[0]
+
+
+def test_reversed_batch_mode_answers_the_items_out_of_order(fake: FakeSGLang, client: httpx.Client) -> None:
+    fake.malformed = "reversed_batch"
+    results = client.post("/generate", json=batch_body([[1, 2], [3, 4]], [[1], [2]], ["a", "b"])).json()
+    assert [r["meta_info"]["id"] for r in results] == ["b", "a"]
 
 
 def test_dead_server_refuses_connections_until_revived() -> None:
