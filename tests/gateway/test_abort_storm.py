@@ -14,7 +14,7 @@ import pytest
 from evaluations.engine import engine_install
 from tests.conftest import README_REQUEST, LiveServer, url_engine
 from tests.fakes.sglang import FakeSGLang
-from tests.gateway.conftest import wait_until
+from tests.gateway.smg import wait_until
 
 CLIENTS = 16
 QUESTIONS = 64

@@ -16,7 +16,8 @@ from inference.supervisor import StartupTimeout, health_wait
 from tests.api.helpers import answer_vector, close, expected_probabilities, plan_for
 from tests.conftest import README_REQUEST, url_engine
 from tests.fakes.sglang import FakeSGLang
-from tests.gateway.conftest import MODEL, Gateway, gateway_engine, wait_until
+from tests.gateway.conftest import MODEL, gateway_engine
+from tests.gateway.smg import Gateway, wait_until
 from tests.ops.helpers import Serve
 from tests.qwen3 import qwen3_tokenizer
 
