@@ -20,7 +20,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models, transaction
-from django.db.models import F, QuerySet
+from django.db.models import F, Min, QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
@@ -95,7 +95,7 @@ class ClassifierNameFilter(admin.SimpleListFilter):
 @admin.register(Evaluation)
 class EvaluationAdmin(admin.ModelAdmin):
     list_display = ("request_id", "created_at", "status_badge", "served_model", "classifier_name", "key_display",
-                    "question_count", "latency")
+                    "question_count", "lowest_label_mass", "latency")
     list_display_links = ("request_id",)
     list_filter = ("status_code", "served_model", "backend", QuestionTypeFilter, ClassifierNameFilter,
                    ("created_at", admin.DateFieldListFilter), ("api_key_label", ApiKeyLabelFilter), "store_level")
@@ -127,6 +127,18 @@ class EvaluationAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Evaluation | None = None) -> bool:
         return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Evaluation]:
+        return super().get_queryset(request).annotate(min_label_mass=Min("answers__label_mass"))
+
+    @admin.display(description="label mass", ordering="min_label_mass")
+    def lowest_label_mass(self, obj: Evaluation) -> SafeString | str:
+        """The lowest of the evaluation's answers: under the warning threshold it is shown in red."""
+        mass = getattr(obj, "min_label_mass", None)
+        if mass is None:
+            return "—"
+        low = mass < settings.OPENJEV.label_mass_warn
+        return format_html('<span class="{}">{}</span>', "oj-low" if low else "oj-num", f"{mass:.3f}")
 
     def has_delete_permission(self, request: HttpRequest, obj: Evaluation | None = None) -> bool:
         return False
@@ -211,7 +223,8 @@ class EvaluationAdmin(admin.ModelAdmin):
                          "input": inputs[answer.position] if answer.position < len(inputs) else None})
         if not rows:
             return mark_safe('<span class="oj-muted">no answers (the evaluation failed)</span>')
-        return mark_safe(render_to_string("admin/evaluations/evaluation/answers.html", {"rows": rows}))
+        return mark_safe(render_to_string("admin/evaluations/evaluation/answers.html",
+                                          {"rows": rows, "label_mass_warn": settings.OPENJEV.label_mass_warn}))
 
 
 def _ms(value: float | None) -> str:

@@ -34,12 +34,12 @@ from django.utils import timezone
 
 from evaluations.engine import engine_get, engine_ready
 from evaluations.errors import ApiError
+from evaluations.services import label_mass_check
 from evaluations.storage import evaluation_store
 from inference.errors import RequestInvalid
 from inference.prompts import Plan, plan_compile
 from inference.questions import Question, QuestionType, question_build
-from inference.runner import Engine, Outcome, Timings, Usage, plan_run
-from inference.scoring import label_argmax
+from inference.runner import OFF_LOOP_CHARACTERS, Engine, Outcome, Timings, Usage, plan_run, text_size
 
 if TYPE_CHECKING:
     from evaluations.models import Classifier
@@ -344,7 +344,7 @@ def _plans_compile(*, engine: Engine, question: Question, inputs: Sequence[str])
         started = time.perf_counter()
         try:
             plan = plan_compile(state=text, questions=(question,), tokenizer=tokenizer, labels=engine.labels,
-                                budget=engine.budget)
+                                budget=engine.budget, permutations=engine.scoring.permutations)
         except RequestInvalid as exc:
             problems.append(f"input[{i}] is too long: " + "; ".join(p.msg for p in exc.problems))
             continue
@@ -363,7 +363,7 @@ async def _plans_run(*, engine: Engine, compiled: Sequence[tuple[Plan, float]]) 
     """Every plan concurrently; the first failure (or the client hanging up) cancels the others, and
     each cancelled plan aborts its own backend requests (`plan_run`)."""
     tasks = [asyncio.ensure_future(plan_run(plan=plan, backend=engine.backend, scoring=engine.scoring,
-                                            timeout=engine.timeout, prepare_ms=prepare_ms))
+                                            timeout=engine.timeout, priors=engine.priors, prepare_ms=prepare_ms))
              for plan, prepare_ms in compiled]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
@@ -400,10 +400,15 @@ def _outcomes_merge(outcomes: Sequence[Outcome]) -> Outcome:
 
 
 async def classifier_evaluate(*, engine: Engine, classifier: ClassifierSpec, inputs: Sequence[str]) -> Outcome:
-    """Compile (400 on budgets), admit once (529), run every input concurrently (504/502/503)."""
-    assert classifier.question is not None, "classifier_find never returns an unservable classifier"
-    compiled = _plans_compile(engine=engine, question=classifier.question, inputs=inputs)
+    """Admit once (529), compile (400 on budgets; off the event loop when the inputs are long), run every
+    input concurrently (504/502/503)."""
+    question = classifier.question
+    assert question is not None, "classifier_find never returns an unservable classifier"
     with engine.gate.admit():
+        if text_size(value=list(inputs), limit=OFF_LOOP_CHARACTERS) > OFF_LOOP_CHARACTERS:
+            compiled = await asyncio.to_thread(_plans_compile, engine=engine, question=question, inputs=inputs)
+        else:
+            compiled = _plans_compile(engine=engine, question=question, inputs=inputs)
         outcomes = await _plans_run(engine=engine, compiled=compiled)
     return _outcomes_merge(outcomes)
 
@@ -454,7 +459,8 @@ async def classify_run(*, data: Any, request_id: str, api_key: str | None,
                      data=_stored_data(data, classifier), served_model=engine.backend.model,
                      backend=engine.backend.kind, total_ms=(time.perf_counter() - started) * 1000.0,
                      outcome=outcome, classifier_id=classifier.id, classifier_name=name)
-    items = tuple(ClassifyItem(index=i, label=classifier.labels[label_argmax(answer.probabilities)],
+    label_mass_check(outcome=outcome, request_id=request_id)
+    items = tuple(ClassifyItem(index=i, label=classifier.labels[answer.choice_index],
                                probs=answer.probabilities)
                   for i, answer in enumerate(outcome.answers))
     return Classified(request_id=request_id, created=int(created_at.timestamp()), classifier=classifier,

@@ -21,7 +21,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from evaluations.models import Evaluation
+from evaluations.models import Evaluation, EvaluationAnswer
 from evaluations.storage import storage_stats
 
 PERCENTILES = (0.5, 0.9, 0.99)
@@ -58,6 +58,13 @@ class WindowStats:
     by_key: list[dict[str, Any]]
     classifications: int = 0
     by_classifier: list[dict[str, Any]] = field(default_factory=list)
+    label_mass_p50: float | None = None
+    label_mass_low_share: float | None = None
+    """Share of answers whose label mass is under the warning threshold."""
+
+    @property
+    def label_mass_low_pct(self) -> float | None:
+        return None if self.label_mass_low_share is None else 100.0 * self.label_mass_low_share
 
     @property
     def error_rate_pct(self) -> float | None:
@@ -68,7 +75,7 @@ class WindowStats:
         return None if self.server_error_rate is None else 100.0 * self.server_error_rate
 
 
-def percentiles_compute(*, queryset: QuerySet[Evaluation], field: str,
+def percentiles_compute(*, queryset: QuerySet[Any], field: str,
                         fractions: tuple[float, ...] = PERCENTILES) -> dict[str, float | None]:
     """Nearest-rank percentiles of a numeric column over `queryset`, labelled p50, p90, ..."""
     queryset = queryset.filter(**{f"{field}__isnull": False})
@@ -97,6 +104,9 @@ def window_stats_compute(*, title: str, since: Any) -> WindowStats:
     )
     total = counts["total"]
     answered = rows.filter(status_code=200)
+    answers = EvaluationAnswer.objects.filter(evaluation__created_at__gte=since, label_mass__isnull=False)
+    low = Q(label_mass__lt=settings.OPENJEV.label_mass_warn)
+    masses = answers.aggregate(n=Count("id"), low=Count("id", filter=low))
     return WindowStats(
         title=title,
         since=since,
@@ -116,6 +126,8 @@ def window_stats_compute(*, title: str, since: Any) -> WindowStats:
         by_key=[dict(r) for r in rows.exclude(api_key_label="").values("api_key_label", "api_key__name")
                 .annotate(n=Count("id")).order_by("-n", "api_key_label")[:10]],
         classifications=counts["classifications"],
+        label_mass_p50=percentiles_compute(queryset=answers, field="label_mass", fractions=(0.5,))["p50"],
+        label_mass_low_share=masses["low"] / masses["n"] if masses["n"] else None,
         by_classifier=[dict(r) for r in rows.exclude(classifier_name="").values("classifier_name")
                        .annotate(n=Count("id")).order_by("-n", "classifier_name")[:10]],
     )
@@ -131,6 +143,7 @@ def dashboard_view(request: HttpRequest, *, site: AdminSite) -> HttpResponse:
         "windows": windows,
         "storage": storage_stats(),
         "level": settings.OPENJEV.store_evaluations,
+        "label_mass_warn": settings.OPENJEV.label_mass_warn,
         "opts": Evaluation._meta,
         "now": now,
     }

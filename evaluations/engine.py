@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from inference.backends.base import Backend
+from inference.debias import Priors
 from inference.errors import BackendUnavailable, StartupError
 from inference.labels import labels_build
-from inference.prompts import Budget
+from inference.prompts import Budget, content_free_prefix, prompt_ending
 from inference.runner import AdmissionGate, Engine, Scoring
+from inference.tuning import tuning_for
 from openjev_site.config import OpenJevConfig
 
 log = logging.getLogger(__name__)
@@ -55,15 +57,23 @@ def backend_create(*, config: OpenJevConfig) -> Backend:
 
 
 def engine_build(*, config: OpenJevConfig, backend: Backend | None = None) -> Engine:
+    """The engine for `config`: labels validated against the served tokenizer, the model's measured
+    scoring defaults (`inference.tuning`) where the configuration leaves them to `auto`."""
     backend = backend or backend_create(config=config)
+    tokenizer = backend.tokenizer()
+    tuning = tuning_for(model=backend.model)
+    debias = tuning.debias if config.debias == "auto" else config.debias == "on"
     return Engine(
         backend=backend,
-        labels=labels_build(tokenizer=backend.tokenizer(), count=config.max_answers),
+        labels=labels_build(tokenizer=tokenizer, count=config.max_answers, ending=prompt_ending(tokenizer=tokenizer)),
         budget=Budget(max_input_tokens=min(config.max_input_tokens, backend.context_tokens or config.max_input_tokens),
                       max_total_input_tokens=config.max_total_input_tokens),
-        scoring=Scoring(temperature=config.temperature, confidence=config.confidence),  # type: ignore[arg-type]
+        scoring=Scoring(temperature=config.temperature or tuning.temperature,
+                        confidence=config.confidence,  # type: ignore[arg-type]
+                        permutations=config.permutations),
         gate=AdmissionGate(config.max_concurrent_requests),
         timeout=config.request_timeout,
+        priors=Priors(prefix_ids=content_free_prefix(tokenizer=tokenizer)) if debias else None,
     )
 
 

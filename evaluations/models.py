@@ -227,8 +227,16 @@ class EvaluationAnswer(models.Model):
     choice = models.CharField(max_length=255, null=True, blank=True, help_text="The chosen option key.")
     score = models.FloatField(null=True, blank=True, help_text="The expected level of a score answer.")
     confidence = models.FloatField(null=True, blank=True)
-    probabilities = models.JSONField(help_text="Option key (score: level index) → probability.")
+    probabilities = models.JSONField(help_text="Option key (score: level index) → probability, as served.")
     option_keys = models.JSONField(help_text="Option keys in the order the model saw them.")
+    raw_probabilities = models.JSONField(
+        null=True, blank=True,
+        help_text="Option key → probability as the model gave it: label log-probs renormalised, before "
+                  "debiasing, temperature and calibration.")
+    label_mass = models.FloatField(
+        null=True, blank=True,
+        help_text="Summed probability of the option labels before renormalising: near 1 when the model "
+                  "answered with a label; low values mean the answer is a ratio of leftovers.")
 
     class Meta:
         ordering = ("evaluation", "position")
@@ -236,6 +244,7 @@ class EvaluationAnswer(models.Model):
         indexes = (
             models.Index(fields=["question_id", "type"], name="answer_question_type"),
             models.Index(fields=["type", "confidence"], name="answer_type_confidence"),
+            models.Index(fields=["label_mass"], name="answer_label_mass"),
         )
 
     def __str__(self) -> str:

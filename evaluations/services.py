@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from evaluations.engine import engine_get, engine_ready
 from evaluations.parsing import EvaluationRequest, Limits, request_parse
 from evaluations.storage import evaluation_store
 from inference.runner import Engine, Outcome, evaluation_run
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -60,5 +63,16 @@ async def systemone_evaluate(*, data: Any, request_id: str, api_key: str | None)
     evaluation_store(request_id=request_id, created_at=created_at, api_key=api_key, data=data,
                      served_model=engine.backend.model, backend=engine.backend.kind,
                      total_ms=(time.perf_counter() - started) * 1000.0, outcome=outcome)
+    label_mass_check(outcome=outcome, request_id=request_id)
     return Served(request_id=request_id, request=request, model=engine.backend.model, outcome=outcome,
                   backend=engine.backend.kind)
+
+
+def label_mass_check(*, outcome: Outcome, request_id: str) -> None:
+    """Warn when the model barely answered with a label: such an answer is a ratio of leftovers
+    (a prompt or tokenizer mismatch, or a question the model reads as open-ended)."""
+    threshold = settings.OPENJEV.label_mass_warn
+    low = [a for a in outcome.answers if a.label_mass < threshold]
+    if low:
+        log.warning("%s: label mass under %.2f for %s", request_id, threshold,
+                    ", ".join(f"{a.question_id!r} ({a.label_mass:.3f})" for a in low[:5]))

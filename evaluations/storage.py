@@ -344,22 +344,20 @@ def evaluation_rows_build(*, job: _EvaluationJob) -> Row:
     }
     answers = []
     for position, answer in enumerate(outcome.answers if outcome else ()):
-        body = answer.body
-        kind = body["type"]
-        if kind == "noul":
-            probabilities = {"true": answer.probabilities[0], "false": answer.probabilities[1]}
-        else:
-            probabilities = dict(body["probabilities"])
+        kind = answer.question.type
+        keys = [o.key for o in answer.question.options]
         answers.append({
             "position": position,
             "question_id": answer.question_id[:QUESTION_ID_MAX],
             "type": kind,
-            "noul": body.get("noul"),
-            "choice": body["choice"][:CHOICE_MAX] if kind == "choice" else None,
-            "score": body.get("score"),
-            "confidence": body.get("confidence"),
-            "probabilities": probabilities,
-            "option_keys": list(probabilities),
+            "noul": answer.probabilities[0] if kind == "noul" else None,
+            "choice": keys[answer.choice_index][:CHOICE_MAX] if kind == "choice" else None,
+            "score": answer.score if kind == "score" else None,
+            "confidence": answer.confidence,
+            "probabilities": dict(zip(keys, answer.probabilities, strict=True)),
+            "option_keys": keys,
+            "raw_probabilities": dict(zip(keys, answer.raw_probabilities, strict=True)),
+            "label_mass": answer.label_mass,
         })
     return evaluation, answers
 

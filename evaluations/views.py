@@ -19,6 +19,7 @@ from evaluations.engine import engine_status, startup_error_message
 from evaluations.errors import ApiError, api_exception_handler, classify_error_response, json_response
 from evaluations.parsing import body_parse
 from evaluations.services import Served, request_id_new, systemone_evaluate
+from evaluations.wire import answer_render, label_mass_header
 
 
 class ApiView(APIView):
@@ -59,6 +60,7 @@ def _served_headers(served: Served) -> dict[str, str]:
         "x-typesafe-request-id": served.request_id,
         "x-openjev-model": served.model,
         "x-openjev-prefix-tokens": str(outcome.prefix_tokens),
+        "x-openjev-label-mass": label_mass_header(answers=outcome.answers),
         "Server-Timing": f"prepare;dur={t.prepare_ms:.2f}, prefill;dur={t.prefill_ms:.2f}, "
                          f"branches;dur={t.branches_ms:.2f}",
     }
@@ -88,7 +90,7 @@ class SystemOneView(ApiView):
             return response
         body = {
             "model": served.request.model,
-            "answers": {a.question_id: a.body for a in served.outcome.answers},
+            "answers": {a.question_id: answer_render(answer=a) for a in served.outcome.answers},
             "usage": {"input_tokens": served.outcome.usage.input_tokens,
                       "output_tokens": served.outcome.usage.output_tokens},
         }

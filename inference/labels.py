@@ -1,8 +1,11 @@
 """The answer-label alphabet: A..Z, then AA, AB, ... kept only where the tokenizer agrees.
 
-A label is usable only if it is exactly one token, decodes back to itself and differs from every
-other label, because the answer is read from one position's log-probs. Token ids are never
-hard-coded: they come from the tokenizer that is actually served.
+A label is read from one position's log-probs, so each must be exactly one token, decode back to
+itself and differ from every other label. It must also be the token the model would really produce
+there: the ids we read are checked against how the tokenizer splits the natural text "prompt ending,
+answer cue, label". A prompt that ends in a lone space token, for example, makes the model continue
+with space-led tokens (`ĠA`), and reading the bare `A` then measures leftovers (issue 10: the label
+mass was about 1 %). Token ids are never hard-coded: they come from the tokenizer actually served.
 """
 
 from __future__ import annotations
@@ -14,11 +17,19 @@ from dataclasses import dataclass
 from inference.errors import StartupError
 from inference.tokenizer import Tokenizer
 
+ANSWER_CUE = ""
+"""Text between the chat template's assistant header and the label. Empty: the reply starts with the
+label, which every Qwen tokenizer we serve splits as a token of its own (bench/quality.py chose it)."""
+LABEL_LEAD = ""
+"""What precedes the letters in the token that is read (a space after a cue like `Answer:`)."""
+
 
 @dataclass(frozen=True)
 class Label:
     text: str
+    """What the model reads in front of an option (`A`)."""
     token_id: int
+    """The id of the token read for it: `LABEL_LEAD + text` as the model continues the prompt."""
 
 
 def _candidates() -> Iterator[str]:
@@ -29,17 +40,25 @@ def _candidates() -> Iterator[str]:
             yield first + second
 
 
-def labels_build(*, tokenizer: Tokenizer, count: int) -> tuple[Label, ...]:
-    """The first `count` usable labels; fails startup when the tokenizer has too few."""
+def labels_build(*, tokenizer: Tokenizer, count: int, ending: str) -> tuple[Label, ...]:
+    """The first `count` usable labels after the prompt `ending`; fails startup when there are too few.
+
+    `ending` is the chat template's text after the question (end of turn, assistant header, empty
+    think block): the label is validated as the continuation of `ending + ANSWER_CUE`.
+    """
+    context = ending + ANSWER_CUE
+    context_ids = tokenizer.encode(context)
     labels: list[Label] = []
     seen: set[int] = set()
     for text in _candidates():
-        ids = tokenizer.encode(text)
-        if len(ids) != 1 or ids[0] in seen or tokenizer.decode(ids) != text:
+        ids = tokenizer.encode(LABEL_LEAD + text)
+        if len(ids) != 1 or ids[0] in seen or tokenizer.decode(ids) != LABEL_LEAD + text:
             continue
+        if tokenizer.encode(context + LABEL_LEAD + text) != [*context_ids, ids[0]]:
+            continue  # the model would not produce this token here: its probability means nothing
         seen.add(ids[0])
         labels.append(Label(text=text, token_id=ids[0]))
         if len(labels) == count:
             return tuple(labels)
-    raise StartupError(f"the tokenizer has only {len(labels)} single-token labels; "
-                       f"OPENJEV_MAX_ANSWERS={count} needs that many")
+    raise StartupError(f"the tokenizer has only {len(labels)} single-token labels that continue the prompt "
+                       f"naturally; the configured maximum number of answers needs {count}")

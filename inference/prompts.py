@@ -11,11 +11,11 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from inference.errors import Problem, RequestInvalid
-from inference.labels import Label
+from inference.labels import ANSWER_CUE, Label
+from inference.lru import SizedLRU, ids_cost
 from inference.questions import Question, text_render
 from inference.tokenizer import Tokenizer
 
@@ -25,7 +25,8 @@ INSTRUCTION = (
     "below and answer with the label of exactly one option."
 )
 MARKER = "\u2063<<openjev-question>>\u2063"
-ANSWER_CUE = "Answer: "
+CONTENT_FREE_STATE = "N/A"
+"""The state of the content-free prompt whose answers estimate a question's label bias (debiasing)."""
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 PROMPTS = {
     "noul": "Question: {instructions}",
@@ -41,17 +42,23 @@ DEFAULT_INSTRUCTIONS = {
 
 @dataclass(frozen=True)
 class Branch:
-    """One question's continuation of the shared prefix."""
+    """One question's continuation of the shared prefix, with its options in one order.
+
+    `order[j]` is the index of the option shown behind the j-th label; with permutation averaging a
+    question has one branch per order, otherwise one branch in the order sent.
+    """
 
     question: Question
     suffix_ids: tuple[int, ...]
     label_ids: tuple[int, ...]
+    order: tuple[int, ...]
 
 
 @dataclass(frozen=True)
 class Plan:
     prefix_ids: tuple[int, ...]
     branches: tuple[Branch, ...]
+    """Grouped by question, in question order."""
 
     def branch_ids(self, branch: Branch) -> list[int]:
         return [*self.prefix_ids, *branch.suffix_ids]
@@ -66,6 +73,8 @@ class Plan:
 class Budget:
     max_input_tokens: int
     max_total_input_tokens: int
+    max_token_chars: int = 256
+    """The longest token of the tokenizer in characters (an upper bound is enough)."""
 
 
 def state_messages(state: Any) -> list[dict[str, Any]]:
@@ -123,11 +132,35 @@ def prompt_split(*, tokenizer: Tokenizer, messages: Sequence[dict[str, Any]]) ->
     return prefix, ending
 
 
-def question_text(*, question: Question, labels: Sequence[Label]) -> str:
+def prompt_ending(*, tokenizer: Tokenizer) -> str:
+    """The text every question block is followed by (end of turn, assistant header): labels are
+    validated as its continuation at startup."""
+    return prompt_split(tokenizer=tokenizer, messages=state_messages(CONTENT_FREE_STATE))[1]
+
+
+def content_free_prefix(*, tokenizer: Tokenizer) -> tuple[int, ...]:
+    """The prefix of the content-free prompt: a question asked of it shows the question's own label bias."""
+    prefix, _ = prompt_split(tokenizer=tokenizer, messages=state_messages(CONTENT_FREE_STATE))
+    return tuple(tokenizer.encode(prefix))
+
+
+def option_orders(*, count: int, permutations: int) -> tuple[tuple[int, ...], ...]:
+    """Up to `permutations` cyclic shifts of `count` options, evenly spaced (the first is the order sent).
+
+    Averaging over shifts cancels a model's preference for a label position: every option is shown
+    behind as many different labels as there are shifts.
+    """
+    k = min(permutations, count)
+    shifts = sorted({round(i * count / k) % count for i in range(k)})
+    return tuple(tuple((s + j) % count for j in range(count)) for s in shifts)
+
+
+def question_text(*, question: Question, labels: Sequence[Label], order: Sequence[int] | None = None) -> str:
     """The question block of a suffix: instructions, then one `LABEL: text` line per option."""
     instructions = question.instructions if question.instructions else DEFAULT_INSTRUCTIONS[question.type]
     lines = [PROMPTS[question.type].format(instructions=instructions), "", "Options:"]
-    for label, option in zip(labels, question.options, strict=False):
+    options = question.options if order is None else [question.options[i] for i in order]
+    for label, option in zip(labels, options, strict=False):
         body = option.text.replace("\n", "\n" + " " * (len(label.text) + 2))
         lines.append(f"{label.text}: {body}")
     lines.append("")
@@ -135,20 +168,34 @@ def question_text(*, question: Question, labels: Sequence[Label]) -> str:
     return "\n".join(lines)
 
 
+TOKEN_CACHE_BYTES = 64 << 20
+"""Per tokenizer; question blocks over 1 % of it (about 16,000 tokens) are tokenised every time."""
+
 _encoders: weakref.WeakKeyDictionary[Any, Callable[[str], tuple[int, ...]]] = weakref.WeakKeyDictionary()
 
 
 def _encoder(tokenizer: Tokenizer) -> Callable[[str], tuple[int, ...]]:
-    """A per-tokenizer LRU: callers ask the same questions about ever new states, so question
-    blocks and the ending repeat across requests and need tokenizing once."""
+    """A per-tokenizer LRU bounded by bytes: callers ask the same questions about ever new states, so
+    question blocks and the ending repeat across requests and need tokenizing once."""
     encoder = _encoders.get(tokenizer)
     if encoder is None:
-        encoder = _encoders[tokenizer] = lru_cache(maxsize=8192)(lambda text: tuple(tokenizer.encode(text)))
+        cache: SizedLRU[str, tuple[int, ...]] = SizedLRU(
+            max_bytes=TOKEN_CACHE_BYTES, cost=lambda text, ids: 49 + len(text) * 4 + ids_cost(len(ids)))
+
+        def encode(text: str) -> tuple[int, ...]:
+            ids = cache.get(text)
+            if ids is None:
+                ids = tuple(tokenizer.encode(text))
+                cache.put(text, ids)
+            return ids
+
+        encoder = _encoders[tokenizer] = encode
     return encoder
 
 
 def plan_compile(
-    *, state: Any, questions: Sequence[Question], tokenizer: Tokenizer, labels: Sequence[Label], budget: Budget
+    *, state: Any, questions: Sequence[Question], tokenizer: Tokenizer, labels: Sequence[Label], budget: Budget,
+    permutations: int = 1,
 ) -> Plan:
     """Render, split, tokenize and check budgets; raises RequestInvalid before any backend call.
 
@@ -157,27 +204,40 @@ def plan_compile(
     same as tokenizing the whole suffix (a real-tokenizer test holds this).
     """
     prefix, ending = prompt_split(tokenizer=tokenizer, messages=state_messages(state))
+    _characters_check(prefix=prefix, budget=budget)
     prefix_ids = tuple(tokenizer.encode(prefix))
     encode = _encoder(tokenizer)
     ending_ids = encode(ending + ANSWER_CUE)
     branches = tuple(
         Branch(
             question=q,
-            suffix_ids=encode(question_text(question=q, labels=labels)) + ending_ids,
+            suffix_ids=encode(question_text(question=q, labels=labels, order=order)) + ending_ids,
             label_ids=tuple(lb.token_id for lb in labels[: len(q.options)]),
+            order=order,
         )
         for q in questions
+        for order in option_orders(count=len(q.options), permutations=permutations)
     )
     plan = Plan(prefix_ids=prefix_ids, branches=branches)
     _budget_check(plan=plan, budget=budget)
     return plan
 
 
+def _characters_check(*, prefix: str, budget: Budget) -> None:
+    """A cheap refusal before tokenizing: no token is longer than `max_token_chars` characters, so a
+    prefix that long times the budget cannot fit whatever its tokens."""
+    if len(prefix) > budget.max_input_tokens * budget.max_token_chars:
+        raise RequestInvalid([Problem(("body", "state"), f"the state is {len(prefix)} characters long, more than "
+                                                  f"{budget.max_input_tokens} tokens can hold", "token_limit")])
+
+
 def _budget_check(*, plan: Plan, budget: Budget) -> None:
     problems = []
+    seen: set[str] = set()
     for branch in plan.branches:
         size = len(plan.prefix_ids) + len(branch.suffix_ids) + 1
-        if size > budget.max_input_tokens:
+        if size > budget.max_input_tokens and branch.question.id not in seen:
+            seen.add(branch.question.id)
             problems.append(
                 Problem(
                     ("body", "questions", branch.question.id),

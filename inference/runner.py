@@ -19,11 +19,12 @@ from typing import Any
 
 from inference.backends.base import Backend, BranchCall, Generation
 from inference.cancellation import abort_schedule
+from inference.debias import Priors
 from inference.errors import EvaluationTimeout, Overloaded
 from inference.labels import Label
-from inference.prompts import Budget, Plan, plan_compile
+from inference.prompts import Branch, Budget, Plan, plan_compile
 from inference.questions import Question
-from inference.scoring import Answer, ConfidenceFormula, answer_compute
+from inference.scoring import Answer, BranchScore, ConfidenceFormula, answer_compute
 
 _rid_counter = itertools.count()
 _rid_prefix = f"oj-{os.getpid():x}-{os.urandom(3).hex()}"
@@ -55,6 +56,8 @@ class Outcome:
 class Scoring:
     temperature: float
     confidence: ConfidenceFormula
+    permutations: int = 1
+    """Option orders averaged per question (1: the order sent only)."""
 
 
 class AdmissionGate:
@@ -89,6 +92,8 @@ class Engine:
     scoring: Scoring
     gate: AdmissionGate
     timeout: float
+    priors: Priors | None = None
+    """Set when answers are debiased against content-free priors."""
 
 
 def _rid() -> str:
@@ -99,34 +104,75 @@ def _ms(start: float, end: float) -> float:
     return (end - start) * 1000.0
 
 
+OFF_LOOP_CHARACTERS = 16_384
+"""Requests with more text than this are rendered and tokenised in a worker thread: a megabyte of
+text takes a second to tokenise, and the event loop must keep answering meanwhile."""
+
+
 async def evaluation_run(*, engine: Engine, state: Any, questions: Sequence[Question]) -> Outcome:
-    """Compile (422 on budgets), admit (529), then run the plan under the deadline (504)."""
+    """Admit (529), compile (422 on budgets), then run the plan under the deadline (504).
+
+    Admission comes first so the work a request can cause (tokenising up to the body limit) is
+    bounded by the number of admitted evaluations, and large requests tokenise off the event loop.
+    """
     start = time.perf_counter()
-    plan = plan_compile(
-        state=state,
-        questions=questions,
-        tokenizer=engine.backend.tokenizer(),
-        labels=engine.labels,
-        budget=engine.budget,
-    )
-    prepared = time.perf_counter()
     with engine.gate.admit():
+        plan = await plan_prepare(engine=engine, state=state, questions=questions)
+        prepared = time.perf_counter()
         return await plan_run(
             plan=plan,
             backend=engine.backend,
             scoring=engine.scoring,
             timeout=engine.timeout,
+            priors=engine.priors,
             prepare_ms=_ms(start, prepared),
         )
 
 
+async def plan_prepare(*, engine: Engine, state: Any, questions: Sequence[Question]) -> Plan:
+    """`plan_compile` for this engine, in a worker thread when the request holds a lot of text."""
+
+    def compile_() -> Plan:
+        return plan_compile(state=state, questions=questions, tokenizer=engine.backend.tokenizer(),
+                            labels=engine.labels, budget=engine.budget, permutations=engine.scoring.permutations)
+
+    if text_size(value=[state, *((q.instructions, *(o.text for o in q.options)) for q in questions)],
+                 limit=OFF_LOOP_CHARACTERS) > OFF_LOOP_CHARACTERS:
+        return await asyncio.to_thread(compile_)
+    return compile_()
+
+
+def text_size(*, value: Any, limit: int) -> int:
+    """Characters of the strings in `value` (keys included), counted until past `limit`."""
+    total = 0
+    stack = [value]
+    while stack and total <= limit:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return total
+
+
 async def plan_run(
-    *, plan: Plan, backend: Backend, scoring: Scoring, timeout: float, prepare_ms: float = 0.0
+    *, plan: Plan, backend: Backend, scoring: Scoring, timeout: float, priors: Priors | None = None,
+    prepare_ms: float = 0.0,
 ) -> Outcome:
+    """Warm-up, then every branch (and the content-free prior of each question not measured yet)."""
+    known, unmeasured = priors.lookup(branches=plan.branches) if priors else ({}, [])
     warm_rid = _rid()
     calls = [
         BranchCall(rid=_rid(), prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids)
         for b in plan.branches
+    ]
+    # Priors go last: the embedded engine keeps the evaluation's prefix cached for every real branch.
+    calls += [
+        BranchCall(rid=_rid(), prefix=priors.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids)
+        for b in unmeasured if priors
     ]
     pending = [warm_rid, *(c.rid for c in calls)]
     try:
@@ -144,11 +190,20 @@ async def plan_run(
     except BaseException:
         await _abort(backend, pending)
         raise
-    return _outcome(
-        plan=plan,
-        warm=warm,
-        generations=generations,
-        scoring=scoring,
+    branch_generations = generations[: len(plan.branches)]
+    for branch, generation in zip(unmeasured, generations[len(plan.branches):], strict=True):
+        known[branch.suffix_ids] = generation.label_logprobs
+        if priors:
+            priors.remember(branch=branch, label_logprobs=generation.label_logprobs)
+    return Outcome(
+        answers=answers_compute(plan=plan, generations=branch_generations, priors=known if priors else None,
+                                scoring=scoring),
+        usage=Usage(
+            input_tokens=warm.prompt_tokens + sum(g.prompt_tokens for g in generations),
+            output_tokens=len(generations) + 1,
+        ),
+        prefix_tokens=len(plan.prefix_ids),
+        cached_tokens=_cached_sum(generations),
         timings=Timings(prepare_ms=prepare_ms, prefill_ms=_ms(t0, t1), branches_ms=_ms(t1, t2)),
     )
 
@@ -159,26 +214,27 @@ async def _abort(backend: Backend, rids: list[str]) -> None:
     abort_schedule(backend=backend, rids=rids)
 
 
-def _outcome(
-    *, plan: Plan, warm: Generation, generations: Sequence[Generation], scoring: Scoring, timings: Timings
-) -> Outcome:
-    answers = tuple(
-        answer_compute(
-            question=b.question,
-            logprobs=g.label_logprobs,
-            temperature=scoring.temperature,
-            confidence=scoring.confidence,
-        )
-        for b, g in zip(plan.branches, generations, strict=True)
+def answers_compute(*, plan: Plan, generations: Sequence[Generation],
+                    priors: dict[tuple[int, ...], tuple[float, ...]] | None, scoring: Scoring) -> tuple[Answer, ...]:
+    """One answer per question from its branches (consecutive in the plan, one per option order)."""
+    grouped: dict[str, tuple[Question, list[BranchScore]]] = {}
+    for branch, generation in zip(plan.branches, generations, strict=True):
+        scores = grouped.setdefault(branch.question.id, (branch.question, []))[1]
+        scores.append(_branch_score(branch=branch, generation=generation, priors=priors))
+    return tuple(
+        answer_compute(question=question, branches=scores, temperature=scoring.temperature,
+                       confidence=scoring.confidence)
+        for question, scores in grouped.values()
     )
+
+
+def _branch_score(*, branch: Branch, generation: Generation,
+                  priors: dict[tuple[int, ...], tuple[float, ...]] | None) -> BranchScore:
+    return BranchScore(order=branch.order, label_logprobs=generation.label_logprobs,
+                       prior_logprobs=None if priors is None else priors[branch.suffix_ids])
+
+
+def _cached_sum(generations: Sequence[Generation]) -> int | None:
+    """Cache hits over all generations; None when any is unknown (never a guessed number)."""
     cached = [g.cached_tokens for g in generations]
-    return Outcome(
-        answers=answers,
-        usage=Usage(
-            input_tokens=warm.prompt_tokens + sum(g.prompt_tokens for g in generations),
-            output_tokens=len(generations) + 1,
-        ),
-        prefix_tokens=len(plan.prefix_ids),
-        cached_tokens=None if any(c is None for c in cached) else sum(c for c in cached if c is not None),
-        timings=timings,
-    )
+    return None if any(c is None for c in cached) else sum(c for c in cached if c is not None)

@@ -1,7 +1,11 @@
-"""Label log-probs to typed answers: renormalise over the labels, then shape each type.
+"""Label log-probs to typed answers: debias, renormalise over the labels, average option orders.
 
-The backend's log-probs are over the whole vocabulary; only their ratios among the labels mean
-anything here, so they are renormalised with a stable softmax (temperature applied first).
+The backend's log-probs are over the whole vocabulary. Their sum over the labels (the label mass)
+says whether the model was answering with a label at all: near 1 when the prompt is right. Only
+their ratios mean anything for the answer, so they are renormalised with a stable softmax
+(temperature applied first). Debiasing (contextual calibration, Zhao et al. 2021) first divides out
+the question's own label preference, measured on a content-free state; with several option orders,
+each order's distribution is mapped back to the options and the orders are averaged.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from inference.errors import BackendFailed
 from inference.questions import Question
@@ -18,10 +22,40 @@ ConfidenceFormula = Literal["entropy", "typesafe"]
 
 
 @dataclass(frozen=True)
+class BranchScore:
+    """What one branch read: its option order, the label log-probs and, when debiasing, the prior's."""
+
+    order: tuple[int, ...]
+    label_logprobs: tuple[float, ...]
+    prior_logprobs: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
 class Answer:
-    question_id: str
-    body: dict[str, Any]
+    """One question's answer, typed; the HTTP layer renders it in the wire format."""
+
+    question: Question
     probabilities: tuple[float, ...]
+    """Per option, in the question's order: what is served (debiased, tempered, orders averaged)."""
+    raw_probabilities: tuple[float, ...]
+    """Per option: the label log-probs renormalised as they came (no debiasing, temperature 1)."""
+    label_mass: float
+    """Summed probability of the labels before renormalising, averaged over the option orders."""
+    confidence: float | None
+    """How peaked `probabilities` is (choice and score; None for noul)."""
+    branches: tuple[BranchScore, ...]
+
+    @property
+    def question_id(self) -> str:
+        return self.question.id
+
+    @property
+    def choice_index(self) -> int:
+        return label_argmax(self.probabilities)
+
+    @property
+    def score(self) -> float:
+        return math.fsum(i * x for i, x in enumerate(self.probabilities))
 
 
 def probabilities_compute(*, logprobs: Sequence[float], temperature: float) -> list[float]:
@@ -35,6 +69,16 @@ def probabilities_compute(*, logprobs: Sequence[float], temperature: float) -> l
     weights = [math.exp(x - top) for x in scaled]
     total = math.fsum(weights)
     return [w / total for w in weights]
+
+
+def debiased_logprobs(*, logprobs: Sequence[float], prior_logprobs: Sequence[float]) -> list[float]:
+    """Label log-probs with the prior's renormalised log-probs subtracted (dividing out the bias).
+
+    A label the prior gives no probability at all is left as it is rather than made infinite: there
+    is no measured bias to divide out.
+    """
+    prior = probabilities_compute(logprobs=prior_logprobs, temperature=1.0)
+    return [x - math.log(p) if p > 0 else x for x, p in zip(logprobs, prior, strict=True)]
 
 
 def label_argmax(p: Sequence[float]) -> int:
@@ -71,18 +115,33 @@ def score_confidence(*, p: Sequence[float], formula: ConfidenceFormula) -> float
     return min(1.0, max(0.0, 1.0 - spread / uniform_spread))
 
 
-def answer_compute(*, question: Question, logprobs: Sequence[float], temperature: float,
+def _unpermuted(p: Sequence[float], order: Sequence[int]) -> list[float]:
+    """Label-position probabilities back in the question's option order."""
+    out = [0.0] * len(order)
+    for position, option in enumerate(order):
+        out[option] = p[position]
+    return out
+
+
+def _mean(rows: Sequence[Sequence[float]]) -> tuple[float, ...]:
+    return tuple(math.fsum(column) / len(rows) for column in zip(*rows, strict=True))
+
+
+def answer_compute(*, question: Question, branches: Sequence[BranchScore], temperature: float,
                    confidence: ConfidenceFormula) -> Answer:
-    p = probabilities_compute(logprobs=logprobs, temperature=temperature)
-    if question.type == "noul":
-        body: dict[str, Any] = {"type": "noul", "noul": p[0]}
-    elif question.type == "choice":
-        keys = [o.key for o in question.options]
-        body = {"type": "choice", "choice": keys[label_argmax(p)], "probabilities": dict(zip(keys, p, strict=True)),
-                "confidence": choice_confidence(p=p, formula=confidence)}
-    else:
-        body = {"type": "score", "score": math.fsum(i * x for i, x in enumerate(p)),
-                "legend": {str(i): level for i, level in enumerate(question.levels)},
-                "probabilities": {str(i): x for i, x in enumerate(p)},
-                "confidence": score_confidence(p=p, formula=confidence)}
-    return Answer(question_id=question.id, body=body, probabilities=tuple(p))
+    """One question's answer from its branches (one per option order)."""
+    served, raw = [], []
+    for branch in branches:
+        logprobs = (branch.label_logprobs if branch.prior_logprobs is None else
+                    debiased_logprobs(logprobs=branch.label_logprobs, prior_logprobs=branch.prior_logprobs))
+        served.append(_unpermuted(probabilities_compute(logprobs=logprobs, temperature=temperature), branch.order))
+        raw.append(_unpermuted(probabilities_compute(logprobs=branch.label_logprobs, temperature=1.0), branch.order))
+    p = _mean(served)
+    mass = math.fsum(math.fsum(math.exp(x) for x in b.label_logprobs) for b in branches) / len(branches)
+    peak: float | None = None
+    if question.type == "choice":
+        peak = choice_confidence(p=p, formula=confidence)
+    elif question.type == "score":
+        peak = score_confidence(p=p, formula=confidence)
+    return Answer(question=question, probabilities=p, raw_probabilities=_mean(raw), label_mass=min(1.0, mass),
+                  confidence=peak, branches=tuple(branches))

@@ -58,7 +58,8 @@ class OpenJevConfig:
     max_concurrent_requests: int
     max_concurrent_branches: int
     request_timeout: float
-    temperature: float
+    temperature: float | None
+    """None: the served model's fitted default (bench/quality.py), 1.0 for models never measured."""
     confidence: str
     store_evaluations: str
     database_url: str
@@ -70,6 +71,12 @@ class OpenJevConfig:
     """Checkpoint a launched SGLang loads (`--model-path`); None: the profile's weights."""
     max_classify_inputs: int = 64
     """Texts in one `POST /v1/classify` (all run under one admission)."""
+    debias: str = "auto"
+    """`on`, `off`, or `auto`: what bench/quality.py measured best for the served model."""
+    permutations: int = 1
+    """Option orders averaged per question (cyclic shifts); 1 asks each question once."""
+    label_mass_warn: float = 0.5
+    """A warning is logged for an answer whose label mass is under this."""
 
     @property
     def auth_required(self) -> bool:
@@ -170,8 +177,11 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
         max_concurrent_requests=_get(env, "MAX_CONCURRENT_REQUESTS", 16, int, _positive, "a positive integer"),
         max_concurrent_branches=_get(env, "MAX_CONCURRENT_BRANCHES", 64, int, _positive, "a positive integer"),
         request_timeout=_get(env, "REQUEST_TIMEOUT", 120.0, float, _positive, "a positive number of seconds"),
-        temperature=_get(env, "TEMPERATURE", 1.0, float, _positive, "a positive number"),
+        temperature=_get(env, "TEMPERATURE", None, float, lambda v: v is None or v > 0, "a positive number"),
         confidence=_get(env, "CONFIDENCE", "entropy", _choice("entropy", "typesafe"), rule="entropy or typesafe"),
+        debias=_get(env, "DEBIAS", "auto", _choice("auto", "on", "off"), rule="auto, on or off"),
+        permutations=_get(env, "PERMUTATIONS", 1, int, lambda v: 1 <= v <= 16, "an integer from 1 to 16"),
+        label_mass_warn=_get(env, "LABEL_MASS_WARN", 0.5, float, lambda v: 0 <= v <= 1, "a number from 0 to 1"),
         store_evaluations=_get(
             env, "STORE_EVALUATIONS", "full", _choice("full", "metadata", "off"), rule="full, metadata or off"
         ),

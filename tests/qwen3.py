@@ -8,6 +8,7 @@ from functools import cache
 from pathlib import Path
 
 from inference.labels import Label, labels_build
+from inference.prompts import prompt_ending
 from inference.tokenizer import HFTokenizer, hf_tokenizer_load
 
 
@@ -24,4 +25,5 @@ def qwen3_tokenizer() -> HFTokenizer:
 
 @cache
 def qwen3_labels(count: int = 255) -> tuple[Label, ...]:
-    return labels_build(tokenizer=qwen3_tokenizer(), count=count)
+    tokenizer = qwen3_tokenizer()
+    return labels_build(tokenizer=tokenizer, count=count, ending=prompt_ending(tokenizer=tokenizer))

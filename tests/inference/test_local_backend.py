@@ -24,9 +24,9 @@ from inference.backends.local import LocalBackend, local_backend_create
 from inference.errors import BackendFailed, StartupError
 from inference.gguf import BundledModel, gguf_resolve
 from inference.labels import Label, labels_build
-from inference.prompts import Budget, Plan, plan_compile
+from inference.prompts import Budget, Plan, plan_compile, prompt_ending
 from inference.questions import Question, question_build
-from inference.scoring import answer_compute
+from inference.scoring import Answer, BranchScore, answer_compute
 
 pytestmark = pytest.mark.embedded
 
@@ -68,7 +68,12 @@ def recompute(llama: LocalBackend) -> Iterator[LocalBackend]:
 
 @pytest.fixture(scope="module")
 def labels(llama: LocalBackend) -> tuple[Label, ...]:
-    return labels_build(tokenizer=llama.tokenizer(), count=255)
+    return labels_build(tokenizer=llama.tokenizer(), count=255, ending=prompt_ending(tokenizer=llama.tokenizer()))
+
+
+def _answer(question: Question, generation: Generation) -> Answer:
+    branch = BranchScore(order=tuple(range(len(question.options))), label_logprobs=generation.label_logprobs)
+    return answer_compute(question=question, branches=[branch], temperature=1.0, confidence="entropy")
 
 
 def _plan(llama: LocalBackend, labels: Sequence[Label], state: Any, questions: Sequence[Question]) -> Plan:
@@ -179,8 +184,7 @@ def test_split_evaluation_agrees_with_one_shot(llama: LocalBackend, recompute: L
         assert b.cached_tokens == 0
         assert all(abs(x - y) <= ONE_SHOT_LOGPROB_TOLERANCE
                    for x, y in zip(a.label_logprobs, b.label_logprobs, strict=True))
-        p = answer_compute(question=question, logprobs=a.label_logprobs, temperature=1.0, confidence="entropy")
-        q = answer_compute(question=question, logprobs=b.label_logprobs, temperature=1.0, confidence="entropy")
+        p, q = _answer(question, a), _answer(question, b)
         assert all(abs(x - y) <= ONE_SHOT_PROBABILITY_TOLERANCE
                    for x, y in zip(p.probabilities, q.probabilities, strict=True))
 
@@ -196,9 +200,7 @@ def _p_true(llama: LocalBackend, labels: tuple[Label, ...], review: str) -> floa
     question = _noul("Is this review positive?")
     plan = _plan(llama, labels, f"Review: {review}", [question])
     _, (generation,) = _run(_evaluate(llama, plan, "yes-no"))
-    answer = answer_compute(question=question, logprobs=generation.label_logprobs, temperature=1.0,
-                            confidence="entropy")
-    return float(answer.body["noul"])
+    return _answer(question, generation).probabilities[0]
 
 
 def test_yes_no_orders_positive_above_negative(llama: LocalBackend, labels: tuple[Label, ...]) -> None:

@@ -3,8 +3,17 @@
 import pytest
 
 from inference.errors import RequestInvalid, StartupError
-from inference.labels import labels_build
-from inference.prompts import ANSWER_CUE, MARKER, Budget, plan_compile, prompt_split, question_text, state_messages
+from inference.labels import ANSWER_CUE, LABEL_LEAD, labels_build
+from inference.prompts import (
+    MARKER,
+    Budget,
+    option_orders,
+    plan_compile,
+    prompt_ending,
+    prompt_split,
+    question_text,
+    state_messages,
+)
 from inference.questions import question_build
 from tests.qwen3 import qwen3_labels, qwen3_tokenizer
 
@@ -18,13 +27,30 @@ def test_qwen3_has_255_distinct_single_token_labels_that_decode_to_themselves():
     assert [lb.text for lb in labels[:27]] == [*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA"]
     assert len({lb.token_id for lb in labels}) == 255
     for lb in labels:
-        assert tok.encode(lb.text) == [lb.token_id]
-        assert tok.decode([lb.token_id]) == lb.text
+        assert tok.encode(LABEL_LEAD + lb.text) == [lb.token_id]
+        assert tok.decode([lb.token_id]) == LABEL_LEAD + lb.text
+
+
+def test_label_ids_read_are_the_natural_continuation_of_the_prompt():
+    """Tokenizing the whole text "prompt + label" must give the prompt's ids then exactly the label id
+    we read: a prompt ending in a lone space token (the old cue "Answer: ") fails this."""
+    tok, labels = qwen3_tokenizer(), qwen3_labels()
+    q = question_build(id="q", type="choice", instructions="Team?", criteria={"a": "Billing", "b": "Tech"})
+    plan = plan_compile(state="Charged twice.", questions=[q], tokenizer=tok, labels=labels, budget=BUDGET)
+    prompt = tok.decode(plan.branch_ids(plan.branches[0]))
+    for label in labels:
+        assert tok.encode(prompt + LABEL_LEAD + label.text) == [*plan.branch_ids(plan.branches[0]), label.token_id]
+
+
+def test_a_prompt_ending_in_a_lone_space_token_has_no_natural_labels():
+    tok = qwen3_tokenizer()
+    with pytest.raises(StartupError, match="continue the prompt"):
+        labels_build(tokenizer=tok, count=2, ending=prompt_ending(tokenizer=tok) + "Answer: ")
 
 
 def test_label_alphabet_too_small_fails_startup():
     with pytest.raises(StartupError, match="single-token labels"):
-        labels_build(tokenizer=qwen3_tokenizer(), count=702)
+        labels_build(tokenizer=qwen3_tokenizer(), count=702, ending="")
 
 
 def test_template_split_is_exact_and_thinking_is_disabled():
@@ -111,3 +137,22 @@ def test_suffixes_do_not_depend_on_question_id_or_other_questions():
     alone = plan_compile(state="s", questions=[a], tokenizer=tok, labels=labels, budget=BUDGET)
     mixed = plan_compile(state="s", questions=[c, b], tokenizer=tok, labels=labels, budget=BUDGET)
     assert alone.branch_ids(alone.branches[0]) == mixed.branch_ids(mixed.branches[1])
+
+
+def test_permutations_add_one_branch_per_cyclic_shift_with_the_options_reordered():
+    tok, labels = qwen3_tokenizer(), qwen3_labels()
+    q = question_build(id="q", type="choice", instructions="Team?",
+                       criteria={"a": "Billing", "b": "Tech", "c": "Sales"})
+    plan = plan_compile(state="s", questions=[q], tokenizer=tok, labels=labels, budget=BUDGET, permutations=3)
+    assert [b.order for b in plan.branches] == [(0, 1, 2), (1, 2, 0), (2, 0, 1)]
+    assert "A: Tech\nB: Sales\nC: Billing" in tok.decode(plan.branches[1].suffix_ids)
+    assert option_orders(count=2, permutations=4) == ((0, 1), (1, 0))
+    assert option_orders(count=4, permutations=2) == ((0, 1, 2, 3), (2, 3, 0, 1))
+
+
+def test_an_over_long_state_is_refused_by_its_length_before_tokenizing():
+    q = question_build(id="q", type="noul", instructions="Long?", criteria=None)
+    with pytest.raises(RequestInvalid) as err:
+        plan_compile(state="x" * 5000, questions=[q], tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
+                     budget=Budget(max_input_tokens=10, max_total_input_tokens=100, max_token_chars=128))
+    assert err.value.problems[0].loc == ("body", "state")

@@ -7,10 +7,12 @@ import asyncio
 import pytest
 
 from inference.backends.sglang import SGLangBackend
+from inference.debias import Priors
 from inference.errors import BackendFailed, Overloaded
-from inference.prompts import Budget, plan_compile
+from inference.prompts import Budget, content_free_prefix, plan_compile
 from inference.questions import question_build
 from inference.runner import AdmissionGate, Scoring, plan_run
+from inference.scoring import answer_compute
 from tests.qwen3 import qwen3_labels, qwen3_tokenizer
 
 SCORING = Scoring(temperature=1.0, confidence="entropy")
@@ -52,7 +54,7 @@ async def test_clamped_very_negative_logprobs_are_accepted(fake):
     plan = plan_of(1)
     fake.clamp_token_ids = {plan.branches[0].label_ids[1]}
     outcome = await plan_run(plan=plan, backend=backend_for(fake), scoring=SCORING, timeout=30)
-    assert outcome.answers[0].body["noul"] == pytest.approx(1.0)
+    assert outcome.answers[0].probabilities[0] == pytest.approx(1.0)
 
 
 async def test_result_without_meta_info_is_a_backend_failure(fake):
@@ -68,3 +70,24 @@ def test_admission_gate_refuses_past_its_limit_and_frees_on_exit():
     with gate.admit():
         assert gate.active == 1
     assert gate.active == 0
+
+
+async def test_debiasing_measures_each_new_question_once_in_the_same_batch(fake):
+    plan = plan_of(2)
+    priors = Priors(prefix_ids=content_free_prefix(tokenizer=qwen3_tokenizer()))
+    backend = backend_for(fake)
+    first = await plan_run(plan=plan, backend=backend, scoring=SCORING, timeout=30, priors=priors)
+    assert len(fake.requests) == 2  # the warm-up, then one batch: two branches and their two priors
+    assert len(fake.requests[1]["body"]["input_ids"]) == 4
+    assert first.usage.output_tokens == 5
+    fake.reset(controls=False, cache=False)
+    second = await plan_run(plan=plan, backend=backend, scoring=SCORING, timeout=30, priors=priors)
+    assert len(fake.requests[1]["body"]["input_ids"]) == 2  # the priors are cached now
+    assert [a.probabilities for a in first.answers] == [a.probabilities for a in second.answers]
+    for answer in first.answers:
+        branch = answer.branches[0]
+        assert branch.prior_logprobs is not None
+        expected = answer_compute(question=answer.question, branches=[branch], temperature=1.0,
+                                  confidence="entropy")
+        assert answer.probabilities == expected.probabilities
+        assert answer.probabilities != answer.raw_probabilities

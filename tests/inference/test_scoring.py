@@ -2,9 +2,23 @@ import math
 
 import pytest
 
+from evaluations.wire import answer_render
 from inference.errors import BackendFailed
-from inference.questions import question_build
-from inference.scoring import answer_compute, choice_confidence, probabilities_compute, score_confidence
+from inference.questions import Question, question_build
+from inference.scoring import (
+    Answer,
+    BranchScore,
+    answer_compute,
+    choice_confidence,
+    probabilities_compute,
+    score_confidence,
+)
+
+
+def answer_of(question: Question, logprobs: list[float], temperature: float = 1.0) -> Answer:
+    order = tuple(range(len(question.options)))
+    return answer_compute(question=question, branches=[BranchScore(order=order, label_logprobs=tuple(logprobs))],
+                          temperature=temperature, confidence="entropy")
 
 
 def test_probabilities_sum_to_one_and_survive_extreme_logprobs():
@@ -29,9 +43,9 @@ def test_nan_or_all_negative_infinity_is_a_backend_failure():
 
 def test_choice_argmax_ties_go_to_the_first_option():
     q = question_build(id="q", type="choice", instructions=None, criteria={"b": None, "a": None, "c": None})
-    answer = answer_compute(question=q, logprobs=[-1.0, -1.0, -3.0], temperature=1.0, confidence="entropy")
-    assert answer.body["choice"] == "b"
-    assert list(answer.body["probabilities"]) == ["b", "a", "c"]
+    body = answer_render(answer=answer_of(q, [-1.0, -1.0, -3.0]))
+    assert body["choice"] == "b"
+    assert list(body["probabilities"]) == ["b", "a", "c"]
 
 
 def test_entropy_confidence_is_zero_for_uniform_and_one_for_certain():
@@ -52,22 +66,46 @@ def test_typesafe_score_confidence_uses_distance_from_the_mode():
 def test_score_answer_has_expectation_legend_as_sent_and_string_keys():
     levels = ["Calm", {"label": "Angry", "hint": "shouting"}]
     q = question_build(id="s", type="score", instructions="How?", criteria=levels)
-    answer = answer_compute(
-        question=q, logprobs=[math.log(0.25), math.log(0.75)], temperature=1.0, confidence="entropy"
-    )
-    assert answer.body["score"] == pytest.approx(0.75)
-    assert answer.body["legend"] == {"0": "Calm", "1": {"label": "Angry", "hint": "shouting"}}
-    assert answer.body["probabilities"] == pytest.approx({"0": 0.25, "1": 0.75})
-    assert 0.0 <= answer.body["confidence"] <= 1.0
+    body = answer_render(answer=answer_of(q, [math.log(0.25), math.log(0.75)]))
+    assert body["score"] == pytest.approx(0.75)
+    assert body["legend"] == {"0": "Calm", "1": {"label": "Angry", "hint": "shouting"}}
+    assert body["probabilities"] == pytest.approx({"0": 0.25, "1": 0.75})
+    assert 0.0 <= body["confidence"] <= 1.0
 
 
 def test_noul_answer_is_probability_of_true():
     q = question_build(id="n", type="noul", instructions="Refund?", criteria=None)
-    answer = answer_compute(question=q, logprobs=[math.log(0.8), math.log(0.2)], temperature=1.0, confidence="entropy")
-    assert answer.body == {"type": "noul", "noul": pytest.approx(0.8)}
+    assert answer_render(answer=answer_of(q, [math.log(0.8), math.log(0.2)])) == {"type": "noul",
+                                                                                  "noul": pytest.approx(0.8)}
 
 
 def test_typesafe_score_confidence_normalises_by_the_uniform_spread_around_the_middle():
     p = [0.6, 0.3, 0.1, 0.0]
     uniform = (1.5 + 0.5 + 0.5 + 1.5) / 4
     assert score_confidence(p=p, formula="typesafe") == pytest.approx(1 - (0.3 * 1 + 0.1 * 2) / uniform)
+
+
+def test_label_mass_is_the_labels_share_of_the_whole_vocabulary_before_renormalising():
+    q = question_build(id="n", type="noul", instructions="Refund?", criteria=None)
+    answer = answer_of(q, [math.log(0.006), math.log(0.002)])
+    assert answer.label_mass == pytest.approx(0.008)
+    assert answer.probabilities == pytest.approx((0.75, 0.25))
+
+
+def test_debiasing_divides_out_the_content_free_prior():
+    q = question_build(id="q", type="choice", instructions=None, criteria={"a": None, "b": None, "c": None})
+    # The model prefers the first label 4:1:1 whatever the text; on this text it says 0.5/0.25/0.25.
+    branch = BranchScore(order=(0, 1, 2), label_logprobs=(math.log(0.5), math.log(0.25), math.log(0.25)),
+                         prior_logprobs=(math.log(0.4), math.log(0.1), math.log(0.1)))
+    answer = answer_compute(question=q, branches=[branch], temperature=1.0, confidence="entropy")
+    assert answer.probabilities == pytest.approx((0.5 / 0.4 / 6.25, 0.25 / 0.1 / 6.25, 0.25 / 0.1 / 6.25))
+    assert answer.raw_probabilities == pytest.approx((0.5, 0.25, 0.25))
+
+
+def test_option_orders_are_mapped_back_and_averaged():
+    q = question_build(id="q", type="choice", instructions=None, criteria={"a": None, "b": None})
+    sent = BranchScore(order=(0, 1), label_logprobs=(math.log(0.9), math.log(0.1)))  # label A = a
+    swapped = BranchScore(order=(1, 0), label_logprobs=(math.log(0.5), math.log(0.5)))  # label A = b
+    answer = answer_compute(question=q, branches=[sent, swapped], temperature=1.0, confidence="entropy")
+    assert answer.probabilities == pytest.approx((0.7, 0.3))
+    assert answer.label_mass == pytest.approx(1.0)

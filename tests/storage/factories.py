@@ -3,28 +3,40 @@
 from __future__ import annotations
 
 import itertools
+import math
 from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
 
 from evaluations.storage import _EvaluationJob, _rows_insert, evaluation_rows_build
+from inference.questions import question_build
 from inference.runner import Outcome, Timings, Usage
-from inference.scoring import Answer
+from inference.scoring import Answer, BranchScore, answer_compute
 from tests.conftest import README_REQUEST
 
 _ids = itertools.count()
 
 
+LABEL_MASS = 0.97
+
+
+def answer_make(*, question_id: str, probabilities: tuple[float, ...]) -> Answer:
+    """The README question's answer as the core computes it from these label probabilities."""
+    q = README_REQUEST["questions"][question_id]
+    question = question_build(id=question_id, type=q["type"], instructions=q.get("instructions"),
+                              criteria=q.get("criteria"))
+    branch = BranchScore(order=tuple(range(len(probabilities))),
+                         label_logprobs=tuple(math.log(p * LABEL_MASS) for p in probabilities))
+    return answer_compute(question=question, branches=[branch], temperature=1.0, confidence="entropy")
+
+
 def outcome_make(*, team: dict[str, float] | None = None, total: float = 10.0) -> Outcome:
     team = team or {"Billing": 0.7, "Technical": 0.2, "Sales": 0.1}
-    choice = max(team, key=lambda k: team[k])
     answers = (
-        Answer("refund", {"type": "noul", "noul": 0.8}, (0.8, 0.2)),
-        Answer("team", {"type": "choice", "choice": choice, "probabilities": team, "confidence": 0.42},
-               tuple(team.values())),
-        Answer("anger", {"type": "score", "score": 1.3, "legend": {"0": "Calm", "1": "Frustrated", "2": "Very angry"},
-                         "probabilities": {"0": 0.2, "1": 0.3, "2": 0.5}, "confidence": 0.11}, (0.2, 0.3, 0.5)),
+        answer_make(question_id="refund", probabilities=(0.8, 0.2)),
+        answer_make(question_id="team", probabilities=tuple(team[k] for k in ("Billing", "Technical", "Sales"))),
+        answer_make(question_id="anger", probabilities=(0.2, 0.3, 0.5)),
     )
     return Outcome(answers=answers, usage=Usage(321, 4), prefix_tokens=120, cached_tokens=360,
                    timings=Timings(prepare_ms=0.5, prefill_ms=total / 3, branches_ms=total / 2))

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from evaluations.keys import apikey_hash, apikey_issue
 from evaluations.models import ApiKey, Evaluation
-from tests.storage.factories import evaluation_make, outcome_make
+from tests.storage.factories import LABEL_MASS, evaluation_make, outcome_make
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -68,7 +68,8 @@ def old_year(request_id: str) -> int:
 
 
 def test_detail_page_is_read_only_with_pretty_json_and_a_per_question_table(admin_client):
-    request_id = evaluation_make(outcome=outcome_make(team={"Billing": 0.25, "Technical": 0.6, "Sales": 0.15}))
+    outcome = outcome_make(team={"Billing": 0.25, "Technical": 0.6, "Sales": 0.15})
+    request_id = evaluation_make(outcome=outcome)
     evaluation = Evaluation.objects.get(request_id=request_id)
     page = admin_client.get(reverse("admin:evaluations_evaluation_change", args=[evaluation.pk]))
     assert page.status_code == 200
@@ -78,7 +79,7 @@ def test_detail_page_is_read_only_with_pretty_json_and_a_per_question_table(admi
     assert 'class="oj-answers"' in html
     table = html[html.index('class="oj-answers"'):]
     for text in ("refund", "team", "anger", "Technical", "0.6000", "Payments, invoices, refunds", "Very angry",
-                 "P(true) = 0.8000", "0.420"):
+                 "P(true) = 0.8000", f"{outcome.answers[1].confidence:.3f}", f"{LABEL_MASS:.3f}"):
         assert text in table, text
     assert re.search(r'<tr class="oj-chosen">\s*<td class="oj-key" title="Technical">', table)
     for url in (reverse("admin:evaluations_evaluation_add"),
@@ -144,3 +145,12 @@ def test_revoking_keys_with_the_admin_action(admin_client):
     assert "drop" in listed and ">keep<" not in listed
     change = admin_client.get(reverse("admin:evaluations_apikey_change", args=[drop.id])).content.decode()
     assert "revoked" in change and 'name="name"' not in change  # a revoked key is no longer editable
+
+
+def test_label_mass_is_listed_per_evaluation_and_on_the_dashboard(admin_client):
+    evaluation_make()
+    listing = admin_client.get(reverse("admin:evaluations_evaluation_changelist")).content.decode()
+    assert "Label mass" in listing and f"{LABEL_MASS:.3f}" in listing
+    dashboard = admin_client.get(reverse("admin:evaluations_evaluation_dashboard")).content.decode()
+    assert "label mass p50" in dashboard and f"{LABEL_MASS:.3f}" in dashboard
+    assert "answers with label mass &lt; 0.5" in dashboard and "0.0 %" in dashboard

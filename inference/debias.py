@@ -1,0 +1,45 @@
+"""Content-free priors for debiasing (contextual calibration), measured once per question and kept.
+
+A small model prefers some label positions whatever the text says (the bundled 0.5B picked option 1
+for almost every item). Asking the same question of a content-free state ("N/A") measures that
+preference, and dividing it out of the real answer removes it (Zhao et al. 2021, "Calibrate Before
+Use"). The prior depends only on the question's suffix (its text, options and order), which callers
+repeat across requests, so each distinct suffix is scored once and cached: the first request pays
+one extra branch per new question, later ones none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from inference.lru import SizedLRU, ids_cost
+from inference.prompts import Branch
+
+PRIOR_CACHE_BYTES = 16 << 20
+
+
+class Priors:
+    """The priors of one served model: its content-free prefix and the cache of measured suffixes."""
+
+    def __init__(self, *, prefix_ids: tuple[int, ...], max_bytes: int = PRIOR_CACHE_BYTES) -> None:
+        self.prefix_ids = prefix_ids
+        self._cache: SizedLRU[tuple[int, ...], tuple[float, ...]] = SizedLRU(
+            max_bytes=max_bytes, cost=lambda suffix, prior: ids_cost(len(suffix)) + ids_cost(len(prior)))
+
+    def lookup(self, *, branches: Iterable[Branch]) -> tuple[dict[tuple[int, ...], tuple[float, ...]], list[Branch]]:
+        """(the priors already known, keyed by suffix; one branch per distinct suffix still to measure)."""
+        known: dict[tuple[int, ...], tuple[float, ...]] = {}
+        missing: dict[tuple[int, ...], Branch] = {}
+        for branch in branches:
+            suffix = branch.suffix_ids
+            if suffix in known or suffix in missing:
+                continue
+            prior = self._cache.get(suffix)
+            if prior is None:
+                missing[suffix] = branch
+            else:
+                known[suffix] = prior
+        return known, list(missing.values())
+
+    def remember(self, *, branch: Branch, label_logprobs: Sequence[float]) -> None:
+        self._cache.put(branch.suffix_ids, tuple(label_logprobs))
