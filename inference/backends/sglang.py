@@ -118,7 +118,7 @@ class SGLangBackend:
             return response.json()
         except ValueError as exc:
             raise BackendFailed(
-                text_redact(text=f"SGLang answered with a body that is not JSON: {response.text[:200]!r}")
+                f"SGLang answered with a body that is not JSON: {text_redact(text=response.text)[:200]!r}"
             ) from exc
 
     async def warm(self, *, rid: str, prefix_ids: Sequence[int]) -> Generation:
@@ -188,7 +188,7 @@ def failure_classify(*, status: int, text: str) -> BackendUnavailable | BackendF
     """A non-200 answer as the error it means. 503, and the gateway's answers for "no worker can take
     this" (404 `model_not_found` with zero workers, 500 `call_upstream_connection_failed` when every
     worker is down), are BackendUnavailable (503 with Retry-After); anything else is BackendFailed."""
-    detail = text_redact(text=text[:300])
+    detail = text_redact(text=text)[:300]  # redact first: a cut could split a URL's credentials
     if status == 503 or _gateway_error_code(text=text) in _GATEWAY_UNAVAILABLE_CODES:
         return BackendUnavailable(f"SGLang is not ready ({status}): {detail}")
     return BackendFailed(f"SGLang answered {status}: {detail}")

@@ -80,6 +80,8 @@ def test_a_backend_answer_naming_credentials_is_redacted():
                                  "message": "error sending request for url (http://u:secret@worker:30000/generate)"}})
     error = failure_classify(status=500, text=text)
     assert "secret" not in str(error) and "http://***@worker:30000/generate" in str(error)
+    cut = failure_classify(status=502, text="x" * 285 + " http://user:secretsecret@worker:30000/")
+    assert "sec" not in str(cut)  # redacted before the message is cut to length, not after
 
 
 async def test_health_of_a_bare_sglang_follows_its_health_route(fake):
