@@ -883,7 +883,9 @@ class FakeSGLang:
         return [self._result(item, outcome, started) for item, outcome in zip(items, outcomes, strict=True)]
 
     async def _wait(self, call: _Call, receive: ASGIReceive, delay: float) -> None:
-        """Sleep ``delay`` unless every rid is aborted first; a client disconnect aborts too, as in SGLang."""
+        """Sleep ``delay`` unless every rid is aborted first; a client disconnect aborts every item too, as in
+        SGLang, but at once: SGLang notices at its next check, within ``SGLANG_REQUEST_STATE_WAIT_TIMEOUT``
+        seconds (4 by default)."""
         watcher = asyncio.create_task(self._watch_disconnect(call, receive))
         try:
             async with asyncio.timeout(delay):
