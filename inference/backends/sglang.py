@@ -39,8 +39,10 @@ from inference.tokenizer import Tokenizer
 BranchMode = Literal["batched", "parallel"]
 SAMPLING = {"max_new_tokens": 1, "temperature": 0.0}
 READINESS_PATH = "/readiness"
-"""The gateway's readiness: 503 while it has no healthy worker, when its `/health` still says 200.
-SGLang has no such route and answers 404, which sends the check to HEALTH_PATH."""
+"""The gateway's readiness: 200, or 503 while it has no healthy worker (when its `/health` still says
+200). Any other answer comes from a bare SGLang, which has no such route (404, or 401 from its API-key
+middleware, which lets only `/health` through), and sends the check to HEALTH_PATH."""
+READINESS_ANSWERS = (200, 503)
 HEALTH_PATH = "/health"
 # Gateway error codes that mean no worker could take the request (no worker registered or healthy for
 # the model, or the chosen worker refused the connection): the backend is unavailable, not broken.
@@ -172,7 +174,7 @@ class SGLangBackend:
         client = self._client()
         try:
             response = await client.get(READINESS_PATH, timeout=5.0)
-            if response.status_code == 404:
+            if response.status_code not in READINESS_ANSWERS:
                 response = await client.get(HEALTH_PATH, timeout=5.0)
         except httpx.HTTPError:
             return False

@@ -92,6 +92,14 @@ async def test_health_of_a_bare_sglang_follows_its_health_route(fake):
     assert not await backend_for(f"http://127.0.0.1:{free_port()}").health()
 
 
+@pytest.mark.parametrize("key", ["sekrit", None])
+async def test_health_of_a_bare_sglang_with_an_api_key_follows_its_health_route(fake, key):
+    fake.api_key = "sekrit"  # SGLang lets only /health (and /metrics) through without the key
+    assert await backend_for(fake.url, api_key=key).health()
+    fake.healthy = False
+    assert not await backend_for(fake.url, api_key=key).health()
+
+
 async def test_abort_sends_nothing_closing_the_connection_is_the_abort(fake):
     await backend_for(fake.url).abort(rids=["a", "b"])
     assert fake.aborted == [] and fake.requests == []
