@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 import modal
@@ -110,6 +111,16 @@ secrets = [modal.Secret.from_name(name.strip())
 app = modal.App(APP_NAME)
 
 
+def serve_environment(*, environ: Mapping[str, str]) -> dict[str, str]:
+    """`serve`'s environment: the container's, plus a random `OPENJEV_SECRET_KEY` unless a Secret sets
+    one (`serve` refuses the public development key). A per-container key loses nothing here: each
+    container keeps its admin sessions in its own SQLite under /tmp."""
+    env = dict(environ)
+    if not env.get("OPENJEV_SECRET_KEY"):
+        env["OPENJEV_SECRET_KEY"] = os.urandom(32).hex()
+    return env
+
+
 def _exit_with(process: subprocess.Popen[bytes]) -> None:
     """`serve` ended (SGLang died, startup failed, or a requested stop): take the container down with it."""
     code = process.wait()
@@ -125,7 +136,7 @@ def serve() -> None:
     """Start the API (which starts SGLang); Modal routes traffic once port 8000 accepts connections."""
     for directory in CACHE_ENV.values():
         Path(directory).mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen(serve_command(), cwd=APP_DIR)
+    process = subprocess.Popen(serve_command(), cwd=APP_DIR, env=serve_environment(environ=os.environ))
     threading.Thread(target=_exit_with, args=(process,), name="serve-watch", daemon=True).start()
 
 

@@ -34,6 +34,7 @@ from django.utils import timezone
 
 from evaluations.engine import engine_get, engine_ready
 from evaluations.errors import ApiError
+from evaluations.parsing import document_problems
 from evaluations.services import label_mass_check
 from evaluations.storage import evaluation_store
 from inference.errors import RequestInvalid
@@ -259,6 +260,9 @@ def classify_request_parse(*, data: Any, max_inputs: int) -> ClassifyRequest:
     """`{"model": name, "input": text | [texts]}`; every problem found, as one 400. Other fields are
     ignored (clients send `user`, `rid`, `priority`, ...). Token ids as input are not supported: the
     classifier's prompt is built around the text, with the served model's own tokenizer."""
+    invalid = document_problems(data=data)
+    if invalid:
+        raise ApiError(400, "invalid_request", str(RequestInvalid(invalid)))
     if not isinstance(data, dict):
         raise ApiError(400, "invalid_request", f"the body must be a JSON object, got {_kind(data)}")
     problems = []

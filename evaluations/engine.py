@@ -137,5 +137,9 @@ def engine_install(engine: Engine | None, *, startup_seconds: float = 0.0) -> No
         _slot.startup_seconds = startup_seconds if engine else None
 
 
+STARTUP_FAILED = "the engine failed to start; the server log has the reason"
+"""What `/health` (open to anyone) says about a failed start: the reason may name paths or URLs."""
+
+
 def startup_error_message(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, StartupError) else f"{type(exc).__name__}: {exc}"

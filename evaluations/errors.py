@@ -2,6 +2,10 @@
 
 Clients retry every 5xx three times, so a client mistake must never be reported as one: anything
 the caller can fix is a 4xx, and 5xx is kept for the backend and for our own bugs.
+
+A 5xx tells the client a stable message for its class and the request id, nothing else: the backend's
+URL (with its credentials), its status and its own error text are for operators, who find them under
+that id in the log and in the stored evaluation (`ApiError.internal`), redacted.
 """
 
 from __future__ import annotations
@@ -22,21 +26,40 @@ from inference.errors import (
     Problem,
     RequestInvalid,
 )
+from openjev_site.redaction import configured_secrets, text_redact
+from openjev_site.requestid import request_id_current
 
 log = logging.getLogger(__name__)
 
 RETRY_AFTER = {529: "1", 503: "5"}
+PUBLIC_MESSAGES = {
+    500: "internal server error",
+    502: "the backend failed to answer this request",
+    503: "the backend is unavailable; retry shortly",
+    504: "the evaluation took longer than the request timeout",
+}
+"""What a client reads for each failure class of ours, whatever the cause."""
 
 
 class ApiError(Exception):
-    """An error response in the `{"detail": {"error_type", "message"}}` shape."""
+    """An error response in the `{"detail": {"error_type", "message"}}` shape.
 
-    def __init__(self, status: int, error_type: str, message: str, headers: dict[str, str] | None = None) -> None:
+    `internal` is what operators get instead (log, stored row) when `message` is kept generic."""
+
+    def __init__(self, status: int, error_type: str, message: str, headers: dict[str, str] | None = None,
+                 *, internal: str = "") -> None:
         super().__init__(message)
         self.status = status
         self.error_type = error_type
         self.message = message
         self.headers = headers or {}
+        self.internal = internal
+
+
+def error_text(*, error: BaseException) -> str:
+    """An exception as operators read it, credentials redacted."""
+    text = str(error) if isinstance(error, InferenceError) else f"{type(error).__name__}: {error}"
+    return text_redact(text=text, secrets=configured_secrets())
 
 
 def json_response(body: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> HttpResponse:
@@ -59,14 +82,26 @@ def _answered(response: HttpResponse) -> HttpResponse:
     return response
 
 
-def error_response(error: ApiError) -> HttpResponse:
+def _error_prepared(error: ApiError) -> tuple[str, dict[str, str]]:
+    """(the client's message, the headers) for any error shape; a 5xx is logged here, once, with the
+    detail the client does not get. A fault's message names the request id, which finds that log line
+    and the stored row."""
     headers = dict(error.headers)
     if error.status in RETRY_AFTER:
         headers.setdefault("Retry-After", RETRY_AFTER[error.status])
+    message = error.message
     if error.status >= 500:  # overload is expected behaviour, not a fault
-        log.log(logging.INFO if error.status == 529 else logging.WARNING, "%s %s: %s", error.status,
-                error.error_type, error.message)
-    body = {"detail": {"error_type": error.error_type, "message": error.message}}
+        request_id = request_id_current()
+        log.log(logging.INFO if error.status == 529 else logging.WARNING, "%s %s (%s): %s", error.status,
+                error.error_type, request_id or "no request id", error.internal or error.message)
+        if error.status != 529 and request_id:
+            message = f"{message} (request id {request_id})"
+    return message, headers
+
+
+def error_response(error: ApiError) -> HttpResponse:
+    message, headers = _error_prepared(error)
+    body = {"detail": {"error_type": error.error_type, "message": message}}
     return _answered(json_response(body, status=error.status, headers=headers))
 
 
@@ -75,16 +110,25 @@ def validation_response(problems: list[Problem]) -> HttpResponse:
     return _answered(json_response(body, status=422))
 
 
+FAULTS: tuple[tuple[type[InferenceError], int, str], ...] = (
+    (BackendUnavailable, 503, "backend_unavailable"),
+    (EvaluationTimeout, 504, "timeout"),
+    (BackendFailed, 502, "backend_error"),
+)
+
+
 def inference_error_to_api(exc: InferenceError) -> ApiError:
+    """Overload's message is ours and useful (the limit); every fault gets its class's public message."""
     if isinstance(exc, Overloaded):
         return ApiError(529, "overloaded", str(exc))
-    if isinstance(exc, BackendUnavailable):
-        return ApiError(503, "backend_unavailable", str(exc))
-    if isinstance(exc, EvaluationTimeout):
-        return ApiError(504, "timeout", str(exc))
-    if isinstance(exc, BackendFailed):
-        return ApiError(502, "backend_error", str(exc))
-    return ApiError(500, "internal_error", "the evaluation failed unexpectedly")
+    status, error_type = next(((s, t) for cls, s, t in FAULTS if isinstance(exc, cls)), (500, "internal_error"))
+    return ApiError(status, error_type, PUBLIC_MESSAGES[status], internal=error_text(error=exc))
+
+
+def unexpected_error_to_api(exc: BaseException) -> ApiError:
+    """A bug: logged with its traceback here, answered as a bare 500."""
+    log.exception("unhandled error in an API view", exc_info=exc)
+    return ApiError(500, "internal_error", PUBLIC_MESSAGES[500], internal=error_text(error=exc))
 
 
 def exception_response(exc: Exception) -> HttpResponse:
@@ -95,8 +139,7 @@ def exception_response(exc: Exception) -> HttpResponse:
         return error_response(exc)
     if isinstance(exc, InferenceError):
         return error_response(inference_error_to_api(exc))
-    log.exception("unhandled error in an API view", exc_info=exc)
-    return error_response(ApiError(500, "internal_error", "internal server error"))
+    return error_response(unexpected_error_to_api(exc))
 
 
 DRF_ERROR_TYPES = {
@@ -118,7 +161,7 @@ def not_found_view(request: HttpRequest, exception: Exception | None = None) -> 
 
 
 def server_error_view(request: HttpRequest) -> HttpResponse:
-    return error_response(ApiError(500, "internal_error", "internal server error"))
+    return error_response(ApiError(500, "internal_error", PUBLIC_MESSAGES[500]))
 
 
 def bad_request_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
@@ -141,13 +184,7 @@ def classify_error_response(exc: Exception) -> HttpResponse:
     elif isinstance(exc, drf_exceptions.APIException):
         error = ApiError(exc.status_code, DRF_ERROR_TYPES.get(exc.status_code, "invalid_request"), str(exc.detail))
     else:
-        log.exception("unhandled error in an API view", exc_info=exc)
-        error = ApiError(500, "internal_error", "internal server error")
-    headers = dict(error.headers)
-    if error.status in RETRY_AFTER:
-        headers.setdefault("Retry-After", RETRY_AFTER[error.status])
-    if error.status >= 500:
-        log.log(logging.INFO if error.status == 529 else logging.WARNING, "%s %s: %s", error.status,
-                error.error_type, error.message)
-    body = {"error": error.message, "type": error.error_type, "code": error.status}
+        error = unexpected_error_to_api(exc)
+    message, headers = _error_prepared(error)
+    body = {"error": message, "type": error.error_type, "code": error.status}
     return _answered(json_response(body, status=error.status, headers=headers))

@@ -27,6 +27,8 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers
 
+from evaluations.errors import PUBLIC_MESSAGES
+
 SECURITY_SCHEME = "bearerAuth"
 # Auth is optional for the API as a whole (off unless OPENJEV_API_KEY is set or keys are required), so
 # the requirement lists "no auth" as an alternative: clients and "Test Request" may omit the key.
@@ -36,7 +38,7 @@ NO_AUTH: Any = [{}]
 
 ERROR_TYPES = (
     "invalid_request", "authentication_error", "permission_denied", "not_found", "method_not_allowed",
-    "not_acceptable", "unsupported_media_type", "request_too_large", "rate_limited", "overloaded",
+    "not_acceptable", "unsupported_media_type", "request_too_large", "request_timeout", "rate_limited", "overloaded",
     "backend_unavailable", "backend_error", "timeout", "internal_error",
 )
 
@@ -451,15 +453,18 @@ README_RESPONSE: dict[str, Any] = {
 }
 
 
-# Errors both endpoints answer the same way (only the body's shape differs), documented once.
+EXAMPLE_REQUEST_ID = "req_5f0c3a9e2b7d4c18a6e1f4b2d9c07a35"
+
+# Errors both endpoints answer the same way (only the body's shape differs), documented once. A fault's
+# message is the same for every cause, plus the request id under which operators find the cause.
 SHARED_ERRORS: dict[int, tuple[str, str]] = {
     401: ("authentication_error", "missing API key: send Authorization: Bearer <key>"),
+    408: ("request_timeout", "the body did not arrive within 60 s"),
     413: ("request_too_large", "the body is over 2097152 bytes (decoded)"),
     415: ("unsupported_media_type", "Content-Encoding 'br' is not supported; use gzip, zstd or none"),
-    500: ("internal_error", "internal server error"),
-    502: ("backend_error", "the backend answered 500"),
-    503: ("backend_unavailable", "the backend is not reachable"),
-    504: ("timeout", "the evaluation took longer than 120 s"),
+    **{status: (error_type, f"{PUBLIC_MESSAGES[status]} (request id {EXAMPLE_REQUEST_ID})")
+       for status, error_type in ((500, "internal_error"), (502, "backend_error"), (503, "backend_unavailable"),
+                                  (504, "timeout"))},
     529: ("overloaded", "16 evaluations are active (limit 16); retry shortly"),
 }
 
@@ -484,9 +489,15 @@ RESPONSE_EXAMPLES = [
 # Headers and responses
 # ---------------------------------------------------------------------------------------------------
 
+REQUEST_ID_HEADER = OpenApiParameter(
+    "x-typesafe-request-id", str, OpenApiParameter.HEADER, required=True, response=True,
+    description="This request's id (`req_…`), on every response, errors included; an evaluation is stored under "
+                "it. Quote it to the operator: a 5xx names it in its message too.")
+AUTH_HEADER = OpenApiParameter("WWW-Authenticate", str, OpenApiParameter.HEADER, required=True, response=[401],
+                               description="`Bearer`.")
+
 RESPONSE_HEADERS = [
-    OpenApiParameter("x-typesafe-request-id", str, OpenApiParameter.HEADER, required=True, response=[200],
-                     description="This evaluation's id (`req_…`), also stored with it; quote it in bug reports."),
+    REQUEST_ID_HEADER,
     OpenApiParameter("x-openjev-model", str, OpenApiParameter.HEADER, required=True, response=[200],
                      description="The model the backend actually served."),
     OpenApiParameter("x-openjev-prefix-tokens", int, OpenApiParameter.HEADER, required=True, response=[200],
@@ -499,8 +510,7 @@ RESPONSE_HEADERS = [
                                  "the shared-prefix warm-up, and the questions."),
     OpenApiParameter("Retry-After", int, OpenApiParameter.HEADER, required=True, response=[503, 529],
                      description="Seconds to wait before retrying."),
-    OpenApiParameter("WWW-Authenticate", str, OpenApiParameter.HEADER, required=True, response=[401],
-                     description="`Bearer`."),
+    AUTH_HEADER,
 ]
 
 
@@ -508,16 +518,22 @@ def _error(description: str) -> OpenApiResponse:
     return OpenApiResponse(ApiErrorSerializer, description=description)
 
 
+KEY_MISSING = _error("Auth is on and the Bearer key is missing or wrong (`authentication_error`).")
+
+
 SYSTEMONE_RESPONSES: dict[int, OpenApiResponse] = {
     200: OpenApiResponse(SystemOneResponseSerializer, description="One answer per question, keyed by the question "
                                                                   "ids of the request."),
     400: _error("The body is not JSON, not UTF-8, or a corrupt gzip/zstd stream (`invalid_request`)."),
-    401: _error("Auth is on and the Bearer key is missing or wrong (`authentication_error`)."),
+    401: KEY_MISSING,
+    408: _error("The body did not arrive in time (`request_timeout`); the connection is closed."),
     413: _error("The body, after decompression, is over `max_body_bytes` (`request_too_large`)."),
     415: _error("The `Content-Encoding` is not gzip, zstd or identity (`unsupported_media_type`)."),
     422: OpenApiResponse(ValidationErrorSerializer,
-                         description="Validation failed: shape, counts, unknown model, chat roles or content, or a "
-                                     "token budget. Nothing was run."),
+                         description="Validation failed: shape, counts, unknown model, chat roles or content, a "
+                                     "transcript the model's chat template cannot render, text that is not valid "
+                                     "Unicode (a lone surrogate), a number beyond a double, nesting over 128 levels, "
+                                     "or a token budget. Nothing was run."),
     500: _error("A bug on our side (`internal_error`)."),
     502: _error("The backend answered with an error or malformed log-probabilities (`backend_error`)."),
     503: _error("The backend is unreachable or still starting (`backend_unavailable`); see `Retry-After`."),
@@ -560,8 +576,9 @@ models_schema = extend_schema(
                 "the served id are accepted too). Weight repositories are not listed.",
     tags=["Models"],
     responses={200: OpenApiResponse(ModelsResponseSerializer, description="The models."),
-               500: _error("A bug on our side (`internal_error`).")},
-    auth=NO_AUTH,
+               401: KEY_MISSING, 500: _error("A bug on our side (`internal_error`).")},
+    parameters=[REQUEST_ID_HEADER, AUTH_HEADER],
+    auth=OPTIONAL_AUTH,
 )
 
 limits_schema = extend_schema(
@@ -570,8 +587,9 @@ limits_schema = extend_schema(
     description="Every limit a request is checked against, from the server's `OPENJEV_*` settings.",
     tags=["Service"],
     responses={200: OpenApiResponse(LimitsSerializer, description="The limits."),
-               500: _error("A bug on our side (`internal_error`).")},
-    auth=NO_AUTH,
+               401: KEY_MISSING, 500: _error("A bug on our side (`internal_error`).")},
+    parameters=[REQUEST_ID_HEADER, AUTH_HEADER],
+    auth=OPTIONAL_AUTH,
 )
 
 health_schema = extend_schema(
@@ -586,7 +604,8 @@ health_schema = extend_schema(
                                                                           "startup_seconds": 2.1})]),
                503: OpenApiResponse(HealthSerializer, description="Not ready; see `Retry-After`."),
                500: _error("A bug on our side (`internal_error`).")},
-    parameters=[OpenApiParameter("Retry-After", int, OpenApiParameter.HEADER, required=True, response=[503],
+    parameters=[REQUEST_ID_HEADER,
+                OpenApiParameter("Retry-After", int, OpenApiParameter.HEADER, required=True, response=[503],
                                  description="Seconds to wait before probing again.")],
     auth=NO_AUTH,
 )
@@ -597,6 +616,7 @@ live_schema = extend_schema(
     description="200 whenever the process runs, whatever the backend's state. Never behind auth.",
     tags=["Service"],
     responses={200: OpenApiResponse(LiveSerializer, description="Alive.")},
+    parameters=[REQUEST_ID_HEADER],
     auth=NO_AUTH,
 )
 
@@ -737,6 +757,7 @@ classify_schema = extend_schema(
                                "too many texts, or a text over the token budgets (`invalid_request`)."),
         401: _classify_failure("Auth is on and the Bearer key is missing or wrong (`authentication_error`)."),
         404: _classify_failure("No classifier has this name (`not_found`)."),
+        408: _classify_failure("The body did not arrive in time (`request_timeout`); the connection is closed."),
         413: _classify_failure("The body, after decompression, is over `max_body_bytes` (`request_too_large`)."),
         415: _classify_failure("The `Content-Encoding` is not gzip, zstd or identity (`unsupported_media_type`)."),
         500: _classify_failure("A bug on our side (`internal_error`)."),
@@ -758,14 +779,14 @@ classify_schema = extend_schema(
         *(_classify_error(status, error_type, message) for status, (error_type, message) in SHARED_ERRORS.items()),
     ],
     parameters=[
-        OpenApiParameter("x-typesafe-request-id", str, OpenApiParameter.HEADER, required=True, response=[200],
-                         description="The request's id (the body's `id`), also stored with it."),
+        OpenApiParameter("x-typesafe-request-id", str, OpenApiParameter.HEADER, required=True, response=True,
+                         description="The request's id (`classify-…`, the body's `id` on a 200), on every response, "
+                                     "errors included; also stored with it, and named in a 5xx's message."),
         OpenApiParameter("x-openjev-model", str, OpenApiParameter.HEADER, required=True, response=[200],
                          description="The language model the backend actually served."),
         OpenApiParameter("Retry-After", int, OpenApiParameter.HEADER, required=True, response=[503, 529],
                          description="Seconds to wait before retrying."),
-        OpenApiParameter("WWW-Authenticate", str, OpenApiParameter.HEADER, required=True, response=[401],
-                         description="`Bearer`."),
+        AUTH_HEADER,
     ],
     auth=OPTIONAL_AUTH,
 )
@@ -801,13 +822,15 @@ print(result.nouls["refund"].noul, result.choices["team"].choice)
 **Classifiers** saved in the admin are also served through SGLang's and vLLM's `POST /v1/classify`
 (`{"model": <classifier>, "input": text or [texts]}`), answered the same way.
 
-**Auth** is off unless the server sets `OPENJEV_API_KEY` (or requires issued keys); then send
-`Authorization: Bearer <key>` to `POST /v1/systemone` and `POST /v1/classify`. Any Bearer value is accepted
-while auth is off.
+**Auth** is off unless the server sets `OPENJEV_API_KEY` (or requires issued keys); then every `/v1/*` route
+(OPTIONS included) needs `Authorization: Bearer <key>`, and only `/health` and `/health/live` are open. Any Bearer
+value is accepted while auth is off.
 
 **Errors**: 422 lists every validation problem as `{"detail": [{"loc", "msg", "type"}]}`; every other error is
 `{"detail": {"error_type", "message"}}`, as JSON (never HTML, never a redirect). `POST /v1/classify` answers its
-errors in SGLang's and vLLM's shape, `{"error", "type", "code"}`.
+errors in SGLang's and vLLM's shape, `{"error", "type", "code"}`. Every response carries `x-typesafe-request-id`;
+a 5xx's message is the same for every cause of its kind and names that id, which is where the operator finds the
+cause.
 """
 
 TAGS = [

@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 RETRY_STATUSES = frozenset({502, 503, 504})
+KEY_HINT = " (the server wants an API key: set OPENJEV_API_KEY or --api-key)"
 STATE = [
     {"role": "system", "content": "You are the support assistant of an online shop."},
     {"role": "user", "content": "Hi, I was charged twice for my March invoice (order #4471)."},
@@ -244,8 +245,9 @@ def smoke_run(*, url: str, api_key: str | None = None, timeout: float = 900.0, r
         say(f"healthy after {waited:.1f} s (server startup {report['container_startup_seconds']} s)")
         limits = client.get("/v1/limits")
         models = client.get("/v1/models")
-        if limits.status_code != 200 or models.status_code != 200:
-            report["error"] = (f"/v1/limits answered {limits.status_code}, /v1/models {models.status_code}: "
+        if limits.status_code != 200 or models.status_code != 200:  # both need the key when auth is on
+            hint = KEY_HINT if 401 in (limits.status_code, models.status_code) else ""
+            report["error"] = (f"/v1/limits answered {limits.status_code}, /v1/models {models.status_code}{hint}: "
                                f"{limits.text[:200]}")
             _report_write(report, output)
             raise SmokeFailed(report["error"], report=report)
@@ -277,8 +279,7 @@ def smoke_run(*, url: str, api_key: str | None = None, timeout: float = 900.0, r
     report["ok"] = not failed
     _report_write(report, output)
     if failed:
-        hint = (" (the server wants an API key: set OPENJEV_API_KEY or --api-key)"
-                if 401 in (types.status, biggest.status, too_many.status) else "")
+        hint = KEY_HINT if 401 in (types.status, biggest.status, too_many.status) else ""
         details = "; ".join(f"{c.name} ({c.detail[:160]})" if c.detail else c.name for c in failed)
         raise SmokeFailed(f"{len(failed)} smoke check(s) failed{hint}: {details}", report=report)
     say(f"smoke test passed: {len(run.checks)} checks, {types.latency_ms} ms for the three-type request")

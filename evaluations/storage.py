@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import json
 import logging
 import os
 import queue
@@ -28,7 +29,8 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, ProgrammingError, connections, transaction
 from django.db.models import Q
 
-from evaluations.errors import ApiError, inference_error_to_api
+from evaluations.errors import ApiError, error_text, inference_error_to_api
+from evaluations.parsing import text_printable
 from inference.errors import InferenceError, RequestInvalid
 from inference.questions import QUESTION_TYPES
 from inference.runner import Outcome
@@ -43,6 +45,10 @@ RETRY_DELAYS: Sequence[float] = (0.25, 1.0, 3.0)
 ERROR_MESSAGE_MAX = 4000
 QUESTION_ID_MAX = 500
 CHOICE_MAX = 255
+FAILED_JSON_MAX = 64 * 1024
+"""Characters of JSON a failed request keeps of its state and of its questions (each), and of its
+validation problems: a 2 MiB body refused in a millisecond must not cost 2 MiB of database per try."""
+TRUNCATED_KEY = "openjev_truncated"
 
 
 @dataclass(frozen=True)
@@ -91,18 +97,19 @@ class _Stats:
 
 
 def error_describe(*, error: BaseException) -> tuple[int, str, str, list[dict[str, Any]] | None]:
-    """(status, error_type, message, detail) exactly as `evaluations.errors` answers the client."""
+    """(status, error_type, message, detail) with the status and type the client got; the message is
+    what operators need: where the client got a generic 5xx, the redacted cause."""
     if isinstance(error, RequestInvalid):
         detail = [{"loc": list(p.loc), "msg": p.msg, "type": p.type} for p in error.problems]
         return 422, "validation_error", str(error), detail
     if isinstance(error, ApiError):
-        return error.status, error.error_type, error.message, None
+        return error.status, error.error_type, error.internal or error.message, None
     if isinstance(error, InferenceError):
         api = inference_error_to_api(error)
-        return api.status, api.error_type, api.message, None
+        return api.status, api.error_type, api.internal or api.message, None
     if isinstance(error, asyncio.CancelledError):
         return 499, "client_closed", "the client disconnected before the answer was ready", None
-    return 500, "internal_error", f"{type(error).__name__}: {error}", None
+    return 500, "internal_error", error_text(error=error), None
 
 
 class _Writer:
@@ -252,11 +259,11 @@ class _Writer:
                 self.stats.add(failed=len(rows))
                 return
             log.warning("storing a batch of %d evaluations failed (%s); retrying one by one", len(rows), exc)
-        for row in rows:  # a bad row (e.g. a NUL character PostgreSQL refuses) must not sink its batch
-            try:
+        for row in rows:  # a bad row (a NUL PostgreSQL refuses, a lone surrogate no UTF-8 driver encodes)
+            try:  # must not sink its batch
                 try:
                     _rows_insert([row])
-                except DatabaseError:
+                except (DatabaseError, UnicodeError):
                     connections.close_all()
                     _rows_insert([_row_scrub(row)])
                 self.stats.add(stored=1)
@@ -325,7 +332,7 @@ def evaluation_rows_build(*, job: _EvaluationJob) -> Row:
         "status_code": job.status,
         "error_type": job.error_type[:64],
         "error_message": job.error_message[:ERROR_MESSAGE_MAX],
-        "error_detail": job.error_detail,
+        "error_detail": _failed_json_capped(job.error_detail),
         "question_count": min(count, 32767),
         "question_types": ",".join(types),
         "input_tokens": outcome.usage.input_tokens if outcome else None,
@@ -339,8 +346,8 @@ def evaluation_rows_build(*, job: _EvaluationJob) -> Row:
         "classifier_id": job.classifier_id,
         "classifier_name": job.classifier_name[:100],
         "store_level": job.level,
-        "state": data.get("state") if full else None,
-        "questions": data.get("questions") if full else None,
+        "state": _stored_json(data.get("state"), full=full, failed=job.status != 200),
+        "questions": _stored_json(data.get("questions"), full=full, failed=job.status != 200),
     }
     answers = []
     for position, answer in enumerate(outcome.answers if outcome else ()):
@@ -360,6 +367,23 @@ def evaluation_rows_build(*, job: _EvaluationJob) -> Row:
             "label_mass": answer.label_mass,
         })
     return evaluation, answers
+
+
+def _failed_json_capped(value: Any) -> Any:
+    """`value` if its JSON fits in `FAILED_JSON_MAX` characters, else a marker object holding the size
+    and the head of that JSON text (readable in the admin, and never mistaken for a state as sent)."""
+    if value is None:
+        return None
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if len(text) <= FAILED_JSON_MAX:
+        return value
+    return {TRUNCATED_KEY: {"json_chars": len(text), "head": text[:FAILED_JSON_MAX]}}
+
+
+def _stored_json(value: Any, *, full: bool, failed: bool) -> Any:
+    if not full:
+        return None
+    return _failed_json_capped(value) if failed else value
 
 
 @dataclass(frozen=True)
@@ -436,9 +460,9 @@ def _rows_insert(rows: list[Row]) -> None:
 
 
 def _scrub(value: Any) -> Any:
-    """Text PostgreSQL can store: no NUL characters, no lone surrogates."""
+    """Text every database can store: NUL characters and lone surrogates as U+FFFD."""
     if isinstance(value, str):
-        return value.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
+        return text_printable(value.replace("\x00", "\ufffd"))
     if isinstance(value, dict):
         return {_scrub(k): _scrub(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -15,18 +15,21 @@ from rest_framework.request import Request
 from evaluations import schema as doc
 from evaluations.auth import request_authenticate
 from evaluations.classify import classifier_names_list, classify_id_new, classify_run
-from evaluations.engine import engine_status, startup_error_message
+from evaluations.engine import STARTUP_FAILED, engine_status
 from evaluations.errors import ApiError, api_exception_handler, classify_error_response, json_response
 from evaluations.parsing import body_parse
 from evaluations.services import Served, request_id_new, systemone_evaluate
 from evaluations.wire import answer_render, label_mass_header
+from openjev_site.requestid import request_id_current
 
 
 class ApiView(APIView):
-    """Our views speak JSON only and map every failure through `evaluations.errors`."""
+    """Our views speak JSON only and map every failure through `evaluations.errors`. With auth on,
+    every route needs the key (OPTIONS and errors such as 405 included), except the health checks."""
 
     authentication_classes: ClassVar[list[Any]] = []
     permission_classes: ClassVar[list[Any]] = []
+    key_required: ClassVar[bool] = True
 
     def handle_exception(self, exc: Exception) -> HttpResponse:
         return api_exception_handler(exc, {})
@@ -40,6 +43,8 @@ class ApiView(APIView):
         self.headers = self.default_response_headers
         try:
             self.initial(drf_request, *args, **kwargs)
+            if self.key_required:  # the key label, recorded with the evaluation
+                drf_request.auth = await request_authenticate(authorization=drf_request.headers.get("Authorization"))
             method = (drf_request.method or "").lower()
             handler = getattr(self, method, None) if method in self.http_method_names else None
             if handler is None:
@@ -51,6 +56,12 @@ class ApiView(APIView):
             response = self.handle_exception(exc)
         self.response = self.finalize_response(drf_request, response, *args, **kwargs)
         return self.response
+
+
+def _key_label(request: Request) -> str | None:
+    """The label of the key `ApiView` authenticated the request with (None while auth is off)."""
+    label = request.auth
+    return label if isinstance(label, str) else None
 
 
 def _served_headers(served: Served) -> dict[str, str]:
@@ -72,16 +83,15 @@ def _served_headers(served: Served) -> dict[str, str]:
 class SystemOneView(ApiView):
     @staticmethod
     async def _evaluate(request: Request, request_id: str) -> Served:
-        api_key = await request_authenticate(authorization=request.headers.get("Authorization"))
         try:
             data = body_parse(request._request.body)
         except ValueError as exc:
             raise ApiError(400, "invalid_request", str(exc)) from None
-        return await systemone_evaluate(data=data, request_id=request_id, api_key=api_key)
+        return await systemone_evaluate(data=data, request_id=request_id, api_key=_key_label(request))
 
     @doc.systemone_schema
     async def post(self, request: Request) -> HttpResponse:
-        request_id = request_id_new()
+        request_id = request_id_current() or request_id_new()
         try:
             served = await self._evaluate(request, request_id)
         except Exception as exc:  # the id goes on errors too, so a client can quote it to operators
@@ -106,14 +116,13 @@ class ClassifyView(ApiView):
 
     @doc.classify_schema
     async def post(self, request: Request) -> HttpResponse:
-        request_id = classify_id_new()
+        request_id = request_id_current() or classify_id_new()
         try:
-            api_key = await request_authenticate(authorization=request.headers.get("Authorization"))
             try:
                 data = body_parse(request._request.body)
             except ValueError as exc:
                 raise ApiError(400, "invalid_request", str(exc)) from None
-            classified = await classify_run(data=data, request_id=request_id, api_key=api_key)
+            classified = await classify_run(data=data, request_id=request_id, api_key=_key_label(request))
         except Exception as exc:  # the id goes on errors too, so a client can quote it to operators
             response = self.handle_exception(exc)
             response["x-typesafe-request-id"] = request_id
@@ -155,6 +164,8 @@ class LimitsView(ApiView):
 
 
 class HealthView(ApiView):
+    key_required = False
+
     @doc.health_schema
     async def get(self, request: Request) -> HttpResponse:
         engine, startup_seconds, error = engine_status()
@@ -163,12 +174,14 @@ class HealthView(ApiView):
             return json_response({"status": "ok", "backend": engine.backend.kind, "model": engine.backend.model,
                                   "startup_seconds": startup_seconds})
         body = {"status": "unavailable", "backend": backend, "startup_seconds": startup_seconds,
-                "message": startup_error_message(error) if error else
+                "message": STARTUP_FAILED if error else
                 ("the backend does not answer its health check" if engine else "starting")}
         return json_response(body, status=503, headers={"Retry-After": "5"})
 
 
 class LiveView(ApiView):
+    key_required = False
+
     @doc.live_schema
     async def get(self, request: Request) -> HttpResponse:
         return json_response({"status": "ok"})

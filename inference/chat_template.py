@@ -2,6 +2,11 @@
 
 Production tokenizes on our side and sends token ids, so our rendering must match the text the
 model was trained on byte for byte: same sandbox, same whitespace control, same `tojson`.
+
+The transcript is the client's, and a template only knows the shapes it was written for: `tool_calls`
+that are not a list of objects, a role order the template refuses with `raise_exception`, a field of
+the wrong type. A template that renders a plain one-message chat but fails on this one failed because
+of the request, which is the client's 422, whatever the exception.
 """
 
 from __future__ import annotations
@@ -16,7 +21,11 @@ from jinja2.exceptions import TemplateError
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from inference.errors import StartupError
+from inference.errors import Problem, RequestInvalid, StartupError
+
+PLAIN_CHAT = ({"role": "user", "content": "Hello"},)
+"""A conversation every chat template renders: the shape of our own closing turn."""
+TEMPLATE_ERROR_CHARS = 300
 
 
 def _raise_exception(message: str) -> None:
@@ -51,6 +60,26 @@ class ChatTemplate:
             raise StartupError(f"the chat template does not compile: {exc}") from exc
 
     def render(self, messages: Sequence[dict[str, Any]]) -> str:
-        """Render with the generation prompt on and thinking off (the answer is one label)."""
+        """Render with the generation prompt on and thinking off (the answer is one label); a failure
+        caused by `messages` raises RequestInvalid, one the template has on any chat StartupError."""
+        try:
+            return self._render(messages)
+        except (StartupError, MemoryError):
+            raise
+        except Exception as exc:
+            if not self._renders_plain_chat:
+                raise StartupError(f"the chat template cannot render a one-message chat: {exc}") from exc
+            message = f"the model's chat template cannot render this conversation: {exc}"[:TEMPLATE_ERROR_CHARS]
+            raise RequestInvalid([Problem(("body", "state"), message, "chat_template")]) from exc
+
+    def _render(self, messages: Sequence[dict[str, Any]]) -> str:
         return str(self._compiled.render(messages=list(messages), add_generation_prompt=True,
                                          enable_thinking=False, **self.special_tokens))
+
+    @cached_property
+    def _renders_plain_chat(self) -> bool:
+        try:
+            self._render(PLAIN_CHAT)
+        except Exception:
+            return False
+        return True

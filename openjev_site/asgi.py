@@ -1,4 +1,4 @@
-"""ASGI entry point: the body guard in front of Django.
+"""ASGI entry point: request ids and the body guard in front of Django.
 
 The engine is built on first use (any API call, or the load balancer's first `/health` probe), in a
 worker thread, so importing the application stays fast and side-effect free.
@@ -17,15 +17,21 @@ from django.conf import settings  # noqa: E402  (settings are ready only after g
 
 from openjev_site.api_handler import ApiASGIHandler, path_is_api  # noqa: E402
 from openjev_site.bodyguard import BodyGuard  # noqa: E402
+from openjev_site.requestid import RequestIds  # noqa: E402
 
 api_application = ApiASGIHandler()
 
 
+def _is_api(scope: Any) -> bool:
+    return scope["type"] == "http" and path_is_api(scope, script_name=settings.FORCE_SCRIPT_NAME)
+
+
 async def router(scope: Any, receive: Any, send: Any) -> None:
     """API paths take the lean handler; the admin and the docs keep the full middleware stack."""
-    is_api = scope["type"] == "http" and path_is_api(scope, script_name=settings.FORCE_SCRIPT_NAME)
-    app = api_application if is_api else django_application
+    app = api_application if _is_api(scope) else django_application
     await app(scope, receive, send)
 
 
-application = BodyGuard(router, max_bytes=settings.OPENJEV.max_body_bytes)
+# The request id outermost, so even the body guard's refusals carry one.
+application = RequestIds(BodyGuard(router, max_bytes=settings.OPENJEV.max_body_bytes,
+                                   read_timeout=settings.OPENJEV.body_timeout), applies=_is_api)

@@ -4,10 +4,17 @@ The limit is checked while the body streams in (413 as soon as it is exceeded, n
 everything), and a compressed body is decoded with its output capped at the same limit, so a
 compression bomb costs at most `max_bytes` of memory. The official SDK compresses bodies of 1 KiB
 and more with zstd, so decoding is not optional.
+
+Every method goes through the same checks: Django reads (and spools to disk) any body before it
+routes, so a GET or DELETE body that skipped the guard could be a gigabyte read before the 405. The
+whole body must also arrive within `read_timeout` seconds, or the answer is 408 and the connection
+is closed: a client that stalls mid-body must not hold a connection and its buffer for ever (the
+ASGI servers have no body timeout of their own; `serve` sets the header timeout).
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import zlib
@@ -67,7 +74,10 @@ def _decode_zstd(data: bytes, limit: int) -> bytes:
 
 
 def body_decode(*, data: bytes, encoding: str, limit: int) -> bytes:
-    """Decode one Content-Encoding, output capped at `limit` bytes."""
+    """Decode one Content-Encoding, output capped at `limit` bytes. No body is no body in any
+    encoding (a GET that carries the header of its client's defaults)."""
+    if not data:
+        return data
     if encoding in ("gzip", "x-gzip"):
         return _decode_gzip(data, limit)
     if encoding == "zstd":
@@ -95,12 +105,13 @@ async def _send_error(send: Send, status: int, error_type: str, message: str, *,
 
 
 class BodyGuard:
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, max_bytes: int, read_timeout: float) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.read_timeout = read_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS", "DELETE"):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = scope["headers"]
@@ -127,6 +138,10 @@ class BodyGuard:
         except BodyUndecodable as exc:
             await _send_error(send, 400, "invalid_request", str(exc), scope=scope)
             return
+        except TimeoutError:
+            await _send_error(send, 408, "request_timeout",
+                              f"the body did not arrive within {self.read_timeout:g} s", scope=scope)
+            return
         except _Disconnected:
             return
         if encoding != "identity":
@@ -138,17 +153,18 @@ class BodyGuard:
     async def _read(self, receive: Receive) -> bytes:
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise _Disconnected
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                raise BodyTooLarge
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
+        async with asyncio.timeout(self.read_timeout):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise _Disconnected
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.max_bytes:
+                    raise BodyTooLarge
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
 
 
 class _Disconnected(Exception):

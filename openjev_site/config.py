@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from inference.profiles import DEFAULT_PROFILE, PROFILES
+from openjev_site.redaction import REDACTED, text_redact
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL = "Qwen/Qwen3.6-35B-A3B"
@@ -24,6 +25,10 @@ LOCAL_MODELS = {
     "qwen2.5-coder-0.5b": "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
     "qwen2.5-coder-1.5b": "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
 }
+
+
+DEFAULT_SECRET_KEY = "openjev-insecure-development-key-set-OPENJEV_SECRET_KEY-in-production"
+"""Public (it is in the source): fine for tests and `runserver`; `serve` refuses to run with it."""
 
 
 class ConfigError(ValueError):
@@ -77,10 +82,20 @@ class OpenJevConfig:
     """Option orders averaged per question (cyclic shifts); 1 asks each question once."""
     label_mass_warn: float = 0.5
     """A warning is logged for an answer whose label mass is under this."""
+    header_timeout: float = 20.0
+    """Seconds a connection has to deliver a request's headers (`serve`'s uvicorn; daphne: per read)."""
+    body_timeout: float = 60.0
+    """Seconds a request has to deliver its whole body once the headers are in (the body guard)."""
 
     @property
     def auth_required(self) -> bool:
         return bool(self.api_key) or self.require_api_key
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Values that must never appear in a log, a stored error or a client's answer."""
+        public = DEFAULT_SECRET_KEY
+        return tuple(v for v in (self.api_key, self.backend_api_key, self.secret_key) if v and v != public)
 
 
 def _get[T](
@@ -177,6 +192,8 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
         max_concurrent_requests=_get(env, "MAX_CONCURRENT_REQUESTS", 16, int, _positive, "a positive integer"),
         max_concurrent_branches=_get(env, "MAX_CONCURRENT_BRANCHES", 64, int, _positive, "a positive integer"),
         request_timeout=_get(env, "REQUEST_TIMEOUT", 120.0, float, _positive, "a positive number of seconds"),
+        header_timeout=_get(env, "HEADER_TIMEOUT", 20.0, float, _positive, "a positive number of seconds"),
+        body_timeout=_get(env, "BODY_TIMEOUT", 60.0, float, _positive, "a positive number of seconds"),
         temperature=_get(env, "TEMPERATURE", None, float, lambda v: v is None or v > 0, "a positive number"),
         confidence=_get(env, "CONFIDENCE", "entropy", _choice("entropy", "typesafe"), rule="entropy or typesafe"),
         debias=_get(env, "DEBIAS", "auto", _choice("auto", "on", "off"), rule="auto, on or off"),
@@ -187,7 +204,7 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
         ),
         database_url=s("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
         debug=_get(env, "DEBUG", False, _bool, rule="true or false"),
-        secret_key=s("SECRET_KEY", "openjev-insecure-development-key-set-OPENJEV_SECRET_KEY-in-production"),
+        secret_key=s("SECRET_KEY", DEFAULT_SECRET_KEY),
         allowed_hosts=tuple(h.strip() for h in s("ALLOWED_HOSTS", "*").split(",") if h.strip()),
         # A gateway that mounts the API under a path (e.g. /jev) and cannot pass the ASGI root_path.
         force_script_name=_get(
@@ -205,6 +222,8 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
 
 
 def config_describe(config: OpenJevConfig) -> dict[str, Any]:
-    """The configuration without secrets, for logs and the startup banner."""
+    """The configuration without secrets, for logs and the startup banner: the secret settings
+    masked, and credentials inside any other value (a backend or database URL) redacted."""
     hidden = {"backend_api_key", "api_key", "secret_key"}
-    return {k: ("***" if k in hidden and v else v) for k, v in config.__dict__.items()}
+    return {k: (REDACTED if k in hidden and v else text_redact(text=v, secrets=config.secrets) if isinstance(v, str)
+                else v) for k, v in config.__dict__.items()}

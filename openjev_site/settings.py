@@ -116,7 +116,9 @@ SPECTACULAR_SETTINGS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    # Credentials (URL userinfo, configured keys) are redacted from every line, tracebacks included.
+    "formatters": {"plain": {"()": "openjev_site.redaction.RedactingFormatter",
+                             "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": "INFO"},
     # httpx logs every backend call at INFO: one line per branch is noise in production and costs

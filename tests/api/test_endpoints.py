@@ -45,8 +45,10 @@ async def test_health_needs_no_key_when_auth_is_on(api, fake, settings):
     assert (await api.get("/health/live")).status_code == 200
 
 
-async def test_a_failed_engine_startup_is_reported_by_health_and_requests(api, fake, monkeypatch):
+async def test_a_failed_engine_startup_is_reported_by_health_and_requests_and_logged_with_its_reason(
+        api, fake, monkeypatch, caplog):
     from evaluations import engine as engine_module
+    from evaluations.engine import STARTUP_FAILED
     from inference.errors import StartupError
 
     def broken(*, config, backend=None):
@@ -57,7 +59,8 @@ async def test_a_failed_engine_startup_is_reported_by_health_and_requests(api, f
     engine_module.engine_start()
     engine_module._slot.thread.join()
     health = await api.get("/health")
-    assert health.status_code == 503 and "no such model file" in health.json()["message"]
+    assert health.status_code == 503 and health.json()["message"] == STARTUP_FAILED  # open to anyone: no reason
+    assert "no such model file" in caplog.text
     from tests.conftest import README_REQUEST
 
     response = await api.post("/v1/systemone", json=README_REQUEST)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -148,16 +149,11 @@ async def test_compression_bomb_gets_413(api, fake, encoding):
     assert_error(response, 413, "request_too_large")
 
 
-async def test_streamed_body_over_the_limit_is_refused_before_it_is_all_read():
+async def guard_refusal(scope, receive, *, read_timeout=5.0):
+    """What the body guard alone (10 KiB limit) sends for `scope`, in front of an app that must not run."""
     from openjev_site.bodyguard import BodyGuard
 
-    chunks_read = 0
     sent: list[dict] = []
-
-    async def receive():
-        nonlocal chunks_read
-        chunks_read += 1
-        return {"type": "http.request", "body": b"x" * 1024, "more_body": True}
 
     async def send(message):
         sent.append(message)
@@ -165,10 +161,30 @@ async def test_streamed_body_over_the_limit_is_refused_before_it_is_all_read():
     async def app(scope, receive, send):
         raise AssertionError("the app must not run")
 
-    scope = {"type": "http", "method": "POST", "headers": [], "path": "/v1/systemone"}
-    await BodyGuard(app, max_bytes=10 * 1024)(scope, receive, send)
-    assert sent[0]["status"] == 413
-    assert chunks_read == 11
+    await BodyGuard(app, max_bytes=10 * 1024, read_timeout=read_timeout)(scope, receive, send)
+    return sent
+
+
+class EndlessBody:
+    """A client that streams 1 KiB chunks for ever; counts what the guard read."""
+
+    def __init__(self):
+        self.read = 0
+
+    async def __call__(self):
+        self.read += 1
+        return {"type": "http.request", "body": b"x" * 1024, "more_body": True}
+
+
+@pytest.mark.parametrize("method", ["POST", "GET", "DELETE", "HEAD", "OPTIONS", "PUT", "PATCH"])
+async def test_a_body_over_the_limit_is_refused_on_every_method_before_it_is_all_read(method):
+    body = EndlessBody()
+    declared = {"type": "http", "method": method, "path": "/v1/models", "headers": [(b"content-length", b"99999")]}
+    assert (await guard_refusal(declared, body))[0]["status"] == 413
+    assert body.read == 0  # refused on the declared length alone
+    streamed = {"type": "http", "method": method, "path": "/v1/models", "headers": []}
+    assert (await guard_refusal(streamed, body))[0]["status"] == 413
+    assert body.read == 11
 
 
 async def test_auth_on_requires_the_bearer_key(api, fake, settings):
@@ -260,3 +276,59 @@ async def test_errors_from_the_evaluation_endpoint_carry_a_request_id(api, fake)
 async def test_options_on_api_routes_is_answered_not_a_500(api, fake):
     response = await api.options("/v1/systemone")
     assert response.status_code == 200
+
+
+BIG = str(2 * 1024 * 1024 + 1)
+EVERY_API_RESPONSE = {
+    "200": ("POST", "/v1/systemone", {"json": README_REQUEST}, 200),
+    "422": ("POST", "/v1/systemone", {"json": body_with(model="gpt-4")}, 422),
+    "400 not JSON": ("POST", "/v1/systemone", {"content": b"{"}, 400),
+    "400 corrupt gzip (guard)": ("POST", "/v1/systemone", {"content": b"x", "headers": {"Content-Encoding": "gzip"}},
+                                 400),
+    "413 (guard)": ("POST", "/v1/systemone", {"content": b"{}", "headers": {"Content-Length": BIG}}, 413),
+    "415 (guard)": ("POST", "/v1/classify", {"content": b"{}", "headers": {"Content-Encoding": "br"}}, 415),
+    "404": ("GET", "/v1/nope", {}, 404),
+    "404 under /health": ("GET", "/health/nope", {}, 404),
+    "405": ("GET", "/v1/systemone", {}, 405),
+    "OPTIONS": ("OPTIONS", "/v1/models", {}, 200),
+    "models": ("GET", "/v1/models", {}, 200),
+    "limits": ("GET", "/v1/limits", {}, 200),
+    "health": ("GET", "/health", {}, 200),
+    "live": ("GET", "/health/live", {}, 200),
+    "classify 404": ("POST", "/v1/classify", {"json": {"model": "nope", "input": "x"}}, 404),
+}
+
+
+@pytest.mark.parametrize("case", list(EVERY_API_RESPONSE))
+async def test_every_api_response_carries_a_request_id(api, fake, case):
+    method, path, options, status = EVERY_API_RESPONSE[case]
+    response = await api.request(method, path, **options)
+    assert response.status_code == status, response.text
+    prefix = "classify-" if path == "/v1/classify" else "req_"
+    assert re.fullmatch(prefix + "[0-9a-f]{32}", response.headers["x-typesafe-request-id"])
+
+
+async def test_each_response_has_its_own_request_id_and_pages_outside_the_api_none(api, fake):
+    ids = {(await api.get("/v1/nope")).headers["x-typesafe-request-id"] for _ in range(3)}
+    assert len(ids) == 3
+    assert "x-typesafe-request-id" not in (await api.get("/openapi.json")).headers
+
+
+async def test_a_get_with_a_body_is_limited_like_a_post(api, fake):
+    response = await api.request("GET", "/v1/models", content=b"x" * (2 * 1024 * 1024 + 1))
+    assert_error(response, 413, "request_too_large")
+    assert (await api.request("GET", "/v1/models", content=b"small")).status_code == 200
+
+
+async def test_a_body_that_stalls_gets_408_and_the_connection_closed():
+    chunks = [{"type": "http.request", "body": b'{"model":', "more_body": True}]
+
+    async def receive():
+        if chunks:
+            return chunks.pop()
+        await asyncio.sleep(3600)  # the client stopped sending
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/systemone", "headers": []}
+    sent = await asyncio.wait_for(guard_refusal(scope, receive, read_timeout=0.2), timeout=5)
+    assert sent[0]["status"] == 408 and (b"connection", b"close") in sent[0]["headers"]
+    assert json.loads(sent[1]["body"])["detail"]["error_type"] == "request_timeout"

@@ -15,7 +15,8 @@ from tests.docs.conftest import component_validator, openapi
 
 ENDPOINTS = {("/v1/systemone", "post"), ("/v1/classify", "post"), ("/v1/models", "get"), ("/v1/limits", "get"),
              ("/health", "get"), ("/health/live", "get")}
-SYSTEMONE_STATUSES = {"200", "400", "401", "413", "415", "422", "500", "502", "503", "504", "529"}
+ID = "x-typesafe-request-id"
+SYSTEMONE_STATUSES = {"200", "400", "401", "408", "413", "415", "422", "500", "502", "503", "504", "529"}
 NAMED_REQUESTS = {"ReadmeRequest", "ChatTranscriptState", "Score10Levels", "StructuredState"}
 
 
@@ -92,15 +93,19 @@ async def test_every_error_status_is_documented_with_its_body_headers_and_an_exa
     assert {name for name, header in headers_200.items() if header.get("required")} == {
         "x-typesafe-request-id", "x-openjev-model", "x-openjev-prefix-tokens", "Server-Timing"}
     assert not headers_200["x-openjev-cached-tokens"].get("required")
-    assert set(responses["529"]["headers"]) == set(responses["503"]["headers"]) == {"Retry-After"}
-    assert set(responses["401"]["headers"]) == {"WWW-Authenticate"}
+    assert set(responses["529"]["headers"]) == set(responses["503"]["headers"]) == {"Retry-After", ID}
+    assert set(responses["401"]["headers"]) == {"WWW-Authenticate", ID}
+    assert all(response["headers"][ID]["required"] for response in responses.values())
 
 
-async def test_bearer_auth_is_documented_optional_on_systemone_and_absent_on_the_probes(api):
+async def test_bearer_auth_is_documented_optional_on_every_v1_route_and_absent_on_the_probes(api):
     document = await openapi(api)
     assert document["components"]["securitySchemes"]["bearerAuth"]["type"] == "http"
     assert document["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
     assert _operation(document)["security"] == [{"bearerAuth": []}, {}]
+    for path in ("/v1/models", "/v1/limits"):
+        operation = _operation(document, path, "get")
+        assert operation["security"] == [{"bearerAuth": []}, {}] and "401" in operation["responses"]
     for path in ("/health", "/health/live"):
         assert _operation(document, path, "get")["security"] == [{}]
 

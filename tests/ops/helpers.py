@@ -38,6 +38,7 @@ def serve_env(**extra: str) -> dict[str, str]:
     storage off (no database needed)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENJEV_", "FAKE_SGLANG_"))}
     env |= {"OPENJEV_TOKENIZER": str(qwen3_dir()), "OPENJEV_STORE_EVALUATIONS": "off",
+            "OPENJEV_SECRET_KEY": "tests-serve-secret-key-not-the-public-default",
             "DJANGO_SETTINGS_MODULE": "openjev_site.settings", "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     return env | extra
 

@@ -69,6 +69,14 @@ def test_autoscaling_and_scale_to_zero_after_five_minutes(loaded):
     assert concurrency["target_inputs"] < concurrency["max_inputs"]
 
 
+def test_each_container_serves_with_its_own_secret_key_unless_a_secret_sets_one(loaded):
+    module, _ = loaded
+    first, second = (module.serve_environment(environ={"PATH": "/bin"}) for _ in range(2))
+    assert first["PATH"] == "/bin" and len(first["OPENJEV_SECRET_KEY"]) == 64
+    assert first["OPENJEV_SECRET_KEY"] != second["OPENJEV_SECRET_KEY"]
+    assert module.serve_environment(environ={"OPENJEV_SECRET_KEY": "shared"})["OPENJEV_SECRET_KEY"] == "shared"
+
+
 def test_the_web_server_waits_for_the_model_and_serve_supervises_sglang(loaded):
     module, calls = loaded
     assert calls["web_server"]["port"] == 8000 and calls["web_server"]["startup_timeout"] >= 20 * 60

@@ -200,3 +200,18 @@ def test_print_sglang_command_shows_the_worker_command_without_launching(tmp_pat
                              context_length=32768, port=30000, host="0.0.0.0", frontend="rust",
                              extra_args=["--enable-metrics"])
     assert result.stdout.strip() == "SGLANG_RUST_SERVER=1 " + shlex.join(argv)
+
+
+def test_serve_refuses_the_public_default_secret_key_before_anything_starts(tmp_path):
+    env = {k: v for k, v in serve_env().items() if k != "OPENJEV_SECRET_KEY"}
+    with Serve(["--connect", f"http://u:backend-pass-1234@127.0.0.1:{free_port()}"], log=tmp_path / "serve.log",
+               env=env) as serve:
+        assert serve.wait_exit(timeout=60) == 1
+    assert "OPENJEV_SECRET_KEY is not set" in serve.log and "waiting for" not in serve.log
+
+
+def test_serve_logs_the_backend_url_without_its_credentials(tmp_path):
+    url = f"http://u:backend-pass-1234@127.0.0.1:{free_port()}"
+    with Serve(["--connect", url, "--startup-timeout", "1"], log=tmp_path / "serve.log") as serve:
+        assert serve.wait_exit(timeout=60) == 1
+    assert "http://***@127.0.0.1" in serve.log and "backend-pass-1234" not in serve.log

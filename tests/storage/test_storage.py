@@ -4,6 +4,7 @@ changes or delays an answer (SPEC section 6). Runs on SQLite and, with `-m postg
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import threading
 import time
@@ -136,6 +137,42 @@ async def test_a_validation_failure_is_stored_as_422_with_its_problems(api, fake
     assert await db(lambda: EvaluationAnswer.objects.count()) == 0
 
 
+@pytest.mark.parametrize("text, loc", [
+    ('{"model": "jev-latest", "state": "Refund \\ud800", "questions": {"q\\udc00": {"type": "noul"}}}',
+     ["body", "questions", "q\ufffd"]),
+    ('{"model": "jev-latest", "state": "x", "questions": {"q": {"type": "score", "criteria": ["a", {"v": 1e400}]}}}',
+     ["body", "questions", "q", "criteria", 1, "v"]),
+])
+async def test_input_no_text_or_number_can_hold_is_stored_as_the_422_the_client_got(api, fake, store, text, loc):
+    response = await api.post("/v1/systemone", content=text.encode(), headers={"Content-Type": "application/json"})
+    assert response.status_code == 422
+    await drained()
+    row = await db(lambda: evaluation_get(response.headers["x-typesafe-request-id"]))
+    assert (row.status_code, row.error_type) == (422, "validation_error")
+    assert row.error_detail == response.json()["detail"] and loc in [d["loc"] for d in row.error_detail]
+    assert row.requested_model == "jev-latest" and row.question_count == 1
+    if "ud800" in text:  # no database driver encodes a lone surrogate: stored as U+FFFD, like a NUL
+        assert row.state == "Refund \ufffd" and list(row.questions) == ["q\ufffd"]
+    else:
+        assert row.questions["q"]["criteria"][1]["v"] == math.inf
+
+
+async def test_a_failed_request_stores_a_capped_state_and_problem_list_with_a_marker(api, fake, store):
+    state = "word " * 350_000  # 1.75 MB of JSON
+    options = {str(i): i for i in range(255)}  # every description a number: 255 problems per question
+    body = {"model": "jev-latest", "state": state,
+            "questions": {f"q{i}": {"type": "choice", "criteria": options} for i in range(64)}}
+    response = await api.post("/v1/systemone", json=body)
+    assert response.status_code == 422 and len(response.json()["detail"]) == 64 * 255
+    await drained()
+    row = await db(lambda: evaluation_get(response.headers["x-typesafe-request-id"]))
+    kept = row.state[storage.TRUNCATED_KEY]
+    assert kept["json_chars"] == len(json.dumps(state)) and kept["head"] == json.dumps(state)[:storage.FAILED_JSON_MAX]
+    assert row.questions[storage.TRUNCATED_KEY]["json_chars"] > storage.FAILED_JSON_MAX
+    assert len(row.error_detail[storage.TRUNCATED_KEY]["head"]) == storage.FAILED_JSON_MAX
+    assert row.question_count == 64 and row.error_message
+
+
 @pytest.mark.parametrize("failure, status, error_type", [
     ("backend_status", 502, "backend_error"),
     ("dead", 503, "backend_unavailable"),
@@ -161,8 +198,11 @@ async def test_engine_failures_are_stored_with_the_status_the_client_got(api, fa
     row = await db(lambda: Evaluation.objects.get())
     assert (row.status_code, row.error_type) == (status, error_type)
     assert row.error_message and row.served_model == "Qwen/Qwen3.6-35B-A3B" and row.backend == "sglang"
-    if status != 422:
+    if status == 529:
         assert row.error_message == response.json()["detail"]["message"]
+    elif status != 422:  # a fault: the client gets the generic message and the id, the row the cause
+        client_message = response.json()["detail"]["message"]
+        assert row.request_id in client_message and row.error_message not in client_message
     assert row.total_ms is not None and row.input_tokens is None
 
 

@@ -54,7 +54,8 @@ from inference.supervisor import (
     process_watch,
     returncode_describe,
 )
-from openjev_site.config import ConfigError, OpenJevConfig, config_from_env
+from openjev_site.config import DEFAULT_SECRET_KEY, ConfigError, OpenJevConfig, config_from_env
+from openjev_site.redaction import text_redact
 
 log = logging.getLogger("openjev.serve")
 
@@ -76,10 +77,13 @@ class _Uvicorn:
     def __init__(self, *, app: Any, host: str, port: int, drain: float, keep_alive: int, access_log: bool) -> None:
         import uvicorn
 
+        from openjev_site.header_timeout import h11_protocol_with_header_timeout
+
         # log_config=None: keep Django's LOGGING; lifespan off: the engine is built before serving.
         config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_config=None, access_log=access_log,
                                 timeout_graceful_shutdown=max(1, round(drain)), timeout_keep_alive=keep_alive,
-                                server_header=False, proxy_headers=True)
+                                server_header=False, proxy_headers=True,
+                                http=h11_protocol_with_header_timeout(seconds=settings.OPENJEV.header_timeout))
         self._server = uvicorn.Server(config)
 
     def run(self) -> None:
@@ -223,6 +227,10 @@ class Command(BaseCommand):
             overrides |= {"OPENJEV_BACKEND": "sglang", "OPENJEV_BACKEND_URL": connect.rstrip("/")}
         env_apply(overrides=overrides)
         config = settings.OPENJEV
+        if config.secret_key == DEFAULT_SECRET_KEY and not config.debug and not options["print_sglang_command"]:
+            raise CommandError("OPENJEV_SECRET_KEY is not set: serve will not run with the public development key "
+                               "(it signs admin sessions). Set it to a long random value, the same on every replica, "
+                               "e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'")
         if options["migrate"] and not options["print_sglang_command"]:
             call_command("migrate", interactive=False, verbosity=0)
 
@@ -269,12 +277,13 @@ class Command(BaseCommand):
                 raise CommandError(f"{exc}; the API will not start without it",
                                    returncode=exit_status(returncode=exc.returncode)) from None
             except SupervisorError as exc:
-                raise CommandError(str(exc)) from None
+                raise CommandError(text_redact(text=str(exc), secrets=config.secrets)) from None
             log.info("backend healthy after %.1f s", waited)
         try:
             engine = engine_build(config=config)
         except Exception as exc:
-            raise CommandError(f"engine startup failed: {startup_error_message(exc)}") from None
+            raise CommandError(text_redact(text=f"engine startup failed: {startup_error_message(exc)}",
+                                           secrets=config.secrets)) from None
         if stop.event.is_set():
             return
         startup_seconds = time.monotonic() - started
