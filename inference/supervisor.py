@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping, Sequence
 import httpx
 
 from inference.backends.sglang import READINESS_ANSWERS
-from inference.redaction import text_redact
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +111,7 @@ def health_wait(*, url: str, process: subprocess.Popen[bytes] | None, timeout: f
             except httpx.HTTPError as exc:
                 last = type(exc).__name__
             if time.monotonic() >= deadline:
-                raise StartupTimeout(text_redact(text=f"{name} at {url} was not healthy after {timeout:.0f} s "
-                                                      f"(last: {last})"))
+                raise StartupTimeout(f"{name} at {url} was not healthy after {timeout:.0f} s (last: {last})")
             if stop is not None:
                 stop.wait(interval)
             else:

@@ -33,7 +33,7 @@ import httpx
 
 from inference.backends.base import BranchCall, Generation
 from inference.errors import BackendFailed, BackendUnavailable
-from inference.redaction import text_redact
+from inference.redaction import url_credentials_redact
 from inference.tokenizer import Tokenizer
 
 BranchMode = Literal["batched", "parallel"]
@@ -109,18 +109,18 @@ class SGLangBackend:
                     path, content=body.encode(), headers={"Content-Type": "application/json"}
                 )
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
-                raise BackendUnavailable(text_redact(text=f"SGLang at {self.url} is unreachable: {exc!r}")) from exc
+                raise BackendUnavailable(f"SGLang at {self.url} is unreachable: {exc!r}") from exc
             except httpx.TimeoutException as exc:
-                raise BackendFailed(text_redact(text=f"SGLang at {self.url} did not answer in time: {exc!r}")) from exc
+                raise BackendFailed(f"SGLang at {self.url} did not answer in time: {exc!r}") from exc
             except httpx.HTTPError as exc:
-                raise BackendFailed(text_redact(text=f"SGLang call failed: {exc!r}")) from exc
+                raise BackendFailed(f"SGLang call failed: {exc!r}") from exc
         if response.status_code != 200:
             raise failure_classify(status=response.status_code, text=response.text)
         try:
             return response.json()
         except ValueError as exc:
             raise BackendFailed(
-                f"SGLang answered with a body that is not JSON: {text_redact(text=response.text)[:200]!r}"
+                f"SGLang answered with a body that is not JSON: {url_credentials_redact(text=response.text)[:200]!r}"
             ) from exc
 
     async def warm(self, *, rid: str, prefix_ids: Sequence[int]) -> Generation:
@@ -190,7 +190,7 @@ def failure_classify(*, status: int, text: str) -> BackendUnavailable | BackendF
     """A non-200 answer as the error it means. 503, and the gateway's answers for "no worker can take
     this" (404 `model_not_found` with zero workers, 500 `call_upstream_connection_failed` when every
     worker is down), are BackendUnavailable (503 with Retry-After); anything else is BackendFailed."""
-    detail = text_redact(text=text)[:300]  # redact first: a cut could split a URL's credentials
+    detail = url_credentials_redact(text=text)[:300]  # redact first: a cut could split a URL's credentials
     if status == 503 or _gateway_error_code(text=text) in _GATEWAY_UNAVAILABLE_CODES:
         return BackendUnavailable(f"SGLang is not ready ({status}): {detail}")
     return BackendFailed(f"SGLang answered {status}: {detail}")

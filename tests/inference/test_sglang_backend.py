@@ -10,7 +10,7 @@ import pytest
 from inference.backends.base import BranchCall
 from inference.backends.sglang import SGLangBackend, failure_classify
 from inference.errors import BackendFailed, BackendUnavailable
-from inference.redaction import text_redact
+from inference.redaction import url_credentials_redact
 from tests.ops.helpers import free_port
 from tests.qwen3 import qwen3_tokenizer
 
@@ -64,15 +64,14 @@ def test_gateway_answers_for_no_worker_mean_unavailable_anything_else_failed(sta
 
 
 def test_credentials_in_urls_are_redacted_wherever_they_appear():
-    text = "at http://user:secret@gw:30000/x and https://token@h/ (plain http://gw:30000 stays)"
-    assert text_redact(text=text) == "at http://***@gw:30000/x and https://***@h/ (plain http://gw:30000 stays)"
+    text = "at http://user:p@ss@gw:30000/x and https://token@h/ (plain http://gw:30000 stays)"
+    redacted = "at http://***@gw:30000/x and https://***@h/ (plain http://gw:30000 stays)"
+    assert url_credentials_redact(text=text) == redacted
 
 
-async def test_an_unreachable_backend_is_unavailable_without_naming_its_credentials():
-    backend = backend_for(f"http://user:secret@127.0.0.1:{free_port()}")
-    with pytest.raises(BackendUnavailable) as raised:
-        await backend.warm(rid="w", prefix_ids=PREFIX)
-    assert "secret" not in str(raised.value) and "***@127.0.0.1" in str(raised.value)
+async def test_an_unreachable_backend_is_unavailable():
+    with pytest.raises(BackendUnavailable, match="unreachable"):
+        await backend_for(f"http://127.0.0.1:{free_port()}").warm(rid="w", prefix_ids=PREFIX)
 
 
 def test_a_backend_answer_naming_credentials_is_redacted():

@@ -42,7 +42,6 @@ from evaluations.engine import engine_build, engine_install, startup_error_messa
 from inference.backends.sglang import HEALTH_PATH, READINESS_PATH
 from inference.errors import StartupError
 from inference.profiles import profile_get, sglang_command
-from inference.redaction import text_redact
 from inference.supervisor import (
     ChildExited,
     StartupCancelled,
@@ -264,8 +263,7 @@ class Command(BaseCommand):
                options: dict[str, Any]) -> None:
         """Wait for the backend, build the engine, then serve until a signal or SGLang's exit."""
         if config.backend == "sglang" and config.backend_url:
-            log.info("waiting for %s to be ready (up to %.0f s)", text_redact(text=config.backend_url),
-                     options["startup_timeout"])
+            log.info("waiting for %s to be ready (up to %.0f s)", config.backend_url, options["startup_timeout"])
             try:
                 waited = health_wait(url=f"{config.backend_url}{READINESS_PATH}", process=process,
                                      timeout=options["startup_timeout"], stop=stop.event,
