@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import httpx
 import pytest
@@ -61,8 +61,8 @@ def gateway_engine(gateway: Gateway, *, branch_mode: str = "batched", **override
 
 
 @pytest.fixture
-async def api_on(request: pytest.FixtureRequest) -> AsyncIterator[object]:
-    """A factory: `await api_on(engine)` installs the engine and gives an ASGI client of the API."""
+async def api_on() -> AsyncIterator[Callable[[Engine], httpx.AsyncClient]]:
+    """A factory: `api_on(engine)` installs the engine and gives an ASGI client of the API."""
     from openjev_site.asgi import application
 
     clients: list[httpx.AsyncClient] = []
