@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inference.backends.base import Backend, BranchCall, Generation
+from inference.cancellation import abort_schedule
 from inference.debias import Priors
 from inference.errors import EvaluationTimeout, Overloaded
 from inference.labels import Label
@@ -208,9 +209,9 @@ async def plan_run(
 
 
 async def _abort(backend: Backend, rids: list[str]) -> None:
-    """Shielded, so a cancelled request (client gone) still tells the backend to stop."""
-    if rids:
-        await asyncio.shield(backend.abort(rids=list(rids)))
+    """In the background, so neither the admission slot nor the deadline waits for the backend; a
+    cancelled request (client gone) still tells the backend to stop."""
+    abort_schedule(backend=backend, rids=rids)
 
 
 def answers_compute(*, plan: Plan, generations: Sequence[Generation],

@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import httpx
 
+from inference.backends.sglang import READINESS_ANSWERS
+
 log = logging.getLogger(__name__)
 
 
@@ -78,8 +80,13 @@ def process_launch(*, argv: Sequence[str], env: Mapping[str, str] | None = None,
 
 
 def health_wait(*, url: str, process: subprocess.Popen[bytes] | None, timeout: float, name: str = "SGLang",
-                interval: float = 0.5, stop: threading.Event | None = None) -> float:
+                interval: float = 0.5, stop: threading.Event | None = None, fallback_url: str | None = None) -> float:
     """Poll `url` until it answers 200; seconds waited.
+
+    `fallback_url` is polled instead whenever `url` answers neither 200 nor 503: a gateway's
+    `/readiness` is the check to wait on (its `/health` says 200 with no worker), and a bare SGLang,
+    which has no such route (404, or 401 when it wants an API key everywhere but `/health`), falls back
+    to its `/health`.
 
     Raises ChildExited as soon as `process` has exited, StartupTimeout after `timeout` seconds and
     StartupCancelled when `stop` is set. Connection errors and non-200 answers (SGLang says 503
@@ -96,6 +103,8 @@ def health_wait(*, url: str, process: subprocess.Popen[bytes] | None, timeout: f
                 raise StartupCancelled(f"stopped while waiting for {name}")
             try:
                 response = client.get(url)
+                if response.status_code not in READINESS_ANSWERS and fallback_url is not None:
+                    response = client.get(fallback_url)
                 if response.status_code == 200:
                     return time.monotonic() - started
                 last = f"HTTP {response.status_code}"

@@ -8,21 +8,17 @@ error, `config_describe`), not where it is made, so a new message cannot forget 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable
 
-REDACTED = "***"
+from inference.redaction import REDACTED, url_credentials_redact
+
 SECRET_MIN_CHARS = 6
 """Configured secrets shorter than this are not searched for: replacing every `abc` in a log would hide
 more than it protects (and a key that short protects nothing)."""
 
-# The userinfo of any URL, up to its last `@` before the path: passwords may contain `@`.
-_URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*://)[^\s/?#]*@")
-
-
 def text_redact(*, text: str, secrets: Iterable[str | None] = ()) -> str:
     """`text` with URL credentials and any of `secrets` replaced by `***`."""
-    text = _URL_USERINFO.sub(rf"\1{REDACTED}@", text)
+    text = url_credentials_redact(text=text)
     for secret in secrets:
         if secret and len(secret) >= SECRET_MIN_CHARS:
             text = text.replace(secret, REDACTED)

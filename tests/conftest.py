@@ -41,12 +41,17 @@ def fake(fake_server: FakeSGLang) -> Iterator[FakeSGLang]:
         fake_server.revive()
 
 
-def fake_engine(server: FakeSGLang, *, branch_mode: str = "batched", **overrides: object) -> Engine:
-    config = replace(settings.OPENJEV, backend="sglang", backend_url=server.url, **overrides)  # type: ignore[arg-type]
-    backend = SGLangBackend(url=server.url, model="Qwen/Qwen3.6-35B-A3B", tokenizer=qwen3_tokenizer(),
+def url_engine(url: str, *, branch_mode: str = "batched", **overrides: object) -> Engine:
+    """An engine on the SGLang-speaking server at `url` (a fake worker, or a gateway in front of some)."""
+    config = replace(settings.OPENJEV, backend="sglang", backend_url=url, **overrides)  # type: ignore[arg-type]
+    backend = SGLangBackend(url=url, model="Qwen/Qwen3.6-35B-A3B", tokenizer=qwen3_tokenizer(),
                             branch_mode=branch_mode,  # type: ignore[arg-type]
                             max_in_flight=config.max_concurrent_branches, timeout=config.request_timeout)
     return engine_build(config=config, backend=backend)
+
+
+def fake_engine(server: FakeSGLang, *, branch_mode: str = "batched", **overrides: object) -> Engine:
+    return url_engine(server.url, branch_mode=branch_mode, **overrides)
 
 
 @pytest.fixture(params=["batched", "parallel"])

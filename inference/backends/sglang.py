@@ -1,16 +1,30 @@
-"""SGLang client: `/generate` with input ids, selected-token log-probs, `/abort_request`, `/health`.
+"""SGLang client: `/generate` with input ids and selected-token log-probs, readiness, on a bare SGLang
+server or behind the SGLang model gateway (SMG) in HTTP mode.
 
 One pooled `httpx.AsyncClient` per event loop (a client is bound to the loop that created it), and a
 process-wide cap on in-flight backend calls so a burst of evaluations cannot flood the workers.
 Branches go either as one batched request (one worker behind a cache-aware gateway, one round trip)
 or as N parallel requests.
+
+The batched request has the one shape both SGLang and the gateway accept: the gateway types
+`token_ids_logprob` as one flat list of ids and `rid` as one string (it answers 422 to a list of lists
+or of rids). SGLang's GenerateReqInput copies a flat `token_ids_logprob` to every item of a batch and
+expands a string `rid` to `<rid>_0 … <rid>_{n-1}` (`_normalize_logprob_params`, `_normalize_rid` in
+`python/sglang/srt/managers/io_struct.py`), so each item asks for the union of the batch's label ids
+and reads its own.
+
+Cancelling is closing: a cancelled call closes its HTTP connection, the gateway then closes its
+upstream connection at once, and SGLang's TokenizerManager (`_wait_one_response`) aborts a
+non-streaming request whose client disconnected, checking every `SGLANG_REQUEST_STATE_WAIT_TIMEOUT`
+seconds (4 by default) while the request waits, for each item of a batch. Nothing sends
+`/abort_request`: the gateway does not route it (404), and SGLang takes one rid per call and ignores a
+batch's base rid, so aborting a 64-branch batch would cost 64 HTTP calls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import weakref
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -19,12 +33,20 @@ import httpx
 
 from inference.backends.base import BranchCall, Generation
 from inference.errors import BackendFailed, BackendUnavailable
+from inference.redaction import url_credentials_redact
 from inference.tokenizer import Tokenizer
-
-log = logging.getLogger(__name__)
 
 BranchMode = Literal["batched", "parallel"]
 SAMPLING = {"max_new_tokens": 1, "temperature": 0.0}
+READINESS_PATH = "/readiness"
+"""The gateway's readiness: 200, or 503 while it has no healthy worker (when its `/health` still says
+200). Any other answer comes from a bare SGLang, which has no such route (404, or 401 from its API-key
+middleware, which lets only `/health` through), and sends the check to HEALTH_PATH."""
+READINESS_ANSWERS = (200, 503)
+HEALTH_PATH = "/health"
+# Gateway error codes that mean no worker could take the request (no worker registered or healthy for
+# the model, or the chosen worker refused the connection): the backend is unavailable, not broken.
+_GATEWAY_UNAVAILABLE_CODES = frozenset({"model_not_found", "no_models_available", "call_upstream_connection_failed"})
 
 
 class SGLangBackend:
@@ -92,36 +114,43 @@ class SGLangBackend:
                 raise BackendFailed(f"SGLang at {self.url} did not answer in time: {exc!r}") from exc
             except httpx.HTTPError as exc:
                 raise BackendFailed(f"SGLang call failed: {exc!r}") from exc
-        if response.status_code == 503:
-            raise BackendUnavailable(f"SGLang is not ready (503): {response.text[:300]}")
         if response.status_code != 200:
-            raise BackendFailed(f"SGLang answered {response.status_code}: {response.text[:300]}")
+            raise failure_classify(status=response.status_code, text=response.text)
         try:
             return response.json()
         except ValueError as exc:
-            raise BackendFailed(f"SGLang answered with a body that is not JSON: {response.text[:200]!r}") from exc
+            raise BackendFailed(
+                f"SGLang answered with a body that is not JSON: {url_credentials_redact(text=response.text)[:200]!r}"
+            ) from exc
 
     async def warm(self, *, rid: str, prefix_ids: Sequence[int]) -> Generation:
         # Selected-token log-probs here too: mixing plain and selected-logprob requests in one
         # SGLang batch has crashed the server.
         body = _request_body(rid=rid, ids_json=_ids_json(prefix_ids), label_ids=prefix_ids[-1:])
-        return _generation_parse(await self._post("/generate", body), label_ids=())
+        return _generation_parse(await self._post("/generate", body), label_ids=(), rid=rid)
 
     async def score(self, *, calls: Sequence[BranchCall]) -> list[Generation]:
         if self.branch_mode == "parallel" or len(calls) == 1:
             return await self._score_parallel(calls)
+        return await self._score_batched(calls)
+
+    async def _score_batched(self, calls: Sequence[BranchCall]) -> list[Generation]:
+        """One request under the first call's rid; SGLang names the items `<rid>_<i>`, which also proves
+        that answers come back in call order."""
         prefixes = _PrefixJson()
         ids_json = ",".join(f"[{prefixes.of(c)}]" for c in calls)
-        body = _request_body(
-            rid=[c.rid for c in calls], ids_json=f"[{ids_json}]", label_ids=[list(c.label_ids) for c in calls]
-        )
-        items = await self._post("/generate", body)
+        union = list(dict.fromkeys(t for c in calls for t in c.label_ids))
+        rid = calls[0].rid
+        items = await self._post("/generate", _request_body(rid=rid, ids_json=f"[{ids_json}]", label_ids=union))
         if not isinstance(items, list) or len(items) != len(calls):
             raise BackendFailed(
                 f"SGLang answered a batch of {len(calls)} with {type(items).__name__} "
                 f"of length {len(items) if isinstance(items, list) else '-'}"
             )
-        return [_generation_parse(item, label_ids=call.label_ids) for item, call in zip(items, calls, strict=True)]
+        return [
+            _generation_parse(item, label_ids=call.label_ids, rid=f"{rid}_{i}")
+            for i, (item, call) in enumerate(zip(items, calls, strict=True))
+        ]
 
     async def _score_parallel(self, calls: Sequence[BranchCall]) -> list[Generation]:
         """A TaskGroup, not gather: the first failure must cancel the sibling branches."""
@@ -134,20 +163,19 @@ class SGLangBackend:
 
     async def _score_one(self, call: BranchCall) -> Generation:
         body = _request_body(rid=call.rid, ids_json=f"[{_PrefixJson().of(call)}]", label_ids=call.label_ids)
-        return _generation_parse(await self._post("/generate", body), label_ids=call.label_ids)
+        return _generation_parse(await self._post("/generate", body), label_ids=call.label_ids, rid=call.rid)
 
     async def abort(self, *, rids: Sequence[str]) -> None:
-        async def one(rid: str) -> None:
-            try:
-                await self._client().post("/abort_request", json={"rid": rid}, timeout=5.0)
-            except httpx.HTTPError as exc:
-                log.warning("abort of %s failed: %r", rid, exc)
-
-        await asyncio.gather(*(one(rid) for rid in rids))
+        """Nothing to send: by the time the runner aborts, its cancelled calls have closed their
+        connections, which is what makes SGLang abort them (see the module docstring)."""
 
     async def health(self) -> bool:
+        """The gateway's readiness when the backend is a gateway, else SGLang's own `/health`."""
+        client = self._client()
         try:
-            response = await self._client().get("/health", timeout=5.0)
+            response = await client.get(READINESS_PATH, timeout=5.0)
+            if response.status_code not in READINESS_ANSWERS:
+                response = await client.get(HEALTH_PATH, timeout=5.0)
         except httpx.HTTPError:
             return False
         return response.status_code == 200
@@ -156,6 +184,27 @@ class SGLangBackend:
         for client in list(self._clients.values()):
             await client.aclose()
         self._clients.clear()
+
+
+def failure_classify(*, status: int, text: str) -> BackendUnavailable | BackendFailed:
+    """A non-200 answer as the error it means. 503, and the gateway's answers for "no worker can take
+    this" (404 `model_not_found` with zero workers, 500 `call_upstream_connection_failed` when every
+    worker is down), are BackendUnavailable (503 with Retry-After); anything else is BackendFailed."""
+    detail = url_credentials_redact(text=text)[:300]  # redact first: a cut could split a URL's credentials
+    if status == 503 or _gateway_error_code(text=text) in _GATEWAY_UNAVAILABLE_CODES:
+        return BackendUnavailable(f"SGLang is not ready ({status}): {detail}")
+    return BackendFailed(f"SGLang answered {status}: {detail}")
+
+
+def _gateway_error_code(*, text: str) -> str | None:
+    """`error.code` of the gateway's OpenAI-style error body, when the text is one."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
 
 
 def _ids_json(ids: Sequence[int]) -> str:
@@ -177,7 +226,7 @@ class _PrefixJson:
         return f"{prefix},{suffix}" if prefix and suffix else prefix or suffix
 
 
-def _request_body(*, rid: str | list[str], ids_json: str, label_ids: Any) -> str:
+def _request_body(*, rid: str, ids_json: str, label_ids: Sequence[int]) -> str:
     """The /generate body as text; `ids_json` is already serialised (see _PrefixJson)."""
     rest = json.dumps(
         {
@@ -192,11 +241,14 @@ def _request_body(*, rid: str | list[str], ids_json: str, label_ids: Any) -> str
     return f'{{"input_ids":{ids_json},{rest[1:]}'
 
 
-def _generation_parse(item: Any, *, label_ids: Sequence[int]) -> Generation:
-    """Strict reading of one result: every requested label id exactly once, finite or -inf values."""
+def _generation_parse(item: Any, *, label_ids: Sequence[int], rid: str) -> Generation:
+    """Strict reading of one result: its own rid, every requested label id exactly once (a batch
+    item's entries are the union of the batch's labels), finite or -inf values."""
     meta = item.get("meta_info") if isinstance(item, dict) else None
     if not isinstance(meta, dict):
         raise BackendFailed("SGLang result has no meta_info")
+    if meta.get("id", rid) != rid:
+        raise BackendFailed(f"SGLang answered {meta.get('id')!r} where {rid!r} was expected")
     finish = meta.get("finish_reason")
     if isinstance(finish, dict) and finish.get("type") == "abort":
         raise BackendFailed(f"SGLang aborted the request: {finish.get('message', '')}")
@@ -218,6 +270,8 @@ def _generation_parse(item: Any, *, label_ids: Sequence[int]) -> Generation:
             and isinstance(entry[0], int | float)
         ):
             raise BackendFailed(f"malformed log-prob entry {entry!r}")
+        if entry[1] in found:
+            raise BackendFailed(f"SGLang returned label token {entry[1]} twice")
         found[entry[1]] = float(entry[0])
     missing = [t for t in label_ids if t not in found]
     if missing:

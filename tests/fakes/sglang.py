@@ -70,13 +70,16 @@ CLAMPED_LOGPROB = -9999.0
 DEFAULT_MAX_NEW_TOKENS = 128  # SamplingParams' default in SGLang
 
 LogprobFn = Callable[[Sequence[int], int], float]
-Malformed = Literal["missing_logprobs", "missing_meta", "not_json"]
+Malformed = Literal["missing_logprobs", "missing_meta", "not_json", "duplicate_logprob", "reversed_batch"]
 ASGIReceive = Callable[[], Awaitable[dict[str, Any]]]
 ASGISend = Callable[[dict[str, Any]], Awaitable[None]]
 
 # GenerateReqInput fields a client may legitimately send. SGLang itself ignores unknown top-level keys
 # (FastAPI/pydantic dataclass); the fake rejects them so a typo in our client cannot go unnoticed.
+# `model` is no GenerateReqInput field, but the SGLang gateway (smg) adds it to every body it forwards
+# and SGLang ignores it, so it passes here too.
 _TOP_LEVEL_KEYS = frozenset({
+    "model",
     "text", "input_ids", "sampling_params", "rid", "return_logprob", "logprob_start_len", "top_logprobs_num",
     "token_ids_logprob", "return_text_in_logprobs", "stream", "log_metrics", "return_hidden_states",
     "lora_path", "lora_id", "session_params", "custom_logit_processor", "bootstrap_host", "bootstrap_port",
@@ -392,15 +395,24 @@ def _parse_generate(body: Any, vocab_size: int, context_length: int) -> tuple[li
 
 
 def _rids(rid: Any, size: int, batched: bool) -> list[str]:
+    """SGLang's GenerateReqInput._normalize_rid: a batch takes one rid per item, or one string that
+    becomes ``<rid>_0 … <rid>_{n-1}``; duplicates are refused."""
     if rid is None:
         return [uuid.uuid4().hex for _ in range(size)]
-    if batched:
-        if not isinstance(rid, list) or len(rid) != size or not all(isinstance(r, str) for r in rid):
-            raise _BadRequest("The rid should be a list of strings with one rid per batch item.")
-        return list(rid)
-    if not isinstance(rid, str):
-        raise _BadRequest("The rid should be a string.")
-    return [rid]
+    if not batched:
+        if not isinstance(rid, str):
+            raise _BadRequest("The rid should be a string.")
+        return [rid]
+    if isinstance(rid, str):
+        return [f"{rid}_{i}" for i in range(size)]
+    if not isinstance(rid, list) or not all(isinstance(r, str) for r in rid):
+        raise _BadRequest("The rid should be a string or a list of strings.")
+    if len(rid) != size:
+        raise _BadRequest("The specified rids length mismatch with the batch_size for batch processing.")
+    if len(set(rid)) != len(rid):
+        duplicates = sorted({r for r in rid if rid.count(r) > 1})
+        raise _BadRequest(f"Duplicate request IDs detected within the request: {duplicates}")
+    return list(rid)
 
 
 def _check_flag(value: Any, key: str) -> bool:
@@ -624,6 +636,15 @@ class FakeSGLang:
                 raise TimeoutError(f"only {self.waiting_calls} of {count} calls in flight after {timeout}s")
             time.sleep(0.002)
 
+    def wait_idle(self, timeout: float = 5.0) -> None:
+        """Block the calling thread until no /generate call is in flight: how a test sees that calls whose
+        client went away were ended (aborted on disconnect) rather than left to run out their delay."""
+        deadline = time.monotonic() + timeout
+        while self.in_flight:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.in_flight} calls still in flight after {timeout}s")
+            time.sleep(0.002)
+
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
@@ -742,8 +763,11 @@ class FakeSGLang:
             ("POST", "/abort_request"): self._abort_request,
             ("GET", "/health"): self._health,
             ("GET", "/health_generate"): self._health,
+            ("GET", "/model_info"): self._model_info,
             ("GET", "/get_model_info"): self._model_info,
             ("GET", "/v1/models"): self._models,
+            ("GET", "/server_info"): self._server_info,
+            ("GET", "/get_server_info"): self._server_info,
         }
 
     async def _health(self, scope: dict[str, Any], receive: ASGIReceive, send: ASGISend) -> None:
@@ -754,27 +778,36 @@ class FakeSGLang:
                                    "is_generation": True, "preferred_sampling_params": None,
                                    "weight_version": "default"})
 
+    async def _server_info(self, scope: dict[str, Any], receive: ASGIReceive, send: ASGISend) -> None:
+        """A subset of what SGLang merges here (its ServerArgs, scheduler info, per-rank internal states,
+        version): the fields a gateway or an operator reads to identify the worker."""
+        await _respond(send, 200, {"model_path": self.model_path, "tokenizer_path": self.model_path,
+                                   "served_model_name": self.served_model_name, "host": self.host, "port": self.port,
+                                   "context_length": self.context_length, "disable_radix_cache": False,
+                                   "max_total_num_tokens": self.cache.capacity_tokens,
+                                   "internal_states": [{"last_gen_throughput": 0.0}], "version": "0.5.23"})
+
     async def _models(self, scope: dict[str, Any], receive: ASGIReceive, send: ASGISend) -> None:
         card = {"id": self.served_model_name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
                 "root": self.served_model_name, "max_model_len": self.context_length}
         await _respond(send, 200, {"object": "list", "data": [card]})
 
     async def _abort_request(self, scope: dict[str, Any], receive: ASGIReceive, send: ASGISend) -> None:
+        """SGLang's AbortReq: ``rid`` one string (no list), ``abort_all`` a boolean; 200 even for a rid it
+        does not know. A batch's base rid does not abort its ``<rid>_<i>`` items: with one tokenizer
+        worker SGLang's TokenizerManager.abort_request drops a rid it holds no state for."""
         try:
             body = _loads(await _read_body(receive))
         except ValueError:
             await _respond(send, 400, _validation_error("the request body is not valid JSON"))
             return
-        if not isinstance(body, dict):
-            await _respond(send, 400, _validation_error("the request body must be a JSON object"))
+        rid = body.get("rid") if isinstance(body, dict) else None
+        abort_all = body.get("abort_all", False) if isinstance(body, dict) else None
+        if not isinstance(body, dict) or not isinstance(rid, str | None) or not isinstance(abort_all, bool):
+            await _respond(send, 400, _validation_error("AbortReq takes rid (a string) and abort_all (a boolean)"))
             return
-        if body.get("abort_all"):
-            rids = list(self._by_rid)
-        else:
-            rid = body.get("rid")
-            rids = rid if isinstance(rid, list) else [rid] if isinstance(rid, str) else []
-        for rid in rids:
-            self._abort(rid)
+        for one in list(self._by_rid) if abort_all else [rid] if rid else []:
+            self._abort(one)
         await _respond_raw(send, 200, b"", b"text/plain")
 
     def _abort(self, rid: str) -> None:
@@ -850,7 +883,9 @@ class FakeSGLang:
         return [self._result(item, outcome, started) for item, outcome in zip(items, outcomes, strict=True)]
 
     async def _wait(self, call: _Call, receive: ASGIReceive, delay: float) -> None:
-        """Sleep ``delay`` unless every rid is aborted first; a client disconnect aborts too, as in SGLang."""
+        """Sleep ``delay`` unless every rid is aborted first; a client disconnect aborts every item too, as in
+        SGLang, but at once: SGLang notices at its next check, within ``SGLANG_REQUEST_STATE_WAIT_TIMEOUT``
+        seconds (4 by default)."""
         watcher = asyncio.create_task(self._watch_disconnect(call, receive))
         try:
             async with asyncio.timeout(delay):
@@ -919,13 +954,23 @@ class FakeSGLang:
         """Serialize an answer, damaged on purpose when ``malformed`` asks for it."""
         if self.malformed == "not_json":
             return 200, b"<html><body>502 Bad Gateway</body></html>", b"text/html"
-        if self.malformed is not None:
+        if self.malformed == "reversed_batch" and isinstance(result, list):
+            result.reverse()
+        elif self.malformed is not None:
             for item in result if isinstance(result, list) else [result]:
-                if self.malformed == "missing_meta":
-                    item.pop("meta_info", None)
-                else:
-                    item["meta_info"].pop("output_token_ids_logprobs", None)
+                _damage(item, self.malformed)
         return 200, _dumps(result), b"application/json"
+
+
+def _damage(item: dict[str, Any], mode: Malformed) -> None:
+    meta = item["meta_info"]
+    if mode == "missing_meta":
+        del item["meta_info"]
+    elif mode == "duplicate_logprob":
+        for position in meta.get("output_token_ids_logprobs") or []:
+            position.append(list(position[0]))
+    elif mode == "missing_logprobs":
+        meta.pop("output_token_ids_logprobs", None)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -276,7 +276,25 @@ def test_batch_broadcasts_flat_labels_and_one_sampling_dict(client: httpx.Client
     assert [set(label_logprobs(r)) for r in results] == [{7, 8}, {7, 8}]
 
 
-@pytest.mark.parametrize("override", [{"rid": ["a"]}, {"rid": "a"}, {"token_ids_logprob": [[1]]},
+def test_batch_expands_one_string_rid_to_one_rid_per_item(client: httpx.Client) -> None:
+    payload = {**batch_body([[1, 2], [3, 4], [5]], [], ["unused"]), "token_ids_logprob": [7], "rid": "base"}
+    results = client.post("/generate", json=payload).json()
+    assert [r["meta_info"]["id"] for r in results] == ["base_0", "base_1", "base_2"]
+
+
+@pytest.mark.parametrize("rid", [["a", "a"], [1, 2], 7])
+def test_batch_rids_must_be_distinct_strings(client: httpx.Client, rid: Any) -> None:
+    payload = {**batch_body([[1, 2], [3, 4]], [[1], [2]], []), "rid": rid}
+    assert client.post("/generate", json=payload).status_code == 400
+
+
+def test_keys_the_gateway_adds_are_accepted(client: httpx.Client) -> None:
+    forwarded = {"model": "unknown", "return_text_in_logprobs": False, "stream": False, "log_metrics": True,
+                 "background": False, "no_logs": False, "return_bytes": False, "return_entropy": False}
+    assert client.post("/generate", json=body(PREFIX, [1], **forwarded)).status_code == 200
+
+
+@pytest.mark.parametrize("override", [{"rid": ["a"]}, {"token_ids_logprob": [[1]]},
                                       {"sampling_params": [SAMPLING]}, {"return_logprob": [True]},
                                       {"logprob_start_len": [-1, -1, -1]}])
 def test_batch_whose_list_lengths_disagree_is_rejected(client: httpx.Client, override: dict[str, Any]) -> None:
@@ -408,6 +426,33 @@ def test_aborting_one_batch_item_leaves_the_others(fake: FakeSGLang, client: htt
     assert kinds == ["length", "abort"]
 
 
+@pytest.mark.parametrize("payload", [{"rid": ["a", "b"]}, {"rid": 7}, {"abort_all": "yes"}, []])
+def test_abort_takes_one_string_rid_or_abort_all(fake: FakeSGLang, client: httpx.Client, payload: Any) -> None:
+    assert client.post("/abort_request", json=payload).status_code == 400
+    assert fake.aborted == []
+
+
+def test_aborting_a_batchs_base_rid_leaves_its_items_running(fake: FakeSGLang, client: httpx.Client) -> None:
+    fake.delay = 0.5
+    payload = {**batch_body([[1, 2], [3, 4]], [], []), "token_ids_logprob": [1], "rid": "base"}
+    thread, responses = post_in_thread(fake.url, payload)
+    fake.wait_in_flight(1)
+    client.post("/abort_request", json={"rid": "base"})
+    thread.join(timeout=10)
+    assert [r["meta_info"]["finish_reason"]["type"] for r in responses[0].json()] == ["length", "length"]
+
+
+def test_client_disconnect_aborts_every_item_of_a_batch(fake: FakeSGLang) -> None:
+    fake.delay = 20
+    payload = {**batch_body([[1, 2], [3, 4]], [], []), "token_ids_logprob": [1], "rid": "gone"}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{fake.url}/generate", json=payload, timeout=0.3)
+    deadline = time.monotonic() + 5
+    while fake.in_flight and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fake.disconnected == ["gone_0", "gone_1"] and fake.in_flight == 0
+
+
 def test_client_disconnect_aborts_a_slow_request(fake: FakeSGLang) -> None:
     fake.delay = 20
     with pytest.raises(httpx.ReadTimeout):
@@ -443,10 +488,19 @@ def test_health_follows_the_healthy_flag(fake: FakeSGLang, client: httpx.Client)
 
 
 def test_model_info_and_openai_model_list(fake: FakeSGLang, client: httpx.Client) -> None:
-    info = client.get("/get_model_info").json()
-    assert info["model_path"] == fake.model_path and info["is_generation"] is True and "tokenizer_path" in info
+    for path in ("/model_info", "/get_model_info"):
+        info = client.get(path).json()
+        assert info["model_path"] == fake.model_path and info["is_generation"] is True and "tokenizer_path" in info
     models = client.get("/v1/models").json()
     assert models["object"] == "list" and models["data"][0]["id"] == fake.served_model_name
+    assert models["data"][0]["owned_by"] == "sglang"  # how the gateway recognises an SGLang worker
+
+
+def test_server_info_names_the_model_like_sglang(fake: FakeSGLang, client: httpx.Client) -> None:
+    for path in ("/server_info", "/get_server_info"):
+        info = client.get(path).json()
+        assert info["model_path"] == fake.model_path and info["served_model_name"] == fake.served_model_name
+        assert info["context_length"] == fake.context_length and "version" in info and "internal_states" in info
 
 
 def test_unknown_paths_and_methods_are_404_and_405(client: httpx.Client) -> None:
@@ -482,6 +536,18 @@ def test_malformed_mode_damages_successful_answers(fake: FakeSGLang, client: htt
         assert "meta_info" not in response.json()
     else:
         assert "output_token_ids_logprobs" not in response.json()["meta_info"]
+
+
+def test_duplicate_logprob_mode_repeats_a_label_entry(fake: FakeSGLang, client: httpx.Client) -> None:
+    fake.malformed = "duplicate_logprob"
+    entries = client.post("/generate", json=body(PREFIX, [1, 2])).json()["meta_info"]["output_token_ids_logprobs"][0]
+    assert len(entries) == 3 and entries[2] == entries[0]
+
+
+def test_reversed_batch_mode_answers_the_items_out_of_order(fake: FakeSGLang, client: httpx.Client) -> None:
+    fake.malformed = "reversed_batch"
+    results = client.post("/generate", json=batch_body([[1, 2], [3, 4]], [[1], [2]], ["a", "b"])).json()
+    assert [r["meta_info"]["id"] for r in results] == ["b", "a"]
 
 
 def test_dead_server_refuses_connections_until_revived() -> None:

@@ -55,13 +55,23 @@ def test_nothing_disables_the_radix_cache_or_drops_the_log_probs():
 
 
 def test_the_gateway_routes_cache_aware_over_http_to_every_worker(compose):
-    gateway = compose["services"]["gateway"]["command"]
-    assert gateway[:3] == ["python3", "-m", "sglang_router.launch_router"]
-    assert _flag(gateway, "--policy") == "cache_aware"
-    assert float(_flag(gateway, "--cache-threshold")) <= 1 / 64  # a 64-branch batch still follows its prefix
-    urls = gateway[gateway.index("--worker-urls") + 1:]
+    gateway = compose["services"]["gateway"]
+    command = gateway["command"]
+    assert command[0] == "launch" and _flag(command, "--policy") == "cache_aware"
+    assert "--cache-threshold" not in command  # the default keeps a batch on its warm-up's worker (tests/gateway)
+    urls = command[command.index("--worker-urls") + 1:]
     assert urls == [f"http://{name}:30000" for name in _workers(compose)]
-    assert set(compose["services"]["gateway"]["depends_on"]) == set(_workers(compose))
+    assert set(gateway["depends_on"]) == set(_workers(compose))
+    assert gateway["healthcheck"]["test"][-1].endswith(":30000/readiness')")
+
+
+def test_the_gateway_image_pins_the_smg_version_the_tests_run():
+    gateway = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]["gateway"]
+    dockerfile = gateway["build"]["dockerfile_inline"]
+    (pinned,) = re.findall(r"pip install --no-cache-dir smg==(\S+)", dockerfile)
+    locked = {p["name"]: p["version"] for p in tomllib.loads((ROOT / "uv.lock").read_text())["package"]}
+    assert pinned == locked["smg"]
+    assert json.loads(dockerfile.split("ENTRYPOINT", 1)[1].strip()) == ["smg"]
 
 
 def test_api_replicas_use_the_gateway_and_postgresql(compose):

@@ -97,6 +97,14 @@ def test_health_wait_returns_once_the_server_answers(fake):
     assert health_wait(url=f"{fake.url}/health", process=None, timeout=10, interval=0.05) >= 0.2
 
 
+def test_health_wait_falls_back_from_readiness_on_a_server_without_it(fake):
+    fake.api_key = "sekrit"  # /readiness: 401 from the key middleware, like 404 without one
+    fake.healthy = False
+    threading.Timer(0.3, lambda: setattr(fake, "healthy", True)).start()
+    assert health_wait(url=f"{fake.url}/readiness", fallback_url=f"{fake.url}/health", process=None, timeout=10,
+                       interval=0.05) >= 0.2
+
+
 def test_watch_reports_the_exit_status():
     process = process_launch(argv=[sys.executable, "-c", "import sys; sys.exit(3)"])
     seen: list[int] = []

@@ -4,8 +4,9 @@
     manage.py serve --host 0.0.0.0 --sglang-python /opt/sglang/bin/python [-- extra SGLang arguments]
     manage.py serve                   # whatever OPENJEV_* says (the embedded engine by default)
 
-Order of a start: launch SGLang (its own process group), wait for its `/health` (up to
-`--startup-timeout`), load the tokenizer and validate the labels, and only then open the API port,
+Order of a start: launch SGLang (its own process group), wait until the backend is ready (a gateway's
+`/readiness`, else SGLang's `/health`; up to `--startup-timeout`), load the tokenizer and validate the
+labels, and only then open the API port,
 so a load balancer or Modal never sees a port that answers before the model can. After that:
 
 - SGLang exiting at any time, even with status 0, stops the API with a non-zero status that names
@@ -38,6 +39,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from evaluations.engine import engine_build, engine_install, startup_error_message
+from inference.backends.sglang import HEALTH_PATH, READINESS_PATH
 from inference.errors import StartupError
 from inference.profiles import profile_get, sglang_command
 from inference.supervisor import (
@@ -261,10 +263,11 @@ class Command(BaseCommand):
                options: dict[str, Any]) -> None:
         """Wait for the backend, build the engine, then serve until a signal or SGLang's exit."""
         if config.backend == "sglang" and config.backend_url:
-            log.info("waiting for %s/health (up to %.0f s)", config.backend_url, options["startup_timeout"])
+            log.info("waiting for %s to be ready (up to %.0f s)", config.backend_url, options["startup_timeout"])
             try:
-                waited = health_wait(url=f"{config.backend_url}/health", process=process,
-                                     timeout=options["startup_timeout"], stop=stop.event)
+                waited = health_wait(url=f"{config.backend_url}{READINESS_PATH}", process=process,
+                                     timeout=options["startup_timeout"], stop=stop.event,
+                                     fallback_url=f"{config.backend_url}{HEALTH_PATH}")
             except StartupCancelled:
                 log.info("stopped before the backend was ready")
                 return

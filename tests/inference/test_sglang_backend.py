@@ -1,0 +1,104 @@
+"""The SGLang client over real HTTP against the fake: the batched request shape, strict reading of
+answers, errors classified as unavailable or failed, readiness, and no credentials in messages."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inference.backends.base import BranchCall
+from inference.backends.sglang import SGLangBackend, failure_classify
+from inference.errors import BackendFailed, BackendUnavailable
+from inference.redaction import url_credentials_redact
+from tests.ops.helpers import free_port
+from tests.qwen3 import qwen3_tokenizer
+
+PREFIX = list(range(1000, 1040))
+
+
+def backend_for(url: str, **kw: object) -> SGLangBackend:
+    return SGLangBackend(url=url, model="m", tokenizer=qwen3_tokenizer(), **kw)  # type: ignore[arg-type]
+
+
+def calls_of(*labels: list[int]) -> list[BranchCall]:
+    return [BranchCall(rid=f"e-{i}", prefix=PREFIX, suffix=[7, i], label_ids=ids) for i, ids in enumerate(labels)]
+
+
+async def test_a_batch_is_one_request_with_one_rid_and_the_union_of_its_label_ids(fake):
+    calls = calls_of([10, 11], [11, 12, 13], [10])
+    generations = await backend_for(fake.url).score(calls=calls)
+    (request,) = fake.requests
+    assert request["body"]["rid"] == "e-0" and request["body"]["token_ids_logprob"] == [10, 11, 12, 13]
+    for call, generation in zip(calls, generations, strict=True):
+        assert generation.label_logprobs == tuple(fake.predict_logprob(call.ids, t) for t in call.label_ids)
+
+
+async def test_parallel_branches_each_ask_for_their_own_labels(fake):
+    calls = calls_of([10, 11], [12])
+    await backend_for(fake.url, branch_mode="parallel").score(calls=calls)
+    assert sorted((r["body"]["rid"], r["body"]["token_ids_logprob"]) for r in fake.requests) == [
+        ("e-0", [10, 11]), ("e-1", [12])]
+
+
+@pytest.mark.parametrize("mode", ["duplicate_logprob", "reversed_batch"])
+async def test_an_answer_that_repeats_a_label_or_reorders_the_batch_is_refused(fake, mode):
+    fake.malformed = mode
+    with pytest.raises(BackendFailed, match="twice" if mode == "duplicate_logprob" else "was expected"):
+        await backend_for(fake.url).score(calls=calls_of([10, 11], [12]))
+
+
+@pytest.mark.parametrize(("status", "body", "unavailable"), [
+    (503, "", True),
+    (404, {"error": {"code": "model_not_found", "message": "No worker available for model 'unknown'"}}, True),
+    (503, {"error": {"code": "no_models_available"}}, True),
+    (500, {"error": {"code": "call_upstream_connection_failed", "message": "error sending request"}}, True),
+    (500, {"error": {"message": "fake SGLang injected failure"}}, False),
+    (422, "Failed to deserialize the JSON body into the target type", False),
+    (400, {"object": "error", "message": "Token id 999999 is out of vocabulary", "code": 400}, False),
+])
+def test_gateway_answers_for_no_worker_mean_unavailable_anything_else_failed(status, body, unavailable):
+    error = failure_classify(status=status, text=body if isinstance(body, str) else json.dumps(body))
+    assert isinstance(error, BackendUnavailable if unavailable else BackendFailed)
+    assert str(status) in str(error)
+
+
+def test_credentials_in_urls_are_redacted_wherever_they_appear():
+    text = "at http://user:p@ss@gw:30000/x and https://token@h/ (plain http://gw:30000 stays)"
+    redacted = "at http://***@gw:30000/x and https://***@h/ (plain http://gw:30000 stays)"
+    assert url_credentials_redact(text=text) == redacted
+
+
+async def test_an_unreachable_backend_is_unavailable():
+    with pytest.raises(BackendUnavailable, match="unreachable"):
+        await backend_for(f"http://127.0.0.1:{free_port()}").warm(rid="w", prefix_ids=PREFIX)
+
+
+def test_a_backend_answer_naming_credentials_is_redacted():
+    text = json.dumps({"error": {"code": "call_upstream_connection_failed",
+                                 "message": "error sending request for url (http://u:secret@worker:30000/generate)"}})
+    error = failure_classify(status=500, text=text)
+    assert "secret" not in str(error) and "http://***@worker:30000/generate" in str(error)
+    cut = failure_classify(status=502, text="x" * 285 + " http://user:secretsecret@worker:30000/")
+    assert "sec" not in str(cut)  # redacted before the message is cut to length, not after
+
+
+async def test_health_of_a_bare_sglang_follows_its_health_route(fake):
+    backend = backend_for(fake.url)
+    assert await backend.health()
+    fake.healthy = False
+    assert not await backend.health()
+    assert not await backend_for(f"http://127.0.0.1:{free_port()}").health()
+
+
+@pytest.mark.parametrize("key", ["sekrit", None])
+async def test_health_of_a_bare_sglang_with_an_api_key_follows_its_health_route(fake, key):
+    fake.api_key = "sekrit"  # SGLang lets only /health (and /metrics) through without the key
+    assert await backend_for(fake.url, api_key=key).health()
+    fake.healthy = False
+    assert not await backend_for(fake.url, api_key=key).health()
+
+
+async def test_abort_sends_nothing_closing_the_connection_is_the_abort(fake):
+    await backend_for(fake.url).abort(rids=["a", "b"])
+    assert fake.aborted == [] and fake.requests == []
