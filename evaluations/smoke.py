@@ -199,12 +199,16 @@ def _types_checks(run: _Run, exchange: Exchange) -> None:
     _headers_check(run, "types", exchange)
     noul = refund.get("noul")
     run.check("semantic: a refund request is a refund", isinstance(noul, int | float) and noul > 0.5,
-              f"P(refund) = {noul}")
+              f"P(refund) = {_p(noul)}")
     probabilities = team.get("probabilities") or {}
     billing, technical = probabilities.get("Billing"), probabilities.get("Technical")
     run.check("semantic: billing beats technical", isinstance(billing, int | float)
               and isinstance(technical, int | float) and billing > technical,
-              f"P(Billing) = {billing}, P(Technical) = {technical}")
+              f"P(Billing) = {_p(billing)}, P(Technical) = {_p(technical)}")
+
+
+def _p(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, int | float) else repr(value)
 
 
 def _max_choice_checks(run: _Run, exchange: Exchange, count: int) -> None:

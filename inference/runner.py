@@ -195,13 +195,14 @@ async def plan_run(
         known[branch.suffix_ids] = generation.label_logprobs
         if priors:
             priors.remember(branch=branch, label_logprobs=generation.label_logprobs)
+    answers = answers_compute(plan=plan, generations=branch_generations, priors=known if priors else None,
+                              scoring=scoring)
     return Outcome(
-        answers=answers_compute(plan=plan, generations=branch_generations, priors=known if priors else None,
-                                scoring=scoring),
-        usage=Usage(
-            input_tokens=warm.prompt_tokens + sum(g.prompt_tokens for g in generations),
-            output_tokens=len(generations) + 1,
-        ),
+        answers=answers,
+        # Every prompt token the backend read (priors and extra option orders too); one output token per
+        # question plus the warm-up's, as the wire contract counts them.
+        usage=Usage(input_tokens=warm.prompt_tokens + sum(g.prompt_tokens for g in generations),
+                    output_tokens=len(answers) + 1),
         prefix_tokens=len(plan.prefix_ids),
         cached_tokens=_cached_sum(generations),
         timings=Timings(prepare_ms=prepare_ms, prefill_ms=_ms(t0, t1), branches_ms=_ms(t1, t2)),

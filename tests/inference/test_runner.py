@@ -79,7 +79,7 @@ async def test_debiasing_measures_each_new_question_once_in_the_same_batch(fake)
     first = await plan_run(plan=plan, backend=backend, scoring=SCORING, timeout=30, priors=priors)
     assert len(fake.requests) == 2  # the warm-up, then one batch: two branches and their two priors
     assert len(fake.requests[1]["body"]["input_ids"]) == 4
-    assert first.usage.output_tokens == 5
+    assert first.usage.output_tokens == 3
     fake.reset(controls=False, cache=False)
     second = await plan_run(plan=plan, backend=backend, scoring=SCORING, timeout=30, priors=priors)
     assert len(fake.requests[1]["body"]["input_ids"]) == 2  # the priors are cached now
