@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from inference.backends.base import BranchCall
-from inference.backends.local import LocalBackend, local_backend_create
+from inference.backends.llamacpp import LlamaCppBackend, llamacpp_backend_create
 from inference.labels import labels_build
 from inference.prompts import Budget, Plan, plan_compile
 from inference.questions import Question, question_build
@@ -51,7 +51,7 @@ CHOICE = {"delivery": "A late or lost delivery", "defect": "A broken or defectiv
           "billing": "A billing or payment problem", "other": "Something else"}
 
 
-def state_build(*, tokens: int, backend: LocalBackend) -> list[dict[str, str]]:
+def state_build(*, tokens: int, backend: LlamaCppBackend) -> list[dict[str, str]]:
     """A support transcript grown turn by turn until its rendered prefix reaches about `tokens` tokens."""
     system = "You are a support assistant for a home-goods shop."
     messages: list[dict[str, str]] = [{"role": "system", "content": system}]
@@ -75,7 +75,7 @@ def questions_build(*, count: int) -> list[Question]:
     return questions
 
 
-async def evaluate(*, backend: LocalBackend, plan: Plan, tag: str) -> tuple[float, int]:
+async def evaluate(*, backend: LlamaCppBackend, plan: Plan, tag: str) -> tuple[float, int]:
     """One evaluation as the runner does it: warm-up, then every branch; (seconds, cached tokens)."""
     started = time.perf_counter()
     await backend.warm(rid=f"{tag}-warm", prefix_ids=plan.prefix_ids)
@@ -85,7 +85,7 @@ async def evaluate(*, backend: LocalBackend, plan: Plan, tag: str) -> tuple[floa
     return time.perf_counter() - started, sum(g.cached_tokens or 0 for g in generations)
 
 
-def measure(*, backend: LocalBackend, plan: Plan, reuse: bool, repeat: int, other: Plan) -> tuple[float, int]:
+def measure(*, backend: LlamaCppBackend, plan: Plan, reuse: bool, repeat: int, other: Plan) -> tuple[float, int]:
     """Median seconds per evaluation; each run starts after another state so the prefix is not already cached."""
     backend.prefix_reuse = reuse
     times, cached = [], 0
@@ -111,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
-    backend = local_backend_create(source=args.source, cache_dir=args.cache_dir, n_ctx=8192, threads=args.threads,
+    backend = llamacpp_backend_create(source=args.source, cache_dir=args.cache_dir, n_ctx=8192, threads=args.threads,
                                    flash_attn=args.flash_attn)
     print(f"model {backend.model}: ready in {time.perf_counter() - started:.2f}s (load {backend.load_seconds:.2f}s), "
           f"threads={args.threads or os.cpu_count()}, flash_attn={args.flash_attn}")

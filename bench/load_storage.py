@@ -134,7 +134,8 @@ def _last_id() -> int:
 
 def phase_run(*, url: str, level: str, evaluations: int, concurrency: int, body: dict[str, Any] | None = None) -> Phase:
     """Send `evaluations` requests at `concurrency` with storage at `level`; compare rows to responses."""
-    from evaluations.storage import evaluation_store_drain, storage_stats
+    from evaluations.storage.store import storage_stats
+    from evaluations.storage.writer import writer_drain
     from tests.conftest import README_REQUEST
 
     first_id = _last_id()
@@ -144,7 +145,7 @@ def phase_run(*, url: str, level: str, evaluations: int, concurrency: int, body:
         results = asyncio.run(requests_send(url=url, body=body or README_REQUEST, count=evaluations,
                                             concurrency=concurrency))
         seconds = time.perf_counter() - start
-        if not evaluation_store_drain(timeout=120):
+        if not writer_drain(timeout=120):
             raise RuntimeError("the storage writer did not drain within 120 s")
     after = storage_stats()
     stored, ids, duplicates = _rows_since(first_id)
@@ -242,22 +243,22 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("django.request").setLevel(logging.CRITICAL)  # Django logs every 529 as an unknown status
     from django.db import connection
 
-    from evaluations.engine import engine_install
-    from evaluations.storage import storage_writer_stop
-    from tests.conftest import LiveServer, fake_engine
+    from evaluations.evaluator import evaluator_install
+    from evaluations.storage.writer import writer_stop
+    from tests.conftest import LiveServer, fake_evaluator
     from tests.fakes.sglang import FakeSGLang
 
     old_name = connection.settings_dict["NAME"]
     connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
     try:
         with FakeSGLang(served_model_name="Qwen/Qwen3.6-35B-A3B") as fake:
-            engine_install(fake_engine(fake))
+            evaluator_install(fake_evaluator(fake))
             with LiveServer() as server:
                 report = storage_load_check(url=server.url, fake=fake, evaluations=args.evaluations,
                                             concurrency=args.concurrency, serial=args.serial, delay=args.delay,
                                             level=args.level)
-            engine_install(None)
-        storage_writer_stop(timeout=30)
+            evaluator_install(None)
+        writer_stop(timeout=30)
     finally:
         connection.close()
         connection.creation.destroy_test_db(old_name, verbosity=0)

@@ -70,7 +70,7 @@ class ChatTemplate:
             if not self._renders_plain_chat:
                 raise StartupError(f"the chat template cannot render a one-message chat: {exc}") from exc
             message = f"the model's chat template cannot render this conversation: {exc}"[:TEMPLATE_ERROR_CHARS]
-            raise RequestInvalid([Problem(("body", "state"), message, "chat_template")]) from exc
+            raise RequestInvalid([Problem(("state",), message, "chat_template")]) from exc
 
     def _render(self, messages: Sequence[dict[str, Any]]) -> str:
         return str(self._compiled.render(messages=list(messages), add_generation_prompt=True,

@@ -43,4 +43,4 @@ class EvaluationTimeout(InferenceError):
 
 
 class StartupError(InferenceError):
-    """The engine cannot start as configured (bad tokenizer, too few labels, missing model)."""
+    """The evaluator cannot start as configured (bad tokenizer, too few labels, missing model)."""

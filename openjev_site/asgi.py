@@ -1,6 +1,6 @@
-"""ASGI entry point: request ids and the body guard in front of Django.
+"""ASGI entry point: request ids and the body reader in front of Django.
 
-The engine is built on first use (any API call, or the load balancer's first `/health` probe), in a
+The evaluator is built on first use (any API call, or the load balancer's first `/health` probe), in a
 worker thread, so importing the application stays fast and side-effect free.
 """
 
@@ -15,9 +15,9 @@ django_application = get_asgi_application()
 
 from django.conf import settings  # noqa: E402  (settings are ready only after get_asgi_application)
 
+from evaluations.request_body import RequestBodyReader  # noqa: E402
+from evaluations.requestids import RequestIds  # noqa: E402
 from openjev_site.api_handler import ApiASGIHandler, path_is_api  # noqa: E402
-from openjev_site.bodyguard import BodyGuard  # noqa: E402
-from openjev_site.requestid import RequestIds  # noqa: E402
 
 api_application = ApiASGIHandler()
 
@@ -32,6 +32,6 @@ async def router(scope: Any, receive: Any, send: Any) -> None:
     await app(scope, receive, send)
 
 
-# The request id outermost, so even the body guard's refusals carry one.
-application = RequestIds(BodyGuard(router, max_bytes=settings.OPENJEV.max_body_bytes,
-                                   read_timeout=settings.OPENJEV.body_timeout), applies=_is_api)
+# The request id outermost, so even the body reader's refusals carry one.
+application = RequestIds(RequestBodyReader(router, max_bytes=settings.OPENJEV.max_body_bytes,
+                                           read_timeout=settings.OPENJEV.body_timeout), applies=_is_api)

@@ -1,4 +1,4 @@
-"""Shared fixtures: the fake SGLang on loopback, an engine wired to it, and clients for the API."""
+"""Shared fixtures: the fake SGLang on loopback, an evaluator wired to it, and clients for the API."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pytest
 import uvicorn
 from django.conf import settings
 
-from evaluations.engine import engine_build, engine_install
-from evaluations.schema import README_REQUEST as SCHEMA_README_REQUEST
+from evaluations.evaluator import evaluator_build, evaluator_install
+from evaluations.openapi.examples import README_REQUEST as SCHEMA_README_REQUEST
 from inference.backends.sglang import SGLangBackend
-from inference.runner import Engine
+from inference.runner import Evaluator
 from tests.fakes.sglang import FakeSGLang
 from tests.qwen3 import qwen3_tokenizer
 
@@ -41,17 +41,17 @@ def fake(fake_server: FakeSGLang) -> Iterator[FakeSGLang]:
         fake_server.revive()
 
 
-def url_engine(url: str, *, branch_mode: str = "batched", **overrides: object) -> Engine:
-    """An engine on the SGLang-speaking server at `url` (a fake worker, or a gateway in front of some)."""
+def url_evaluator(url: str, *, branch_mode: str = "batched", **overrides: object) -> Evaluator:
+    """An evaluator on the SGLang-speaking server at `url` (a fake worker, or a gateway in front of some)."""
     config = replace(settings.OPENJEV, backend="sglang", backend_url=url, **overrides)  # type: ignore[arg-type]
     backend = SGLangBackend(url=url, model="Qwen/Qwen3.6-35B-A3B", tokenizer=qwen3_tokenizer(),
                             branch_mode=branch_mode,  # type: ignore[arg-type]
                             max_in_flight=config.max_concurrent_branches, timeout=config.request_timeout)
-    return engine_build(config=config, backend=backend)
+    return evaluator_build(config=config, backend=backend)
 
 
-def fake_engine(server: FakeSGLang, *, branch_mode: str = "batched", **overrides: object) -> Engine:
-    return url_engine(server.url, branch_mode=branch_mode, **overrides)
+def fake_evaluator(server: FakeSGLang, *, branch_mode: str = "batched", **overrides: object) -> Evaluator:
+    return url_evaluator(server.url, branch_mode=branch_mode, **overrides)
 
 
 @pytest.fixture(params=["batched", "parallel"])
@@ -60,15 +60,15 @@ def branch_mode(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def engine(fake: FakeSGLang) -> Iterator[Engine]:
-    built = fake_engine(fake)
-    engine_install(built)
+def evaluator(fake: FakeSGLang) -> Iterator[Evaluator]:
+    built = fake_evaluator(fake)
+    evaluator_install(built)
     yield built
-    engine_install(None)
+    evaluator_install(None)
 
 
 @pytest.fixture
-async def api(engine: Engine) -> AsyncIterator[httpx.AsyncClient]:
+async def api(evaluator: Evaluator) -> AsyncIterator[httpx.AsyncClient]:
     from openjev_site.asgi import application
 
     transport = httpx.ASGITransport(app=application)
@@ -110,7 +110,7 @@ class LiveServer:
 
 
 @pytest.fixture
-def asgi_server(engine: Engine) -> Iterator[LiveServer]:
+def asgi_server(evaluator: Evaluator) -> Iterator[LiveServer]:
     with LiveServer() as server:
         yield server
 
@@ -126,10 +126,10 @@ def _storage_off_without_database(request: pytest.FixtureRequest, settings) -> N
 def _classifiers_without_database(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Tests that may not touch the database see no saved classifiers, so `/v1/models` and `/v1/classify`
     answer without one (classify tests install theirs with `tests.classify.conftest.classifiers`)."""
-    from evaluations import classify
+    from evaluations.classify import registry
 
-    classify.classifier_cache_forget()
+    registry.classifier_cache_forget()
     if request.node.get_closest_marker("django_db") is None:
-        monkeypatch.setattr(classify, "_classifiers_fetch", dict)
+        monkeypatch.setattr(registry, "_classifiers_fetch", dict)
     yield
-    classify.classifier_cache_forget()
+    registry.classifier_cache_forget()

@@ -1,4 +1,4 @@
-"""The embedded engine: llama.cpp on the CPU, with real KV prefix reuse across an evaluation.
+"""The embedded backend: llama.cpp on the CPU, with real KV prefix reuse across an evaluation.
 
 One llama context holds one token sequence in its KV cache. The warm-up evaluates the shared prefix
 from scratch and leaves it there; each branch that continues that prefix drops the previous
@@ -83,7 +83,7 @@ class LlamaTokenizer:
             size = -n
 
 
-class LocalBackend:
+class LlamaCppBackend:
     """The `Backend` protocol on an in-process llama.cpp model."""
 
     kind = "local"
@@ -103,7 +103,7 @@ class LocalBackend:
         except (ValueError, RuntimeError, OSError) as exc:
             raise StartupError(f"llama.cpp cannot load {model_path}: {exc}") from exc
         self.context_tokens = self._llm.n_ctx()
-        """The longest prompt the engine can read; budgets above it fail each branch."""
+        """The longest prompt the context can hold; budgets above it fail each branch."""
         self._tokenizer = LlamaTokenizer(self._llm)
         self._n_vocab = self._llm.n_vocab()
         # Worker-thread state: the tokens in the KV cache, and how many of them are a prefix that was
@@ -262,9 +262,10 @@ class LocalBackend:
         return tuple(float(logits[t] - log_total) for t in label_ids)
 
 
-def local_backend_create(*, source: str, cache_dir: Path, n_ctx: int = DEFAULT_N_CTX, threads: int | None = None,
-                         model: str | None = None, prefix_reuse: bool = True, flash_attn: bool = False) -> LocalBackend:
-    """Resolve (assembling the bundled weights on first use) and load the embedded engine."""
+def llamacpp_backend_create(*, source: str, cache_dir: Path, n_ctx: int = DEFAULT_N_CTX, threads: int | None = None,
+                            model: str | None = None, prefix_reuse: bool = True,
+                            flash_attn: bool = False) -> LlamaCppBackend:
+    """Resolve (assembling the bundled weights on first use) and load the model into llama.cpp."""
     path = gguf_resolve(source=source, cache_dir=cache_dir)
-    return LocalBackend(model_path=path, model=model or gguf_model_name(source=source), n_ctx=n_ctx,
+    return LlamaCppBackend(model_path=path, model=model or gguf_model_name(source=source), n_ctx=n_ctx,
                         threads=threads, prefix_reuse=prefix_reuse, flash_attn=flash_attn)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from evaluations.parsing import Limits, request_parse
+from evaluations.parsing import Limits, systemone_request_parse
 from inference.prompts import Budget, Plan, plan_compile
 from inference.scoring import probabilities_compute
 from tests.fakes.sglang import FakeSGLang
@@ -13,8 +13,9 @@ from tests.qwen3 import qwen3_labels, qwen3_tokenizer
 
 
 def plan_for(body: dict[str, Any]) -> Plan:
-    parsed = request_parse(data=body, limits=Limits(64, 255), models=frozenset({"jev-latest"}))
-    return plan_compile(state=parsed.state, questions=parsed.questions, tokenizer=qwen3_tokenizer(),
+    parsed = systemone_request_parse(data=body, limits=Limits(64, 255), models=frozenset({"jev-latest"}))
+    return plan_compile(conversation=parsed.evaluation.conversation, questions=parsed.evaluation.questions,
+                        tokenizer=qwen3_tokenizer(),
                         labels=qwen3_labels(), budget=Budget(32768, 262144))
 
 

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluations.parsing import NESTING_MAX, body_parse, document_problems
+from evaluations.errors import problems_render
+from evaluations.json_body import NESTING_MAX, body_parse, document_problems
 from tests.api.test_errors import NOUL, assert_error, assert_validation, body_with
 
 HIGH, LOW = "\ud800", "\udfff"
@@ -132,7 +133,7 @@ def test_the_document_check_stops_after_a_bounded_number_of_problems():
     data = body_parse(json.dumps({"state": [HIGH] * 1000}).encode())
     problems = document_problems(data=data)
     assert 0 < len(problems) <= 20
-    assert [p.loc for p in problems[:2]] == [("body", "state", 0), ("body", "state", 1)]
+    assert [d["loc"] for d in problems_render(problems[:2])] == [["body", "state", 0], ["body", "state", 1]]
 
 
 def _encodable(value: object) -> bool:

@@ -11,8 +11,8 @@ from dataclasses import replace
 import pytest
 import zstandard
 
-from evaluations.engine import engine_install
-from tests.conftest import README_REQUEST, fake_engine
+from evaluations.evaluator import evaluator_install
+from tests.conftest import README_REQUEST, fake_evaluator
 
 NOUL = {"type": "noul", "instructions": "Refund?"}
 
@@ -96,7 +96,7 @@ async def test_invalid_requests_get_422_with_a_location_and_no_backend_call(api,
 
 
 async def test_token_budgets_are_checked_before_any_backend_call(api, fake, settings):
-    engine_install(fake_engine(fake, max_input_tokens=50, max_total_input_tokens=100))
+    evaluator_install(fake_evaluator(fake, max_input_tokens=50, max_total_input_tokens=100))
     response = await api.post("/v1/systemone", json=README_REQUEST)
     assert_validation(response, ["body", "questions"])
     assert fake.requests == []
@@ -150,8 +150,8 @@ async def test_compression_bomb_gets_413(api, fake, encoding):
 
 
 async def guard_refusal(scope, receive, *, read_timeout=5.0):
-    """What the body guard alone (10 KiB limit) sends for `scope`, in front of an app that must not run."""
-    from openjev_site.bodyguard import BodyGuard
+    """What the body reader alone (10 KiB limit) sends for `scope`, in front of an app that must not run."""
+    from evaluations.request_body import RequestBodyReader
 
     sent: list[dict] = []
 
@@ -161,7 +161,7 @@ async def guard_refusal(scope, receive, *, read_timeout=5.0):
     async def app(scope, receive, send):
         raise AssertionError("the app must not run")
 
-    await BodyGuard(app, max_bytes=10 * 1024, read_timeout=read_timeout)(scope, receive, send)
+    await RequestBodyReader(app, max_bytes=10 * 1024, read_timeout=read_timeout)(scope, receive, send)
     return sent
 
 
@@ -205,7 +205,7 @@ async def test_auth_off_accepts_any_bearer(api, fake):
 
 
 async def test_more_concurrent_evaluations_than_the_limit_get_529_with_retry_after(api, fake):
-    engine_install(fake_engine(fake, max_concurrent_requests=1))
+    evaluator_install(fake_evaluator(fake, max_concurrent_requests=1))
     fake.delay = 0.5
     first = asyncio.create_task(api.post("/v1/systemone", json=README_REQUEST))
     await asyncio.to_thread(fake.wait_in_flight, 1)
@@ -233,7 +233,7 @@ async def test_backend_errors_and_malformed_logprobs_get_502(api, fake, failure)
 
 
 async def test_failed_branch_cancels_siblings_and_the_worker_aborts_them(api, fake):
-    engine_install(fake_engine(fake, branch_mode="parallel"))
+    evaluator_install(fake_evaluator(fake, branch_mode="parallel"))
     fake.delay = 1
     fake.fail_after = 2  # the warm-up (delayed) and one branch (delayed) pass, every later call fails at once
     response = await api.post("/v1/systemone", json=README_REQUEST)
@@ -243,7 +243,7 @@ async def test_failed_branch_cancels_siblings_and_the_worker_aborts_them(api, fa
 
 
 async def test_evaluation_past_the_deadline_gets_504_and_the_worker_aborts_its_request(api, fake):
-    engine_install(fake_engine(fake, request_timeout=0.3))
+    evaluator_install(fake_evaluator(fake, request_timeout=0.3))
     fake.delay = 5
     response = await api.post("/v1/systemone", json=README_REQUEST)
     assert_error(response, 504, "timeout")

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from evaluations import classify
-from evaluations.classify import ClassifierSpec, classifier_spec_build
-from evaluations.storage import storage_writer_stop
-from inference.prompts import Budget, plan_compile
+from evaluations.classify import registry
+from evaluations.classify.registry import ClassifierSpec, classifier_spec_build
+from evaluations.storage.writer import writer_stop
+from inference.prompts import Budget, Plan, plan_compile
+from inference.requests import conversation_of_text
 from inference.scoring import probabilities_compute
 from tests.fakes.sglang import FakeSGLang
 from tests.qwen3 import qwen3_labels, qwen3_tokenizer
@@ -58,28 +59,30 @@ def classifiers(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
 
     def install(*definitions: Definition) -> None:
         specs = {d.name: spec_of(d) for d in definitions}
-        monkeypatch.setattr(classify, "_classifiers_fetch", lambda: dict(specs))
-        classify.classifier_cache_forget()
+        monkeypatch.setattr(registry, "_classifiers_fetch", lambda: dict(specs))
+        registry.classifier_cache_forget()
 
     return install
 
 
-def expected_probs(fake: FakeSGLang, definition: Definition, text: str) -> list[float]:
-    """What the server must answer for `text` against the fake SGLang: its label log-probs, renormalised."""
+def plan_of(definition: Definition, text: str) -> Plan:
+    """The plan the server compiles for `text` with this classifier."""
     question = spec_of(definition).question
     assert question is not None
-    plan = plan_compile(state=text, questions=(question,), tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
-                        budget=Budget(32768, 262144))
+    return plan_compile(conversation=conversation_of_text(text=text), questions=(question,),
+                        tokenizer=qwen3_tokenizer(), labels=qwen3_labels(), budget=Budget(32768, 262144))
+
+
+def expected_probs(fake: FakeSGLang, definition: Definition, text: str) -> list[float]:
+    """What the server must answer for `text` against the fake SGLang: its label log-probs, renormalised."""
+    plan = plan_of(definition, text)
     (branch,) = plan.branches
     logprobs = [fake.predict_logprob(plan.branch_ids(branch), t) for t in branch.label_ids]
     return probabilities_compute(logprobs=logprobs, temperature=1.0)
 
 
 def expected_prompt_tokens(definition: Definition, text: str) -> int:
-    question = spec_of(definition).question
-    assert question is not None
-    return plan_compile(state=text, questions=(question,), tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
-                        budget=Budget(32768, 262144)).input_tokens
+    return plan_of(definition, text).input_tokens
 
 
 @pytest.fixture(autouse=True)
@@ -88,7 +91,7 @@ def _writer_stopped(request: pytest.FixtureRequest) -> Iterator[None]:
     able to drop the test database)."""
     yield
     if request.node.get_closest_marker("django_db") is not None:
-        assert storage_writer_stop(timeout=30), "the storage writer did not stop"
+        assert writer_stop(timeout=30), "the storage writer did not stop"
 
 
 @pytest.fixture

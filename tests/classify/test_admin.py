@@ -133,7 +133,7 @@ def test_a_noul_classifier_needs_no_label_rows(admin_client):
     assert "true, false" in admin_client.get(CHANGELIST).content.decode()
 
 
-def test_try_it_on_the_detail_page_shows_the_distribution_and_is_stored(admin_client, engine, fake, store):
+def test_try_it_on_the_detail_page_shows_the_distribution_and_is_stored(admin_client, evaluator, fake, store):
     assert admin_client.post(ADD, form_data()).status_code == 302
     classifier = Classifier.objects.get()
     url = reverse("admin:evaluations_classifier_try", args=[classifier.pk])
@@ -146,9 +146,9 @@ def test_try_it_on_the_detail_page_shows_the_distribution_and_is_stored(admin_cl
     assert all(name in table for name in ("positive", "negative", "neutral", "The text expresses a positive"))
     assert re.search(rf'<tr class="oj-chosen">\s*<td class="oj-key" title="{label}">', table)
     request_id = re.search(r"(classify-[0-9a-f]{32})", table).group(1)
-    from evaluations.storage import evaluation_store_drain
+    from evaluations.storage.writer import writer_drain
 
-    assert evaluation_store_drain(timeout=30)
+    assert writer_drain(timeout=30)
     row = Evaluation.objects.get(request_id=request_id)
     assert (row.classifier_id, row.api_key_label, row.status_code) == (classifier.pk, "admin", 200)
     assert admin_client.post(url, {"text": ""}).status_code == 200  # an empty form is redisplayed, not run

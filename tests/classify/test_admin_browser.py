@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from evaluations.models import Classifier, Evaluation
-from evaluations.storage import evaluation_store_drain
+from evaluations.storage.writer import writer_drain
 from tests.classify.conftest import SENTIMENT_LABELS
 from tests.storage.test_admin_browser import chromium_page, orm, shot
 
@@ -50,6 +50,6 @@ def test_define_and_try_a_classifier_in_headless_chromium(asgi_server, fake, sto
     response = httpx.post(f"{base}/v1/classify", json={"model": "sentiment", "input": "Loved the new café—coffee "
                                                                                        "was great."})
     assert response.status_code == 200 and response.json()["data"][0]["label"] == label
-    assert evaluation_store_drain(timeout=30)
+    assert writer_drain(timeout=30)
     assert sorted(orm(lambda: list(Evaluation.objects.values_list("api_key_label", "classifier_name")))) == [
         ("", "sentiment"), ("admin", "sentiment")]

@@ -14,9 +14,9 @@ from dataclasses import replace
 
 import pytest
 
-from evaluations.engine import engine_install
+from evaluations.evaluator import evaluator_install
 from tests.classify.conftest import SENTIMENT, SPAM, URGENCY, expected_probs, expected_prompt_tokens
-from tests.conftest import fake_engine
+from tests.conftest import fake_evaluator
 
 REVIEW = "Loved the new café—coffee was great."
 TEXTS = ["Loved the new café—coffee was great.", "The delivery was late and the box was crushed.",
@@ -100,17 +100,17 @@ async def test_a_one_item_list_is_answered_like_the_single_text(api, fake, senti
 
 
 async def test_all_texts_of_a_request_run_concurrently_under_one_admission(api, fake, sentiment):
-    engine = fake_engine(fake, max_concurrent_requests=1, branch_mode="parallel")
-    engine_install(engine)
+    evaluator = fake_evaluator(fake, max_concurrent_requests=1, branch_mode="parallel")
+    evaluator_install(evaluator)
     fake.delay = 0.3
     first = asyncio.create_task(api.post("/v1/classify", json={"model": "sentiment", "input": TEXTS}))
     await asyncio.to_thread(fake.wait_in_flight, len(TEXTS))  # every text's warm-up is in flight at once
-    assert engine.gate.active == 1
+    assert evaluator.gate.active == 1
     second = await api.post("/v1/classify", json={"model": "sentiment", "input": REVIEW})
     body = assert_classify_error(second, 529, "overloaded")
     assert second.headers["retry-after"] == "1" and "limit 1" in body["error"]
     assert (await first).status_code == 200
-    assert engine.gate.active == 0
+    assert evaluator.gate.active == 0
 
 
 async def test_a_noul_classifier_answers_true_or_false_with_p_true_first(api, fake, sentiment):
@@ -153,12 +153,12 @@ async def test_models_lists_classifiers_in_data_only(api, fake, sentiment, setti
 
 
 async def test_models_still_answers_when_classifiers_cannot_be_read(api, fake, monkeypatch, settings):
-    from evaluations import classify
+    from evaluations.classify import registry
 
     def broken() -> dict:
         raise RuntimeError("database down")
 
-    monkeypatch.setattr(classify, "_classifiers_fetch", broken)
+    monkeypatch.setattr(registry, "_classifiers_fetch", broken)
     response = await api.get("/v1/models")
     assert response.status_code == 200
     assert [d["id"] for d in response.json()["data"]] == [settings.OPENJEV.model_alias, settings.OPENJEV.model]
@@ -231,7 +231,7 @@ async def test_a_classifier_with_broken_labels_is_not_served(api, fake, classifi
 
 async def test_token_budgets_apply_per_text_and_over_all_texts_with_400(api, fake, sentiment):
     tokens = expected_prompt_tokens(SENTIMENT, "short")
-    engine_install(fake_engine(fake, max_input_tokens=tokens, max_total_input_tokens=tokens * 2))
+    evaluator_install(fake_evaluator(fake, max_input_tokens=tokens, max_total_input_tokens=tokens * 2))
     assert (await api.post("/v1/classify", json={"model": "sentiment", "input": "short"})).status_code == 200
     fake.reset()
     long = assert_classify_error(
@@ -296,7 +296,7 @@ async def test_backend_errors_get_502(api, fake, sentiment, failure):
 
 
 async def test_one_failing_text_fails_the_request_and_the_worker_aborts_the_others(api, fake, sentiment):
-    engine_install(fake_engine(fake, branch_mode="parallel"))
+    evaluator_install(fake_evaluator(fake, branch_mode="parallel"))
     fake.delay = 5
     fake.fail_after = 1  # the first warm-up waits (delayed), every later call fails at once
     assert_classify_error(await api.post("/v1/classify", json={"model": "sentiment", "input": TEXTS}),
@@ -306,7 +306,7 @@ async def test_one_failing_text_fails_the_request_and_the_worker_aborts_the_othe
 
 
 async def test_past_the_deadline_gets_504_and_the_worker_aborts(api, fake, sentiment):
-    engine_install(fake_engine(fake, request_timeout=0.3))
+    evaluator_install(fake_evaluator(fake, request_timeout=0.3))
     fake.delay = 5
     response = await api.post("/v1/classify", json={"model": "sentiment", "input": TEXTS[:2]})
     assert_classify_error(response, 504, "timeout")

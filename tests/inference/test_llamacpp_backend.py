@@ -20,12 +20,13 @@ import pytest
 
 from inference import gguf
 from inference.backends.base import BranchCall, Generation
-from inference.backends.local import LocalBackend, local_backend_create
+from inference.backends.llamacpp import LlamaCppBackend, llamacpp_backend_create
 from inference.errors import BackendFailed, StartupError
 from inference.gguf import BundledModel, gguf_resolve
 from inference.labels import Label, labels_build
 from inference.prompts import Budget, Plan, plan_compile, prompt_ending
-from inference.questions import Question, question_build
+from inference.questions import Question, question_build, text_render
+from inference.requests import conversation_of_text
 from inference.scoring import Answer, BranchScore, answer_compute
 
 pytestmark = pytest.mark.embedded
@@ -51,23 +52,23 @@ def _run[T](coro: Coroutine[Any, Any, T]) -> T:
 
 
 @pytest.fixture(scope="module")
-def llama() -> Iterator[LocalBackend]:
-    engine = local_backend_create(source="qwen2.5-coder-0.5b", cache_dir=_cache_dir(), n_ctx=4096, threads=THREADS)
-    yield engine
-    engine.close()
+def llama() -> Iterator[LlamaCppBackend]:
+    backend = llamacpp_backend_create(source="qwen2.5-coder-0.5b", cache_dir=_cache_dir(), n_ctx=4096, threads=THREADS)
+    yield backend
+    backend.close()
 
 
 @pytest.fixture(scope="module")
-def recompute(llama: LocalBackend) -> Iterator[LocalBackend]:
+def recompute(llama: LlamaCppBackend) -> Iterator[LlamaCppBackend]:
     """The same model with prefix reuse off: every generation evaluated from scratch."""
     path = gguf_resolve(source="qwen2.5-coder-0.5b", cache_dir=_cache_dir())
-    engine = LocalBackend(model_path=path, n_ctx=4096, threads=THREADS, prefix_reuse=False)
-    yield engine
-    engine.close()
+    backend = LlamaCppBackend(model_path=path, n_ctx=4096, threads=THREADS, prefix_reuse=False)
+    yield backend
+    backend.close()
 
 
 @pytest.fixture(scope="module")
-def labels(llama: LocalBackend) -> tuple[Label, ...]:
+def labels(llama: LlamaCppBackend) -> tuple[Label, ...]:
     return labels_build(tokenizer=llama.tokenizer(), count=255, ending=prompt_ending(tokenizer=llama.tokenizer()))
 
 
@@ -76,8 +77,10 @@ def _answer(question: Question, generation: Generation) -> Answer:
     return answer_compute(question=question, branches=[branch], temperature=1.0, confidence="entropy")
 
 
-def _plan(llama: LocalBackend, labels: Sequence[Label], state: Any, questions: Sequence[Question]) -> Plan:
-    return plan_compile(state=state, questions=questions, tokenizer=llama.tokenizer(), labels=labels, budget=BUDGET)
+def _plan(llama: LlamaCppBackend, labels: Sequence[Label], state: Any, questions: Sequence[Question]) -> Plan:
+    """A text or structured state, as the API gives it to the core: one user message."""
+    return plan_compile(conversation=conversation_of_text(text=text_render(state)), questions=questions,
+                        tokenizer=llama.tokenizer(), labels=labels, budget=BUDGET)
 
 
 def _calls(plan: Plan, tag: str) -> list[BranchCall]:
@@ -85,7 +88,7 @@ def _calls(plan: Plan, tag: str) -> list[BranchCall]:
             for i, b in enumerate(plan.branches)]
 
 
-async def _evaluate(llama: LocalBackend, plan: Plan, tag: str) -> tuple[Generation, list[Generation]]:
+async def _evaluate(llama: LlamaCppBackend, plan: Plan, tag: str) -> tuple[Generation, list[Generation]]:
     warm = await llama.warm(rid=f"{tag}-warm", prefix_ids=plan.prefix_ids)
     return warm, await llama.score(calls=_calls(plan, tag))
 
@@ -113,7 +116,7 @@ QUESTIONS = (
 # -- tokenizer and template --------------------------------------------------------------------------
 
 
-def test_labels_are_single_tokens(llama: LocalBackend, labels: tuple[Label, ...]) -> None:
+def test_labels_are_single_tokens(llama: LlamaCppBackend, labels: tuple[Label, ...]) -> None:
     assert [label.text for label in labels[:26]] == list("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
     assert len(labels) == 255
     assert all(len(label.text) == 2 for label in labels[26:])
@@ -123,13 +126,13 @@ def test_labels_are_single_tokens(llama: LocalBackend, labels: tuple[Label, ...]
         assert tokenizer.decode([label.token_id]) == label.text
 
 
-def test_decode_round_trips_long_and_multibyte_pieces(llama: LocalBackend) -> None:
+def test_decode_round_trips_long_and_multibyte_pieces(llama: LlamaCppBackend) -> None:
     tokenizer = llama.tokenizer()
     for text in (" " * 80, "=" * 64, "Grüße, 東京 🙂", "<|im_start|>user\nhi<|im_end|>"):
         assert tokenizer.decode(tokenizer.encode(text)) == text
 
 
-def test_chat_template_renders_chatml(llama: LocalBackend) -> None:
+def test_chat_template_renders_chatml(llama: LlamaCppBackend) -> None:
     rendered = llama.tokenizer().render_chat([{"role": "user", "content": "hi"}])
     assert "<|im_start|>user\nhi<|im_end|>\n" in rendered
     assert rendered.endswith("<|im_start|>assistant\n")
@@ -138,7 +141,7 @@ def test_chat_template_renders_chatml(llama: LocalBackend) -> None:
 # -- prefix reuse ------------------------------------------------------------------------------------
 
 
-def test_warm_then_score_reuses_the_prefix(llama: LocalBackend, labels: tuple[Label, ...]) -> None:
+def test_warm_then_score_reuses_the_prefix(llama: LlamaCppBackend, labels: tuple[Label, ...]) -> None:
     plan = _plan(llama, labels, REVIEW, QUESTIONS)
     prefix = len(plan.prefix_ids)
     _run(llama.warm(rid="other", prefix_ids=_plan(llama, labels, "Another state.", QUESTIONS).prefix_ids))
@@ -152,7 +155,7 @@ def test_warm_then_score_reuses_the_prefix(llama: LocalBackend, labels: tuple[La
     assert again.cached_tokens == prefix  # the same state twice: the warm-up itself is a cache hit
 
 
-def test_reuse_matches_recomputing_every_branch(llama: LocalBackend, recompute: LocalBackend,
+def test_reuse_matches_recomputing_every_branch(llama: LlamaCppBackend, recompute: LlamaCppBackend,
                                                 labels: tuple[Label, ...]) -> None:
     plan = _plan(llama, labels, REVIEW, QUESTIONS)
     _, reused = _run(_evaluate(llama, plan, "cmp"))
@@ -163,7 +166,7 @@ def test_reuse_matches_recomputing_every_branch(llama: LocalBackend, recompute: 
     assert all(lp < 0 for g in reused for lp in g.label_logprobs)
 
 
-def test_answers_do_not_depend_on_question_order(llama: LocalBackend, labels: tuple[Label, ...]) -> None:
+def test_answers_do_not_depend_on_question_order(llama: LlamaCppBackend, labels: tuple[Label, ...]) -> None:
     forward = _plan(llama, labels, REVIEW, QUESTIONS)
     backward = _plan(llama, labels, REVIEW, QUESTIONS[::-1])
     _, a = _run(_evaluate(llama, forward, "fwd"))
@@ -171,7 +174,7 @@ def test_answers_do_not_depend_on_question_order(llama: LocalBackend, labels: tu
     assert _close(a, b[::-1])
 
 
-def test_split_evaluation_agrees_with_one_shot(llama: LocalBackend, recompute: LocalBackend,
+def test_split_evaluation_agrees_with_one_shot(llama: LlamaCppBackend, recompute: LlamaCppBackend,
                                                labels: tuple[Label, ...]) -> None:
     """A branch with no warm-up is evaluated in one piece; it must tell the same story.
 
@@ -196,19 +199,19 @@ POSITIVE_REVIEW = "Absolutely love it, works perfectly, five stars. Would buy ag
 NEGATIVE_REVIEW = "Broke after two days, support ignored me. Terrible, avoid it."
 
 
-def _p_true(llama: LocalBackend, labels: tuple[Label, ...], review: str) -> float:
+def _p_true(llama: LlamaCppBackend, labels: tuple[Label, ...], review: str) -> float:
     question = _noul("Is this review positive?")
     plan = _plan(llama, labels, f"Review: {review}", [question])
     _, (generation,) = _run(_evaluate(llama, plan, "yes-no"))
     return _answer(question, generation).probabilities[0]
 
 
-def test_yes_no_orders_positive_above_negative(llama: LocalBackend, labels: tuple[Label, ...]) -> None:
+def test_yes_no_orders_positive_above_negative(llama: LlamaCppBackend, labels: tuple[Label, ...]) -> None:
     assert _p_true(llama, labels, POSITIVE_REVIEW) > _p_true(llama, labels, NEGATIVE_REVIEW)
 
 
 @pytest.mark.parametrize(("review", "positive"), [(POSITIVE_REVIEW, True), (NEGATIVE_REVIEW, False)])
-def test_yes_no_lands_on_the_right_side(llama: LocalBackend, labels: tuple[Label, ...], review: str,
+def test_yes_no_lands_on_the_right_side(llama: LlamaCppBackend, labels: tuple[Label, ...], review: str,
                                         positive: bool) -> None:
     """Depends on the prompt wording: the 0.5B model leans towards label A, and the margin is thin.
 
@@ -220,7 +223,7 @@ def test_yes_no_lands_on_the_right_side(llama: LocalBackend, labels: tuple[Label
 # -- concurrency and cancellation --------------------------------------------------------------------
 
 
-def test_interleaved_evaluations_match_sequential(llama: LocalBackend, labels: tuple[Label, ...]) -> None:
+def test_interleaved_evaluations_match_sequential(llama: LlamaCppBackend, labels: tuple[Label, ...]) -> None:
     first = _plan(llama, labels, REVIEW, QUESTIONS[:2])
     second = _plan(llama, labels, "The meeting moved to Tuesday at 3 pm.", [_noul("Is a time mentioned?")])
 
@@ -233,11 +236,11 @@ def test_interleaved_evaluations_match_sequential(llama: LocalBackend, labels: t
         assert _close(alone, mixed)
 
 
-def _five_branches(llama: LocalBackend, labels: tuple[Label, ...]) -> Plan:
+def _five_branches(llama: LlamaCppBackend, labels: tuple[Label, ...]) -> Plan:
     return _plan(llama, labels, "Short state.", [_noul(f"Question number {i}?", str(i)) for i in range(5)])
 
 
-def test_abort_skips_remaining_branches(llama: LocalBackend, labels: tuple[Label, ...],
+def test_abort_skips_remaining_branches(llama: LlamaCppBackend, labels: tuple[Label, ...],
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     plan = _five_branches(llama, labels)
     calls = _calls(plan, "abort")
@@ -264,7 +267,7 @@ def test_abort_skips_remaining_branches(llama: LocalBackend, labels: tuple[Label
     assert llama._flags == {}
 
 
-def test_cancelled_call_skips_remaining_branches(llama: LocalBackend, labels: tuple[Label, ...],
+def test_cancelled_call_skips_remaining_branches(llama: LlamaCppBackend, labels: tuple[Label, ...],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     plan = _five_branches(llama, labels)
     done: list[int] = []
@@ -301,17 +304,17 @@ def test_cancelled_call_skips_remaining_branches(llama: LocalBackend, labels: tu
     assert len(generations) == 5
 
 
-def test_prompt_over_the_context_fails_clearly(llama: LocalBackend) -> None:
+def test_prompt_over_the_context_fails_clearly(llama: LlamaCppBackend) -> None:
     too_long = [32] * (llama.context_tokens + 1)
     with pytest.raises(BackendFailed, match="context"):
         _run(llama.warm(rid="long", prefix_ids=too_long))
 
 
-async def _health(llama: LocalBackend) -> bool:
+async def _health(llama: LlamaCppBackend) -> bool:
     return await llama.health()
 
 
-def test_health_and_identity(llama: LocalBackend) -> None:
+def test_health_and_identity(llama: LlamaCppBackend) -> None:
     assert _run(_health(llama)) is True
     assert llama.kind == "local"
     assert llama.model == "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF:q4_k_m"
@@ -335,14 +338,15 @@ def test_custom_file_must_be_gguf(tmp_path: Path) -> None:
     broken.write_bytes(b"GGUF" + bytes(60))
     assert gguf_resolve(source=str(broken), cache_dir=tmp_path) == broken
     with pytest.raises(StartupError, match="cannot load"):
-        LocalBackend(model_path=broken)
+        LlamaCppBackend(model_path=broken)
 
 
 def _fake_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunks: Sequence[bytes], sha256: str,
                  modules: int | None = None) -> BundledModel:
     """A tiny bundled model whose part modules are injected into sys.modules (never the real cache)."""
-    model = BundledModel(name="tiny-test", served_name="test/tiny", file_name="tiny.gguf", sha256=sha256,
-                         package="openjev-test-tiny-part{n}", version="1.0", parts=len(chunks))
+    model = BundledModel(name="tiny-test", repo="test/tiny", served_name="test/tiny", release_date="unknown",
+                         file_name="tiny.gguf", sha256=sha256, package="openjev-test-tiny-part{n}", version="1.0",
+                         parts=len(chunks))
     for n, chunk in enumerate(chunks[:modules], start=1):
         part = tmp_path / f"part{n}.bin"
         part.write_bytes(chunk)

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from inference.profiles import DEFAULT_PROFILE, PROFILES, sglang_command
+from serving.profiles import DEFAULT_PROFILE, PROFILES, sglang_command
 from tests.conftest import README_REQUEST
 from tests.ops.helpers import ROOT, Serve, fake_python_write, free_port, pid_alive, serve_env
 

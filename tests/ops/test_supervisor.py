@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from inference.supervisor import (
+from serving.supervisor import (
     ChildExited,
     StartupCancelled,
     StartupTimeout,

@@ -17,14 +17,14 @@ import pytest
 from django.db import connections
 
 from evaluations.keys import apikey_cache_forget
-from evaluations.storage import evaluation_store_drain, storage_writer_stop
+from evaluations.storage.writer import writer_drain, writer_stop
 
 
 @pytest.fixture(autouse=True)
 def _storage_isolated() -> Iterator[None]:
     apikey_cache_forget()
     yield
-    assert storage_writer_stop(timeout=30), "the storage writer did not stop"
+    assert writer_stop(timeout=30), "the storage writer did not stop"
     apikey_cache_forget()
 
 
@@ -56,4 +56,4 @@ async def db[T](fn: Callable[[], T]) -> T:
 
 async def drained() -> None:
     """Wait until the writer has written everything queued so far."""
-    assert await asyncio.to_thread(evaluation_store_drain, timeout=30), "the storage writer did not drain"
+    assert await asyncio.to_thread(writer_drain, timeout=30), "the storage writer did not drain"

@@ -17,10 +17,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connections
 
+from evaluations.config import BASE_DIR
 from evaluations.keys import apikey_issue
 from evaluations.models import ApiKey, Evaluation
-from evaluations.storage import evaluation_store_drain
-from openjev_site.config import BASE_DIR
+from evaluations.storage.writer import writer_drain
 from tests.conftest import README_REQUEST
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -84,7 +84,7 @@ def test_admin_pages_render_in_headless_chromium(asgi_server, fake, store, setti
         for body in (README_REQUEST, {**README_REQUEST, "state": "Thanks, all sorted!"},
                      {**README_REQUEST, "model": "gpt-4"}):
             client.post("/v1/systemone", json=body)
-    assert evaluation_store_drain(timeout=30)
+    assert writer_drain(timeout=30)
     answered = Evaluation.objects.filter(status_code=200).first()
     assert answered is not None and Evaluation.objects.count() == 3
 

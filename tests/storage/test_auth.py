@@ -107,7 +107,7 @@ async def test_an_expired_key_is_refused(api, fake, store, auth):
     issued = await db(lambda: apikey_issue(name="old", expires_at=timezone.now() + timedelta(days=1)))
     assert (await api.post("/v1/systemone", json=README_REQUEST, headers=bearer(issued.secret))).status_code == 200
     await db(lambda: ApiKey.objects.filter(pk=issued.id).update(expires_at=timezone.now() - timedelta(seconds=1)))
-    keys.apikey_cache_forget()  # update() bypasses save(); other processes would see it within CACHE_SECONDS
+    keys.apikey_cache_forget()  # update() bypasses save(); other processes would see it within KEY_CACHE_SECONDS
     assert_401(await api.post("/v1/systemone", json=README_REQUEST, headers=bearer(issued.secret)))
     expired = await db(lambda: apikey_issue(name="born expired", expires_at=timezone.now() - timedelta(days=1)))
     assert_401(await api.post("/v1/systemone", json=README_REQUEST, headers=bearer(expired.secret)))

@@ -15,12 +15,15 @@ from django.db import OperationalError, connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from evaluations import storage
-from evaluations.engine import engine_install
+from evaluations.evaluator import evaluator_install
 from evaluations.models import Evaluation, EvaluationAnswer
-from evaluations.services import request_id_new, systemone_evaluate
+from evaluations.requestids import request_id_assign
+from evaluations.storage import rows, writer
+from evaluations.storage import store as storing
+from evaluations.storage.records import StoredEvaluation
+from evaluations.systemone import received_of_body, systemone_evaluate
 from tests.api.helpers import close, expected_probabilities
-from tests.conftest import README_REQUEST, fake_engine
+from tests.conftest import README_REQUEST, fake_evaluator
 from tests.storage.conftest import db, drained
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -121,7 +124,7 @@ async def test_off_level_stores_nothing(api, fake, store):
     assert response.status_code == 200
     await drained()
     assert await db(lambda: Evaluation.objects.count()) == 0
-    assert storage.storage_stats()["pending"] == 0
+    assert storing.storage_stats()["pending"] == 0
 
 
 async def test_a_validation_failure_is_stored_as_422_with_its_problems(api, fake, store):
@@ -166,10 +169,10 @@ async def test_a_failed_request_stores_a_capped_state_and_problem_list_with_a_ma
     assert response.status_code == 422 and len(response.json()["detail"]) == 64 * 255
     await drained()
     row = await db(lambda: evaluation_get(response.headers["x-typesafe-request-id"]))
-    kept = row.state[storage.TRUNCATED_KEY]
-    assert kept["json_chars"] == len(json.dumps(state)) and kept["head"] == json.dumps(state)[:storage.FAILED_JSON_MAX]
-    assert row.questions[storage.TRUNCATED_KEY]["json_chars"] > storage.FAILED_JSON_MAX
-    assert len(row.error_detail[storage.TRUNCATED_KEY]["head"]) == storage.FAILED_JSON_MAX
+    kept = row.state[rows.TRUNCATED_KEY]
+    assert kept["json_chars"] == len(json.dumps(state)) and kept["head"] == json.dumps(state)[:rows.FAILED_JSON_MAX]
+    assert row.questions[rows.TRUNCATED_KEY]["json_chars"] > rows.FAILED_JSON_MAX
+    assert len(row.error_detail[rows.TRUNCATED_KEY]["head"]) == rows.FAILED_JSON_MAX
     assert row.question_count == 64 and row.error_message
 
 
@@ -186,12 +189,12 @@ async def test_engine_failures_are_stored_with_the_status_the_client_got(api, fa
     elif failure == "dead":
         fake.dead()
     elif failure == "timeout":
-        engine_install(fake_engine(fake, request_timeout=0.2))
+        evaluator_install(fake_evaluator(fake, request_timeout=0.2))
         fake.delay = 5
     elif failure == "overloaded":
-        engine_install(fake_engine(fake, max_concurrent_requests=0))
+        evaluator_install(fake_evaluator(fake, max_concurrent_requests=0))
     else:
-        engine_install(fake_engine(fake, max_input_tokens=50, max_total_input_tokens=100))
+        evaluator_install(fake_evaluator(fake, max_input_tokens=50, max_total_input_tokens=100))
     response = await api.post("/v1/systemone", json=README_REQUEST)
     assert response.status_code == status
     await drained()
@@ -206,10 +209,10 @@ async def test_engine_failures_are_stored_with_the_status_the_client_got(api, fa
     assert row.total_ms is not None and row.input_tokens is None
 
 
-async def test_a_client_that_hangs_up_is_stored_as_499(engine, fake, store):
+async def test_a_client_that_hangs_up_is_stored_as_499(evaluator, fake, store):
     fake.delay = 5
-    request_id = request_id_new()
-    task = asyncio.create_task(systemone_evaluate(data=README_REQUEST, request_id=request_id, api_key=None))
+    request_id = request_id_assign(path="/v1/systemone")
+    task = asyncio.create_task(systemone_evaluate(data=README_REQUEST, request_id=request_id, caller=None))
     await asyncio.to_thread(fake.wait_in_flight, 1)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -220,15 +223,15 @@ async def test_a_client_that_hangs_up_is_stored_as_499(engine, fake, store):
 
 
 async def test_a_database_outage_still_returns_the_answer_and_is_counted(api, fake, store, monkeypatch):
-    monkeypatch.setattr(storage, "RETRY_DELAYS", (0.01,))
+    monkeypatch.setattr(writer, "RETRY_DELAYS", (0.01,))
     expected = (await api.post("/v1/systemone", json=README_REQUEST)).json()
     await drained()
-    before = storage.storage_stats()
+    before = storing.storage_stats()
 
     def refuse(self, *args, **kwargs):
         raise OperationalError("connection refused (simulated outage)")
 
-    storage.storage_writer_stop()  # the next write opens a fresh connection, into the outage
+    writer.writer_stop()  # the next write opens a fresh connection, into the outage
     monkeypatch.setattr(BaseDatabaseWrapper, "ensure_connection", refuse)
     response = await api.post("/v1/systemone", json=README_REQUEST)
     assert response.status_code == 200
@@ -236,19 +239,19 @@ async def test_a_database_outage_still_returns_the_answer_and_is_counted(api, fa
     await drained()
     monkeypatch.undo()
 
-    after = storage.storage_stats()
+    after = storing.storage_stats()
     assert after["failed"] == before["failed"] + 1 and after["stored"] == before["stored"]
     assert await db(lambda: Evaluation.objects.count()) == 1  # only the one before the outage
 
 
 async def test_a_slow_database_does_not_delay_the_answer(api, fake, store, monkeypatch):
-    real_insert = storage._rows_insert
+    real_insert = storing.rows_insert
 
-    def slow_insert(rows):
+    def slow_insert(batch):
         time.sleep(1.0)
-        real_insert(rows)
+        real_insert(batch)
 
-    monkeypatch.setattr(storage, "_rows_insert", slow_insert)
+    monkeypatch.setattr(storing, "rows_insert", slow_insert)
     await api.post("/v1/systemone", json=README_REQUEST)  # warm pools
     start = time.perf_counter()
     for _ in range(3):
@@ -272,47 +275,47 @@ async def test_a_failed_batch_is_retried_row_by_row_so_one_bad_row_loses_nothing
 
 
 async def test_a_full_queue_drops_and_counts_instead_of_blocking(api, fake, store, monkeypatch):
-    monkeypatch.setattr(storage, "QUEUE_SIZE", 1)
-    writer = storage._Writer()
-    monkeypatch.setattr(storage, "_writer", writer)
+    small = writer.BatchWriter(queue_size=1)
+    monkeypatch.setattr(storing, "writer", small)
     gate = asyncio.Event()
     release = threading.Event()
-    real_process = writer._process
+    real_write = small._batch_write
 
-    def blocked_process(jobs):
+    def blocked_write(jobs):
         gate_set()
         release.wait(10)
-        real_process(jobs)
+        real_write(jobs)
 
     loop = asyncio.get_running_loop()
 
     def gate_set():
         loop.call_soon_threadsafe(gate.set)
 
-    monkeypatch.setattr(writer, "_process", blocked_process)
+    monkeypatch.setattr(small, "_batch_write", blocked_write)
     assert (await api.post("/v1/systemone", json=README_REQUEST)).status_code == 200  # taken by the writer
     await asyncio.wait_for(gate.wait(), 5)
     statuses = [(await api.post("/v1/systemone", json=README_REQUEST)).status_code for _ in range(3)]
     assert statuses == [200, 200, 200]  # one queued, two dropped, all answered
     release.set()
-    assert await asyncio.to_thread(writer.drain, timeout=10)
-    stats = writer.stats
-    assert (stats.stored, stats.dropped) == (2, 2)
-    writer.stop(timeout=10)
+    assert await asyncio.to_thread(small.drain, timeout=10)
+    stats = small.stats.of(storing.sink.name)
+    assert (stats.written, stats.dropped) == (2, 2)
+    small.stop(timeout=10)
     assert await db(lambda: Evaluation.objects.count()) == 2
 
 
 def test_storage_errors_never_escape_evaluation_store(monkeypatch, settings):
     settings.OPENJEV = replace(settings.OPENJEV, store_evaluations="full")
 
-    def broken_submit(job):
+    def broken_submit(*, sink, job):
         raise RuntimeError("boom")
 
-    before = storage.storage_stats()["failed"]
-    monkeypatch.setattr(storage._writer, "submit", broken_submit)
-    storage.evaluation_store(request_id="req_x", created_at=timezone.now(), api_key=None, data={}, served_model="m",
-                             backend="sglang", total_ms=1.0)
-    assert storage.storage_stats()["failed"] == before + 1
+    before = storing.storage_stats()["failed"]
+    monkeypatch.setattr(storing.writer, "submit", broken_submit)
+    storing.evaluation_store(record=StoredEvaluation(
+        request_id="req_x", created_at=timezone.now(), level="full", caller=None, received=received_of_body(data={}),
+        served_model="m", backend="sglang", total_ms=1.0))
+    assert storing.storage_stats()["failed"] == before + 1
 
 
 async def test_missing_tables_fail_fast_with_one_hint_not_row_by_row_retries(api, fake, store, monkeypatch):
@@ -320,14 +323,14 @@ async def test_missing_tables_fail_fast_with_one_hint_not_row_by_row_retries(api
 
     calls = []
 
-    def unmigrated(rows):
-        calls.append(len(rows))
+    def unmigrated(batch):
+        calls.append(len(batch))
         raise ProgrammingError('relation "evaluations_evaluation" does not exist')
 
-    monkeypatch.setattr(storage, "_rows_insert", unmigrated)
-    before = storage.storage_stats()["failed"]
+    monkeypatch.setattr(storing, "rows_insert", unmigrated)
+    before = storing.storage_stats()["failed"]
     responses = await asyncio.gather(*(api.post("/v1/systemone", json=README_REQUEST) for _ in range(3)))
     assert [r.status_code for r in responses] == [200, 200, 200]
     await drained()
-    assert storage.storage_stats()["failed"] == before + 3
+    assert storing.storage_stats()["failed"] == before + 3
     assert sum(calls) == 3  # each row tried once, in its batch; no retries against a schema that is not there

@@ -1,6 +1,6 @@
 """One request id per API request, assigned before anything else runs and put on every response.
 
-The outermost ASGI wrapper assigns the id, so the body guard's own refusals (400/408/413/415), Django's
+The outermost ASGI wrapper assigns the id, so the body reader's own refusals (400/408/413/415), Django's
 404, DRF's 405, OPTIONS and every view's answer carry `x-typesafe-request-id` without per-view code.
 Views, storage and the error mapping read the same id (`request_id_current`), so the header, the
 stored evaluation and the id quoted in a 5xx message are one value a client can hand to an operator.
@@ -9,12 +9,19 @@ stored evaluation and the id quoted in a 5xx message are one value a client can 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from contextvars import ContextVar
+from typing import Any
 
-from openjev_site.bodyguard import CLASSIFY_PATH, ASGIApp, Message, Receive, Scope, Send
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 HEADER = b"x-typesafe-request-id"
+CLASSIFY_PATH = "/v1/classify"
+"""The route whose clients were written for SGLang and vLLM: their id format and error shape."""
 
 _current: ContextVar[str | None] = ContextVar("openjev_request_id", default=None)
 
@@ -22,8 +29,13 @@ _current: ContextVar[str | None] = ContextVar("openjev_request_id", default=None
 def request_id_assign(*, path: str) -> str:
     """`classify-<hex>` on `POST /v1/classify` (SGLang's id format, which its clients read back from
     the body), `req_<hex>` everywhere else."""
-    prefix = "classify-" if path.endswith(CLASSIFY_PATH) else "req_"
+    prefix = "classify-" if path_is_classify(path) else "req_"
     return f"{prefix}{uuid.uuid4().hex}"
+
+
+def path_is_classify(path: str) -> bool:
+    """Whether `path` is `POST /v1/classify`'s, under whatever prefix a gateway mounts the API."""
+    return path.endswith(CLASSIFY_PATH)
 
 
 def request_id_current() -> str | None:

@@ -1,7 +1,8 @@
-"""Every `OPENJEV_*` variable, read and validated in one place.
+"""Every `OPENJEV_*` variable, read and validated in one place: the app's typed configuration.
 
 A typo in a deployment's environment should stop the process at startup with a message naming the
-variable, not surface as a 500 on the first request.
+variable, not surface as a 500 on the first request. Django's settings module holds the result as
+`settings.OPENJEV`, read once per process from the environment.
 """
 
 from __future__ import annotations
@@ -10,21 +11,23 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from inference.profiles import DEFAULT_PROFILE, PROFILES
-from openjev_site.redaction import REDACTED, text_redact
+from evaluations.redaction import REDACTED, text_redact
+from inference.backends.sglang import BranchMode
+from inference.gguf import BUNDLED
+from inference.scoring import ConfidenceFormula
+from serving.profiles import DEFAULT_PROFILE, PROFILES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL = "Qwen/Qwen3.6-35B-A3B"
-RELEASE_DATES = {
-    "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF": "2024-11-12",
-    "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF": "2024-09-19",
-}
-LOCAL_MODELS = {
-    "qwen2.5-coder-0.5b": "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
-    "qwen2.5-coder-1.5b": "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
-}
+JEV_ALIAS_PREFIX = "jev-"
+"""Any model name with this prefix is an alias of the served language model, as in TypeSafe."""
+
+BackendKind = Literal["local", "sglang"]
+Frontend = Literal["rust", "python"]
+StoreLevel = Literal["full", "metadata", "off"]
+Debias = Literal["auto", "on", "off"]
 
 
 DEFAULT_SECRET_KEY = "openjev-insecure-development-key-set-OPENJEV_SECRET_KEY-in-production"
@@ -37,10 +40,10 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class OpenJevConfig:
-    backend: str
+    backend: BackendKind
     backend_url: str | None
     backend_api_key: str | None
-    branch_mode: str
+    branch_mode: BranchMode
     model: str
     served_model_name: str
     revision: str | None
@@ -50,7 +53,7 @@ class OpenJevConfig:
     local_context: int
     model_cache: Path
     tokenizer: str | None
-    frontend: str
+    frontend: Frontend
     sglang_python: str | None
     profile: str
     api_key: str | None
@@ -65,8 +68,8 @@ class OpenJevConfig:
     request_timeout: float
     temperature: float | None
     """None: the served model's fitted default (bench/quality.py), 1.0 for models never measured."""
-    confidence: str
-    store_evaluations: str
+    confidence: ConfidenceFormula
+    store_evaluations: StoreLevel
     database_url: str
     debug: bool
     secret_key: str
@@ -76,7 +79,7 @@ class OpenJevConfig:
     """Checkpoint a launched SGLang loads (`--model-path`); None: the profile's weights."""
     max_classify_inputs: int = 64
     """Texts in one `POST /v1/classify` (all run under one admission)."""
-    debias: str = "auto"
+    debias: Debias = "auto"
     """`on`, `off`, or `auto`: what bench/quality.py measured best for the served model."""
     permutations: int = 1
     """Option orders averaged per question (cyclic shifts); 1 asks each question once."""
@@ -85,11 +88,16 @@ class OpenJevConfig:
     header_timeout: float = 20.0
     """Seconds a connection has to deliver a request's headers (`serve`'s uvicorn; daphne: per read)."""
     body_timeout: float = 60.0
-    """Seconds a request has to deliver its whole body once the headers are in (the body guard)."""
+    """Seconds a request has to deliver its whole body once the headers are in (the body reader)."""
 
     @property
     def auth_required(self) -> bool:
         return bool(self.api_key) or self.require_api_key
+
+    @property
+    def language_model_names(self) -> frozenset[str]:
+        """The names `model` may give for the language model (besides any `jev-*` alias)."""
+        return frozenset({self.model_alias, self.model, self.served_model_name})
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -127,11 +135,12 @@ def _bool(raw: str) -> bool:
     raise ValueError(raw)
 
 
-def _choice(*allowed: str) -> Callable[[str], str]:
-    def parse(raw: str) -> str:
-        if raw.lower() not in allowed:
-            raise ValueError(raw)
-        return raw.lower()
+def _choice[T: str](*allowed: T) -> Callable[[str], T]:
+    def parse(raw: str) -> T:
+        for value in allowed:
+            if value == raw.lower():
+                return value
+        raise ValueError(raw)
 
     return parse
 
@@ -150,17 +159,17 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
     env = os.environ if env is None else env
     s = lambda name, default=None: _get(env, name, default, str)  # noqa: E731
     backend_url = s("BACKEND_URL")
-    backend = _get(
-        env, "BACKEND", "sglang" if backend_url else "local", _choice("local", "sglang"), rule="one of local, sglang"
-    )
+    default_backend: BackendKind = "sglang" if backend_url else "local"
+    backend = _get(env, "BACKEND", default_backend, _choice("local", "sglang"), rule="one of local, sglang")
     if backend == "sglang" and not backend_url and not s("SGLANG_PYTHON"):
         raise ConfigError("OPENJEV_BACKEND=sglang needs OPENJEV_BACKEND_URL (or OPENJEV_SGLANG_PYTHON to launch one)")
     local_model = s("LOCAL_MODEL", "qwen2.5-coder-0.5b")
-    if local_model not in LOCAL_MODELS and not local_model.endswith(".gguf"):
-        raise ConfigError(f"OPENJEV_LOCAL_MODEL={local_model!r}: use one of {', '.join(LOCAL_MODELS)} or a .gguf path")
+    bundled = BUNDLED.get(local_model)
+    if bundled is None and not local_model.endswith(".gguf"):
+        raise ConfigError(f"OPENJEV_LOCAL_MODEL={local_model!r}: use one of {', '.join(BUNDLED)} or a .gguf path")
     profile = _get(env, "PROFILE", DEFAULT_PROFILE, _known_profile, rule=f"one of {', '.join(PROFILES)}")
     model = s("MODEL", PROFILES[profile].model if backend == "sglang"
-              else LOCAL_MODELS.get(local_model, Path(local_model).stem))
+              else bundled.repo if bundled else Path(local_model).stem)
     max_answers = _get(env, "MAX_ANSWERS", 255, int, lambda v: 2 <= v <= 702, "an integer from 2 to 702")
     config = OpenJevConfig(
         backend=backend,
@@ -171,8 +180,7 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
         served_model_name=s("SERVED_MODEL_NAME", model),
         revision=s("REVISION"),
         model_alias=s("MODEL_ALIAS", "jev-latest"),
-        model_release_date=s("MODEL_RELEASE_DATE", RELEASE_DATES.get(model) or next(
-            (p.release_date for p in PROFILES.values() if p.model == model and p.release_date), "unknown")),
+        model_release_date=s("MODEL_RELEASE_DATE", _release_date(model=model)),
         local_model=local_model,
         local_context=_get(env, "LOCAL_CONTEXT", 8192, int, _positive, "a positive integer"),
         model_cache=Path(s("MODEL_CACHE", str(BASE_DIR / ".cache" / "models"))),
@@ -219,6 +227,19 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
     if config.max_input_tokens > config.max_total_input_tokens:
         raise ConfigError("OPENJEV_MAX_INPUT_TOKENS must not exceed OPENJEV_MAX_TOTAL_INPUT_TOKENS")
     return config
+
+
+def _release_date(*, model: str) -> str:
+    """What is known of `model`'s release: a bundled model's or a profile's date, else `unknown`."""
+    dates = [*(b.release_date for b in BUNDLED.values() if b.repo == model),
+             *(p.release_date for p in PROFILES.values() if p.model == model)]
+    return next((date for date in dates if date), "unknown")
+
+
+def language_model_named(*, name: str, names: frozenset[str]) -> bool:
+    """Whether `name` means the served language model: one of its `names`, or any `jev-*` alias (so a
+    classifier may not take such a name, and `POST /v1/systemone` accepts it)."""
+    return name in names or name.startswith(JEV_ALIAS_PREFIX)
 
 
 def config_describe(config: OpenJevConfig) -> dict[str, Any]:

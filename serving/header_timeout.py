@@ -5,7 +5,7 @@ armed after a response): a client that connects and sends nothing, or half its h
 connection for ever, and enough of them exhaust the process's sockets. Here the headers must be
 complete within `header_timeout` seconds of the connection opening, or of the first byte of the
 next request on a kept-alive connection; otherwise the answer is 408 and the connection is closed.
-The body has its own deadline in the body guard (`openjev_site.bodyguard`), which also covers daphne.
+The body has its own deadline in the body reader (`evaluations.request_body`), which also covers daphne.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ _TIMEOUT_RESPONSE = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application
 
 class _HeaderDeadlineProtocol(H11Protocol):
     header_timeout: ClassVar[float]
+    timeout_body: ClassVar[bytes]
     _header_deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -57,12 +58,12 @@ class _HeaderDeadlineProtocol(H11Protocol):
             return
         log.info("closing a connection from %s: no complete request headers within %g s", self.client,
                  self.header_timeout)
-        body = (b'{"detail":{"error_type":"request_timeout","message":"the request headers did not arrive within '
-                + f'{self.header_timeout:g} s"}}}}'.encode())
-        self.transport.write(_TIMEOUT_RESPONSE % (len(body), body))
+        self.transport.write(_TIMEOUT_RESPONSE % (len(self.timeout_body), self.timeout_body))
         self.transport.close()
 
 
-def h11_protocol_with_header_timeout(*, seconds: float) -> type[Any]:
-    """The protocol class for `uvicorn.Config(http=...)` (uvicorn builds one per connection)."""
-    return type("HeaderDeadlineH11Protocol", (_HeaderDeadlineProtocol,), {"header_timeout": seconds})
+def h11_protocol_with_header_timeout(*, seconds: float, body: bytes) -> type[Any]:
+    """The protocol class for `uvicorn.Config(http=...)` (uvicorn builds one per connection); `body` is
+    the 408's JSON, rendered by the app in its error shape."""
+    return type("HeaderDeadlineH11Protocol", (_HeaderDeadlineProtocol,), {"header_timeout": seconds,
+                                                                        "timeout_body": body})

@@ -22,7 +22,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from evaluations.models import Evaluation, EvaluationAnswer
-from evaluations.storage import storage_stats
+from evaluations.storage.store import storage_stats
 
 PERCENTILES = (0.5, 0.9, 0.99)
 WINDOWS = (("Last 24 hours", timedelta(days=1)), ("Last 7 days", timedelta(days=7)))

@@ -11,11 +11,13 @@ No Django here: `evaluations/management/commands/serve.py` decides what to do wi
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -67,6 +69,22 @@ def exit_status(*, returncode: int) -> int:
     if returncode < 0:
         return 128 - returncode
     return 1
+
+
+def parent_death_signal() -> Callable[[], None] | None:
+    """A preexec hook asking Linux to SIGTERM the child if this process dies without stopping it
+    (SIGKILL, OOM): an orphaned SGLang would hold the GPU and the port for the next start."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - exotic libc
+        return None
+
+    def hook() -> None:
+        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+    return hook
 
 
 def process_launch(*, argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | None = None,

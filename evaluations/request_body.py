@@ -6,7 +6,7 @@ compression bomb costs at most `max_bytes` of memory. The official SDK compresse
 and more with zstd, so decoding is not optional.
 
 Every method goes through the same checks: Django reads (and spools to disk) any body before it
-routes, so a GET or DELETE body that skipped the guard could be a gigabyte read before the 405. The
+routes, so a GET or DELETE body that skipped the reader could be a gigabyte read before the 405. The
 whole body must also arrive within `read_timeout` seconds, or the answer is 408 and the connection
 is closed: a client that stalls mid-body must not hold a connection and its buffer for ever (the
 ASGI servers have no body timeout of their own; `serve` sets the header timeout).
@@ -16,18 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
 import zlib
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 
 import zstandard
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+from evaluations.errors import ApiError, error_body, json_bytes, shape_of_path
+from evaluations.requestids import ASGIApp, Message, Receive, Scope, Send
 
 DECODERS = ("gzip", "x-gzip", "zstd", "identity")
 
@@ -85,26 +79,19 @@ def body_decode(*, data: bytes, encoding: str, limit: int) -> bytes:
     return data
 
 
-CLASSIFY_PATH = "/v1/classify"
-
-
-def _error_body(scope: Scope, status: int, error_type: str, message: str) -> bytes:
-    """Our `{"detail": ...}` shape, except on `POST /v1/classify`, whose clients were written for SGLang's
-    and vLLM's `{"error", "type", "code"}` (the same shape `evaluations.errors` gives its other errors)."""
-    if str(scope.get("path", "")).endswith(CLASSIFY_PATH):
-        return json.dumps({"error": message, "type": error_type, "code": status}).encode()
-    return json.dumps({"detail": {"error_type": error_type, "message": message}}).encode()
-
-
 async def _send_error(send: Send, status: int, error_type: str, message: str, *, scope: Scope) -> None:
-    body = _error_body(scope, status, error_type, message)
+    """The error in its route's shape, from `evaluations.errors` like every other error of the API."""
+    error = ApiError(status, error_type, message)
+    body = json_bytes(error_body(error, shape=shape_of_path(str(scope.get("path", "")))))
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             (b"connection", b"close")]})
     await send({"type": "http.response.body", "body": body})
 
 
-class BodyGuard:
+class RequestBodyReader:
+    """Reads the whole body before Django does: limit, decoding and deadline (see the module)."""
+
     def __init__(self, app: ASGIApp, *, max_bytes: int, read_timeout: float) -> None:
         self.app = app
         self.max_bytes = max_bytes
