@@ -143,7 +143,20 @@ def _cross_validated(records: Sequence[Record], *, debias: bool) -> dict[int, fl
     return chosen
 
 
+def _first_order(records: Sequence[Record]) -> list[Record]:
+    """The records as a one-order run would have them: only the branch in the order sent."""
+    return [replace(r, branches=r.branches[:1], label_mass=min(1.0, math.fsum(math.exp(x) for x in
+                                                                          r.branches[0].label_logprobs)))
+            for r in records]
+
+
 def report(records: Sequence[Record], *, model: str, cue: str, permutations: int) -> list[dict[str, Any]]:
+    """Every setting's rows; a run with several orders also reports what one order alone gives."""
+    rows = _report(_first_order(records), model=model, cue=cue, permutations=1) if permutations > 1 else []
+    return rows + _report(records, model=model, cue=cue, permutations=permutations)
+
+
+def _report(records: Sequence[Record], *, model: str, cue: str, permutations: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for debias in (False, True):
         fitted = _cross_validated(records, debias=debias)
@@ -170,9 +183,9 @@ def table_print(rows: Sequence[dict[str, Any]]) -> None:
         print(f"| {r['model']} | {r['cue']} | {r['permutations']} | {r['setting']} | {r['task']} | {r['n']} | "
               f"{r['accuracy']:.1%} | {r['brier']:.3f} | {r['ece']:.3f} | {r['label_mass']:.3f} | "
               f"{r['s_per_item']:.2f} |")
-    temperatures = {r["setting"]: r["temperature"] for r in rows if r["setting"].endswith("+T")}
-    for setting, t in temperatures.items():
-        print(f"fitted temperature on all items ({setting.removesuffix(' +T')}): {t:.3f}")
+    temperatures = {(r["permutations"], r["setting"]): r["temperature"] for r in rows if r["setting"].endswith("+T")}
+    for (orders, setting), t in temperatures.items():
+        print(f"fitted temperature on all items ({setting.removesuffix(' +T')}, {orders} order(s)): {t:.3f}")
 
 
 def records_save(path: Path, records: Sequence[Record], meta: dict[str, Any]) -> None:
