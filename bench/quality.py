@@ -45,7 +45,7 @@ from evaluations import evaluator as evaluator_module  # noqa: E402
 from evaluations.config import config_from_env  # noqa: E402
 from evaluations.evaluator import evaluator_build  # noqa: E402
 from evaluations.openapi.examples import README_REQUEST  # noqa: E402
-from evaluations.parsing import Limits, request_parse  # noqa: E402
+from evaluations.parsing import Limits, systemone_request_parse  # noqa: E402
 from evaluations.wire import answer_render  # noqa: E402
 from inference import labels as labels_module  # noqa: E402
 from inference import prompts as prompts_module  # noqa: E402
@@ -102,10 +102,11 @@ async def items_run(*, evaluator: Evaluator, task: str, items: Sequence[Item]) -
     records: list[Record] = []
     limits = Limits(max_questions=64, max_answers=255)
     for n, item in enumerate(items, 1):
-        request = request_parse(data={"model": "jev-latest", "state": item.state, "questions": item.questions},
-                                limits=limits, models=frozenset({"jev-latest"}))
+        request = systemone_request_parse(data={"model": "jev-latest", "state": item.state,
+                                                "questions": item.questions},
+                                          limits=limits, models=frozenset({"jev-latest"}))
         started = time.perf_counter()
-        outcome = await evaluation_run(evaluator=evaluator, state=request.state, questions=request.questions)
+        outcome = await evaluation_run(evaluator=evaluator, request=request.evaluation)
         seconds = time.perf_counter() - started
         for answer in outcome.answers:
             records.append(Record(task=task if len(item.questions) == 1 else f"{task}_{answer.question_id}",
@@ -119,9 +120,9 @@ async def items_run(*, evaluator: Evaluator, task: str, items: Sequence[Item]) -
 
 async def readme_answers(*, evaluator: Evaluator) -> str:
     """The README's "Try it" request as the engine answers it (refund, team, anger)."""
-    request = request_parse(data=README_REQUEST, limits=Limits(max_questions=64, max_answers=255),
-                            models=frozenset({README_REQUEST["model"]}))
-    outcome = await evaluation_run(evaluator=evaluator, state=request.state, questions=request.questions)
+    request = systemone_request_parse(data=README_REQUEST, limits=Limits(max_questions=64, max_answers=255),
+                                      models=frozenset({README_REQUEST["model"]}))
+    outcome = await evaluation_run(evaluator=evaluator, request=request.evaluation)
     return ", ".join(f"{a.question_id}: {answer_render(answer=a)}" for a in outcome.answers)
 
 

@@ -16,7 +16,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,8 +28,9 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import README_REQUEST  # noqa: E402
-from tests.qwen3 import qwen3_dir  # noqa: E402
+from evaluations.openapi.examples import README_REQUEST  # noqa: E402
+from testbed.ports import free_port  # noqa: E402
+from testbed.qwen3 import qwen3_dir  # noqa: E402
 
 STATE_600 = " ".join(
     f"Message {i}: the customer reports that order #{4400 + i} arrived late and the invoice shows a double charge."
@@ -56,12 +56,6 @@ WORKLOADS = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -69,7 +63,7 @@ def cpu_seconds(pid: int) -> float:
 
 def serve_fake(port: int) -> None:
     """Run the fake in this process; print its call count on SIGTERM (the parent reads it)."""
-    from tests.fakes.sglang import FakeSGLang
+    from fake_sglang import FakeSGLang
 
     fake = FakeSGLang(port=port, served_model_name="Qwen/Qwen3.6-35B-A3B")
     stop = asyncio.Event()

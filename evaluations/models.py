@@ -35,6 +35,9 @@ class JSONTextField(models.TextField):
     """Any JSON value, stored as compact JSON text so key order and duplicates survive every database."""
 
     description = "JSON kept as text (key order preserved)"
+    # What the model attribute holds, for django-stubs: any JSON value, not the text it is stored as.
+    _pyi_private_set_type: Any
+    _pyi_private_get_type: Any
 
     def from_db_value(self, value: str | None, expression: Any, connection: Any) -> Any:
         return None if value is None else json.loads(value)

@@ -6,10 +6,10 @@ import math
 from typing import Any
 
 from evaluations.parsing import Limits, systemone_request_parse
+from fake_sglang import FakeSGLang
 from inference.prompts import Budget, Plan, plan_compile
 from inference.scoring import probabilities_compute
-from tests.fakes.sglang import FakeSGLang
-from tests.qwen3 import qwen3_labels, qwen3_tokenizer
+from testbed.qwen3 import qwen3_labels, qwen3_tokenizer
 
 
 def plan_for(body: dict[str, Any]) -> Plan:

@@ -32,7 +32,7 @@ def test_jevcompat_confidence_formula_passes_with_typesafe_confidence(asgi_serve
     from dataclasses import replace
 
     from evaluations.evaluator import evaluator_install
-    from tests.conftest import fake_evaluator
+    from testbed.evaluators import fake_evaluator
 
     settings.OPENJEV = replace(settings.OPENJEV, confidence="typesafe")
     evaluator_install(fake_evaluator(fake, confidence="typesafe"))

@@ -57,7 +57,9 @@ async def test_a_failed_engine_startup_is_reported_by_health_and_requests_and_lo
     evaluator_install(None)
     monkeypatch.setattr(evaluator_module, "evaluator_build", broken)
     evaluator_module.evaluator_start()
-    evaluator_module._slot.thread.join()
+    building = evaluator_module._slot.thread
+    assert building is not None
+    building.join()
     health = await api.get("/health")
     assert health.status_code == 503 and health.json()["message"] == STARTUP_FAILED  # open to anyone: no reason
     assert "no such model file" in caplog.text
@@ -80,8 +82,10 @@ def test_api_paths_are_recognised_under_a_root_path_or_forced_script_name():
 
 def test_question_budget_is_clamped_to_a_backend_context(fake, settings):
     from evaluations.evaluator import evaluator_build
-    from tests.conftest import fake_evaluator
+    from inference.backends.sglang import SGLangBackend
+    from testbed.evaluators import fake_evaluator
 
     backend = fake_evaluator(fake).backend
+    assert isinstance(backend, SGLangBackend)
     backend.context_tokens = 4096
     assert evaluator_build(config=settings.OPENJEV, backend=backend).budget.max_input_tokens == 4096

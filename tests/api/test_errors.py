@@ -12,7 +12,8 @@ import pytest
 import zstandard
 
 from evaluations.evaluator import evaluator_install
-from tests.conftest import README_REQUEST, fake_evaluator
+from testbed.evaluators import fake_evaluator
+from tests.conftest import README_REQUEST
 
 NOUL = {"type": "noul", "instructions": "Refund?"}
 

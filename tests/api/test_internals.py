@@ -13,9 +13,9 @@ from evaluations.errors import PUBLIC_MESSAGES
 from evaluations.evaluator import evaluator_build, evaluator_install
 from evaluations.redaction import RedactingFormatter, text_redact
 from inference.backends.sglang import SGLangBackend
+from testbed.qwen3 import qwen3_tokenizer
 from tests.api.test_errors import assert_error
 from tests.conftest import README_REQUEST
-from tests.qwen3 import qwen3_tokenizer
 
 SECRET = "hunter2-backend-password"
 BACKEND_KEY = "sk-backend-key-0123456789"

@@ -8,8 +8,9 @@ import math
 import pytest
 
 from evaluations.evaluator import evaluator_install
+from testbed.evaluators import fake_evaluator
 from tests.api.helpers import answer_vector, close, expected_probabilities, plan_for
-from tests.conftest import README_REQUEST, fake_evaluator
+from tests.conftest import README_REQUEST
 
 
 async def test_readme_request_answers_all_three_types_with_the_documented_shape(api, fake):

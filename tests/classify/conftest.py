@@ -16,11 +16,11 @@ import pytest
 from evaluations.classify import registry
 from evaluations.classify.registry import ClassifierSpec, classifier_spec_build
 from evaluations.storage.writer import writer_stop
+from fake_sglang import FakeSGLang
 from inference.prompts import Budget, Plan, plan_compile
 from inference.requests import conversation_of_text
 from inference.scoring import probabilities_compute
-from tests.fakes.sglang import FakeSGLang
-from tests.qwen3 import qwen3_labels, qwen3_tokenizer
+from testbed.qwen3 import qwen3_labels, qwen3_tokenizer
 
 SENTIMENT_LABELS = (("positive", "The text expresses a positive opinion or feeling"),
                     ("negative", "The text expresses a negative opinion or feeling"),

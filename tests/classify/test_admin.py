@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
+from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 
 import pytest
 from django.db import connections
@@ -15,6 +16,7 @@ from django.urls import reverse
 from evaluations.models import Classifier, ClassifierLabel, Evaluation, EvaluationAnswer
 from tests.classify.conftest import SENTIMENT_LABELS
 from tests.conftest import README_REQUEST
+from tests.html import matched
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -23,8 +25,8 @@ CHANGELIST = "/admin/evaluations/classifier/"
 
 
 def form_data(*, name: str = "sentiment", type: str = "choice", labels: list[tuple[str, str]] | None = None,
-              instructions: str = "What is the sentiment of this text?", existing: list[ClassifierLabel] = (),
-              positions: dict[str, int] | None = None, delete: set[str] = frozenset()) -> dict[str, str]:
+              instructions: str = "What is the sentiment of this text?", existing: Sequence[ClassifierLabel] = (),
+              positions: dict[str, int] | None = None, delete: AbstractSet[str] = frozenset()) -> dict[str, str]:
     """The admin's add/change form with its label inline (`existing` rows first, as the page renders them)."""
     labels = list(SENTIMENT_LABELS) if labels is None else labels
     positions = positions or {}
@@ -55,14 +57,14 @@ def labels_of(name: str) -> list[tuple[int | None, str, str]]:
             for row in ClassifierLabel.objects.filter(classifier__name=name)]
 
 
-def orm[T](fn: Any) -> T:
+def orm[T](fn: Callable[[], T]) -> T:
     try:
         return fn()
     finally:
         connections.close_all()
 
 
-async def db[T](fn: Any) -> T:
+async def db[T](fn: Callable[[], T]) -> T:
     """Sync ORM or test-client code from an async test, in a worker thread that closes its connection."""
     return await asyncio.to_thread(orm, fn)
 
@@ -140,12 +142,12 @@ def test_try_it_on_the_detail_page_shows_the_distribution_and_is_stored(admin_cl
     page = admin_client.post(url, {"text": "Loved the new café—coffee was great."})
     assert page.status_code == 200
     html = page.content.decode()
-    label = re.search(r'id="oj-try-label">(\w+)<', html).group(1)
+    label = matched(r'id="oj-try-label">(\w+)<', html)
     assert label in ("positive", "negative", "neutral")
     table = html[html.index('id="oj-try-result"'):]
     assert all(name in table for name in ("positive", "negative", "neutral", "The text expresses a positive"))
     assert re.search(rf'<tr class="oj-chosen">\s*<td class="oj-key" title="{label}">', table)
-    request_id = re.search(r"(classify-[0-9a-f]{32})", table).group(1)
+    request_id = matched(r"(classify-[0-9a-f]{32})", table)
     from evaluations.storage.writer import writer_drain
 
     assert writer_drain(timeout=30)

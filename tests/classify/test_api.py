@@ -15,8 +15,8 @@ from dataclasses import replace
 import pytest
 
 from evaluations.evaluator import evaluator_install
+from testbed.evaluators import fake_evaluator
 from tests.classify.conftest import SENTIMENT, SPAM, URGENCY, expected_probs, expected_prompt_tokens
-from tests.conftest import fake_evaluator
 
 REVIEW = "Loved the new café—coffee was great."
 TEXTS = ["Loved the new café—coffee was great.", "The delivery was late and the box was crushed.",

@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 
 from evaluations.openapi.document import schema_document
 from inference.runner import Evaluator
-from tests.conftest import LiveServer
+from testbed.live_server import LiveServer
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

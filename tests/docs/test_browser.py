@@ -20,7 +20,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, Route, sync_playw
 
 from evaluations.config import BASE_DIR
 from evaluations.openapi.examples import REQUEST_EXAMPLES
-from tests.conftest import LiveServer
+from testbed.live_server import LiveServer
 
 pytestmark = pytest.mark.browser
 

@@ -29,12 +29,12 @@ from typesafe_sdk._core.compression import MIN_COMPRESSED_BODY_LENGTH
 
 from evaluations.evaluator import evaluator_install
 from evaluations.openapi.document import API_DESCRIPTION
-from tests.conftest import fake_evaluator
+from testbed.evaluators import fake_evaluator
 
 # Over 2 KiB of state, so the whole body is well over the SDK's 1 KiB compression threshold.
 LONG_STATE = ("Hi, I was charged twice for my March invoice (INV-2031) and the refund still hasn't arrived. "
               "I have written to you three times. ") * 24
-QUESTIONS = {
+QUESTIONS: dict[str, Noul | Choice | Score] = {
     "refund": Noul(instructions="Is the customer asking for money back?"),
     "team": Choice(instructions="Which team should handle this?",
                    criteria={"Billing": "Payments, invoices, refunds", "Technical": "Bugs", "Sales": None}),

@@ -8,10 +8,11 @@ import httpx
 import pytest
 
 from evaluations.evaluator import evaluator_install
+from fake_sglang import FakeSGLang
+from inference.backends.sglang import BranchMode
 from inference.runner import Evaluator
-from tests.conftest import url_evaluator
-from tests.fakes.sglang import FakeSGLang
-from tests.gateway.smg import FAST_HEALTH, Gateway
+from testbed.evaluators import url_evaluator
+from testbed.smg import FAST_HEALTH, Gateway
 
 MODEL = "Qwen/Qwen3.6-35B-A3B"
 
@@ -27,12 +28,12 @@ def workers(worker_pair: tuple[FakeSGLang, FakeSGLang]) -> Iterator[tuple[FakeSG
     """Both workers alive, with fresh records, controls and caches, before and after each test."""
     for worker in worker_pair:
         worker.reset()
-        if worker._uvicorn is None:
+        if not worker.listening:
             worker.revive()
     yield worker_pair
     for worker in worker_pair:
         worker.reset()
-        if worker._uvicorn is None:
+        if not worker.listening:
             worker.revive()
 
 
@@ -56,7 +57,7 @@ def empty_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]
         yield running
 
 
-def gateway_evaluator(gateway: Gateway, *, branch_mode: str = "batched", **overrides: object) -> Evaluator:
+def gateway_evaluator(gateway: Gateway, *, branch_mode: BranchMode = "batched", **overrides: object) -> Evaluator:
     return url_evaluator(gateway.url, branch_mode=branch_mode, **overrides)
 
 

@@ -12,9 +12,11 @@ import httpx
 import pytest
 
 from evaluations.evaluator import evaluator_install
-from tests.conftest import README_REQUEST, LiveServer, url_evaluator
-from tests.fakes.sglang import FakeSGLang
-from tests.gateway.smg import wait_until
+from fake_sglang import FakeSGLang
+from testbed.evaluators import url_evaluator
+from testbed.live_server import LiveServer
+from testbed.smg import wait_until
+from tests.conftest import README_REQUEST
 
 CLIENTS = 16
 QUESTIONS = 64

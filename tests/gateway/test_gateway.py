@@ -10,16 +10,17 @@ import time
 import httpx
 import pytest
 
+from fake_sglang import FakeSGLang
 from inference.backends.sglang import SGLangBackend
 from inference.runner import plan_run
 from serving.supervisor import StartupTimeout, health_wait
+from testbed.evaluators import url_evaluator
+from testbed.qwen3 import qwen3_tokenizer
+from testbed.smg import Gateway, wait_until
 from tests.api.helpers import answer_vector, close, expected_probabilities, plan_for
-from tests.conftest import README_REQUEST, url_evaluator
-from tests.fakes.sglang import FakeSGLang
+from tests.conftest import README_REQUEST
 from tests.gateway.conftest import MODEL, gateway_evaluator
-from tests.gateway.smg import Gateway, wait_until
 from tests.ops.helpers import Serve
-from tests.qwen3 import qwen3_tokenizer
 
 
 def request_with_state(i: int) -> dict[str, object]:

@@ -18,8 +18,8 @@ from inference.errors import EvaluationTimeout
 from inference.questions import question_build
 from inference.requests import EvaluationRequest, conversation_of_text
 from inference.runner import evaluation_run
-from tests.conftest import fake_evaluator
-from tests.qwen3 import qwen3_tokenizer
+from testbed.evaluators import fake_evaluator
+from testbed.qwen3 import qwen3_tokenizer
 
 QUESTION = question_build(id="q", type="noul", instructions="Is it urgent?", criteria=None)
 REQUEST = EvaluationRequest(conversation=conversation_of_text(text="A ticket."), questions=(QUESTION,))

@@ -15,7 +15,7 @@ from inference.prompts import (
 )
 from inference.questions import question_build
 from inference.requests import Message, conversation_of_text
-from tests.qwen3 import qwen3_labels, qwen3_tokenizer
+from testbed.qwen3 import qwen3_labels, qwen3_tokenizer
 
 BUDGET = Budget(max_input_tokens=32768, max_total_input_tokens=262144)
 

@@ -14,7 +14,7 @@ from inference.questions import question_build
 from inference.requests import conversation_of_text
 from inference.runner import AdmissionGate, Scoring, plan_run
 from inference.scoring import answer_compute
-from tests.qwen3 import qwen3_labels, qwen3_tokenizer
+from testbed.qwen3 import qwen3_labels, qwen3_tokenizer
 
 SCORING = Scoring(temperature=1.0, confidence="entropy")
 

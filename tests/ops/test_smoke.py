@@ -16,9 +16,11 @@ from django.core.management import CommandError, call_command
 
 from evaluations.evaluator import evaluator_install
 from evaluations.smoke import TYPES_QUESTIONS, SmokeFailed, smoke_run, startup_wait
-from tests.conftest import LiveServer, fake_evaluator
+from testbed.evaluators import fake_evaluator
+from testbed.live_server import LiveServer
+from testbed.ports import free_port
 from tests.ops.fake_sglang_python import keyword_model
-from tests.ops.helpers import ROOT, Serve, fake_python_write, free_port, serve_env
+from tests.ops.helpers import ROOT, Serve, fake_python_write, serve_env
 
 
 def _quiet(line: str) -> None:

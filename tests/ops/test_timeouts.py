@@ -16,7 +16,7 @@ from evaluations.management.commands.serve import server_options
 from evaluations.request_body import RequestBodyReader
 from evaluations.requestids import RequestIds
 from serving.servers import server_create
-from tests.ops.helpers import free_port
+from testbed.ports import free_port
 
 HEADER_TIMEOUT = 0.5
 BODY_TIMEOUT = 0.5

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from evaluations.config import StoreLevel
 from evaluations.keys import Caller
 from evaluations.models import ApiKey
 from evaluations.storage.records import Failure, StoredEvaluation
@@ -48,7 +49,7 @@ def outcome_make(*, team: dict[str, float] | None = None, total: float = 10.0) -
 
 
 def evaluation_make(*, status: int = 200, created_at: datetime | None = None, total_ms: float = 10.0,
-                    api_key: str | None = None, level: str = "full", data: Any = None,
+                    api_key: str | None = None, level: StoreLevel = "full", data: Any = None,
                     model: str = "Qwen/Qwen3.6-35B-A3B", outcome: Outcome | None = None,
                     error_message: str = "") -> str:
     """Insert one evaluation (sync, on the calling thread's connection); returns its request id. `data` is

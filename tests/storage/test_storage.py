@@ -22,8 +22,9 @@ from evaluations.storage import rows, writer
 from evaluations.storage import store as storing
 from evaluations.storage.records import StoredEvaluation
 from evaluations.systemone import received_of_body, systemone_evaluate
+from testbed.evaluators import fake_evaluator
 from tests.api.helpers import close, expected_probabilities
-from tests.conftest import README_REQUEST, fake_evaluator
+from tests.conftest import README_REQUEST
 from tests.storage.conftest import db, drained
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -57,7 +58,7 @@ async def test_an_answered_evaluation_is_stored_with_everything_the_client_got(a
     assert abs((timezone.now() - row.created_at).total_seconds()) < 30
     # State and questions exactly as sent, key order included (jsonb would reorder the options).
     assert row.state == README_REQUEST["state"]
-    assert row.questions == README_REQUEST["questions"]
+    assert row.questions is not None and row.questions == README_REQUEST["questions"]
     assert list(row.questions) == ["refund", "team", "anger"]
     assert list(row.questions["team"]["criteria"]) == ["Billing", "Technical", "Sales"]
     assert row.question_count == 3 and row.question_types == "choice,noul,score"
@@ -68,6 +69,7 @@ async def test_an_answered_evaluation_is_stored_with_everything_the_client_got(a
     assert row.prepare_ms == pytest.approx(timing["prepare"], abs=0.01)
     assert row.prefill_ms == pytest.approx(timing["prefill"], abs=0.01)
     assert row.branches_ms == pytest.approx(timing["branches"], abs=0.01)
+    assert row.total_ms is not None and row.prefill_ms is not None and row.branches_ms is not None
     assert row.total_ms >= row.prefill_ms + row.branches_ms
 
     assert [(a.position, a.question_id, a.type) for a in answers] == [
@@ -153,7 +155,7 @@ async def test_input_no_text_or_number_can_hold_is_stored_as_the_422_the_client_
     row = await db(lambda: evaluation_get(response.headers["x-typesafe-request-id"]))
     assert (row.status_code, row.error_type) == (422, "validation_error")
     assert row.error_detail == response.json()["detail"] and loc in [d["loc"] for d in row.error_detail]
-    assert row.requested_model == "jev-latest" and row.question_count == 1
+    assert row.requested_model == "jev-latest" and row.question_count == 1 and row.questions is not None
     if "ud800" in text:  # no database driver encodes a lone surrogate: stored as U+FFFD, like a NUL
         assert row.state == "Refund \ufffd" and list(row.questions) == ["q\ufffd"]
     else:
@@ -169,6 +171,7 @@ async def test_a_failed_request_stores_a_capped_state_and_problem_list_with_a_ma
     assert response.status_code == 422 and len(response.json()["detail"]) == 64 * 255
     await drained()
     row = await db(lambda: evaluation_get(response.headers["x-typesafe-request-id"]))
+    assert row.state is not None and row.questions is not None and row.error_detail is not None
     kept = row.state[rows.TRUNCATED_KEY]
     assert kept["json_chars"] == len(json.dumps(state)) and kept["head"] == json.dumps(state)[:rows.FAILED_JSON_MAX]
     assert row.questions[rows.TRUNCATED_KEY]["json_chars"] > rows.FAILED_JSON_MAX

@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import yaml
 
-from tests.ops.helpers import free_port
+from testbed.ports import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 FAST_HEALTH = {"--health-check-interval-secs": "1", "--health-failure-threshold": "1",
                "--health-success-threshold": "1"}
 
