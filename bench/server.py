@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from evaluations.openapi.examples import README_REQUEST  # noqa: E402
+from testbed.load import requests_send  # noqa: E402
 from testbed.ports import free_port  # noqa: E402
 from testbed.qwen3 import qwen3_dir  # noqa: E402
 
@@ -112,27 +114,11 @@ def server_command(server: str, port: int) -> list[str]:
     ]
 
 
-async def drive(
-    url: str, body: dict[str, Any], *, requests: int, concurrency: int
-) -> tuple[list[float], dict[int, int]]:
-    latencies: list[float] = []
-    statuses: dict[int, int] = {}
-    payload = json.dumps(body).encode()
-    queue = iter(range(requests))
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
-
-        async def worker() -> None:
-            for _ in queue:
-                start = time.perf_counter()
-                response = await client.post(
-                    "/v1/systemone", content=payload, headers={"Content-Type": "application/json"}
-                )
-                latencies.append(time.perf_counter() - start)
-                statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return latencies, statuses
+async def drive(url: str, body: dict[str, Any], *, requests: int,
+                concurrency: int) -> tuple[list[float], dict[int, int]]:
+    """Latencies (seconds) and the count of each status."""
+    results = await requests_send(url=url, body=body, count=requests, concurrency=concurrency)
+    return [ms / 1000.0 for _, _, ms in results], dict(Counter(status for status, _, _ in results))
 
 
 def fake_calls(fake: subprocess.Popen[str]) -> int:

@@ -45,8 +45,11 @@ def backend_create(*, config: OpenJevConfig) -> Backend:
         from inference.backends.sglang import SGLangBackend
         from inference.tokenizer import hf_tokenizer_resolve
 
-        tokenizer = hf_tokenizer_resolve(source=config.tokenizer or config.model, revision=config.revision,
-                                         offline=config.tokenizer is not None)
+        try:
+            tokenizer = hf_tokenizer_resolve(source=config.tokenizer or config.model, revision=config.revision,
+                                             offline=config.tokenizer is not None)
+        except StartupError as exc:
+            raise StartupError(f"{exc} (OPENJEV_TOKENIZER names the tokenizer's directory)") from exc
         return SGLangBackend(url=config.backend_url or "", model=config.served_model_name, tokenizer=tokenizer,
                              api_key=config.backend_api_key, branch_mode=config.branch_mode,
                              max_in_flight=config.max_concurrent_branches, timeout=config.request_timeout)

@@ -48,6 +48,14 @@ class _Checker:
     def add(self, loc: Loc, msg: str, type_: str) -> None:
         self.problems.append(Problem(loc, msg, type_))
 
+    def count(self, items: dict[str, Any] | list[Any], loc: Loc, *, limit: int, what: str) -> bool:
+        """Whether `items` holds 2 to `limit` entries (a problem is added when not)."""
+        if 2 <= len(items) <= limit:
+            return True
+        self.add(loc, f"A {what} needs 2 to {limit} {'options' if what == 'choice' else 'levels'}, got {len(items)}",
+                 "too_short" if len(items) < 2 else "too_long")
+        return False
+
     def text(self, value: Any, loc: Loc, *, nullable: bool) -> None:
         if value is None and nullable:
             return
@@ -215,12 +223,7 @@ def _choice_check(check: _Checker, criteria: Any, loc: Loc, limits: Limits) -> N
             "missing" if criteria is None else "dict_type",
         )
         return
-    if not 2 <= len(criteria) <= limits.max_answers:
-        check.add(
-            loc,
-            f"A choice needs 2 to {limits.max_answers} options, got {len(criteria)}",
-            "too_short" if len(criteria) < 2 else "too_long",
-        )
+    if not check.count(criteria, loc, limit=limits.max_answers, what="choice"):
         return
     for key, value in criteria.items():
         check.text(value, (*loc, key), nullable=True)
@@ -239,12 +242,7 @@ def _score_check(check: _Checker, criteria: Any, loc: Loc, limits: Limits) -> No
             "missing" if criteria is None else "list_type",
         )
         return
-    if not 2 <= len(criteria) <= limits.max_answers:
-        check.add(
-            loc,
-            f"A score needs 2 to {limits.max_answers} levels, got {len(criteria)}",
-            "too_short" if len(criteria) < 2 else "too_long",
-        )
+    if not check.count(criteria, loc, limit=limits.max_answers, what="score"):
         return
     for i, level in enumerate(criteria):
         check.text(level, (*loc, i), nullable=False)

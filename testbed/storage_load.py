@@ -19,9 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-import httpx
-
 from evaluations.config import StoreLevel
+from testbed.load import requests_send
 
 
 @dataclass(frozen=True)
@@ -79,25 +78,6 @@ def store_level(*, level: StoreLevel) -> Iterator[None]:
 
     with override_settings(OPENJEV=replace(settings.OPENJEV, store_evaluations=level)):
         yield
-
-
-async def requests_send(*, url: str, body: dict[str, Any], count: int,
-                        concurrency: int) -> list[tuple[int, str | None, float]]:
-    """(status, request id, latency ms) per request, `concurrency` requests in flight at a time."""
-    results: list[tuple[int, str | None, float]] = []
-    next_index = iter(range(count))
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
-
-        async def worker() -> None:
-            for _ in next_index:
-                start = time.perf_counter()
-                response = await client.post("/v1/systemone", json=body)
-                latency = (time.perf_counter() - start) * 1000.0
-                results.append((response.status_code, response.headers.get("x-typesafe-request-id"), latency))
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return results
 
 
 def _rows_since(first_id: int) -> tuple[Counter[int], set[str], int]:

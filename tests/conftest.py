@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 import httpx
 import pytest
 
+from evaluations.config import StoreLevel
 from evaluations.evaluator import evaluator_install
 from evaluations.openapi.examples import README_REQUEST as SCHEMA_README_REQUEST
 from fake_sglang import FakeSGLang
@@ -62,6 +64,17 @@ async def api(evaluator: Evaluator) -> AsyncIterator[httpx.AsyncClient]:
 def asgi_server(evaluator: Evaluator) -> Iterator[LiveServer]:
     with LiveServer() as server:
         yield server
+
+
+@pytest.fixture
+def store(settings: Any) -> Callable[[StoreLevel], None]:
+    """Set the storage level for this test: store("full" | "metadata" | "off"); "full" to begin with."""
+
+    def set_level(level: StoreLevel) -> None:
+        settings.OPENJEV = replace(settings.OPENJEV, store_evaluations=level)
+
+    set_level("full")
+    return set_level
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ from evaluations.evaluator import evaluator_build, evaluator_install
 from evaluations.redaction import RedactingFormatter, text_redact
 from inference.backends.sglang import SGLangBackend
 from testbed.qwen3 import qwen3_tokenizer
-from tests.api.test_errors import assert_error
+from tests.api.helpers import assert_error
 from tests.conftest import README_REQUEST
 
 SECRET = "hunter2-backend-password"

@@ -8,9 +8,10 @@ with storage on and stop the writer at the end, like `tests/storage/`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 
 from evaluations.classify import registry
@@ -64,6 +65,10 @@ def classifiers(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
 
     return install
 
+REVIEW = "Loved the new café—coffee was great."
+TEXTS = ["Loved the new café—coffee was great.", "The delivery was late and the box was crushed.",
+         "The parcel arrived on Tuesday.", "Worst support I have ever dealt with."]
+
 
 def plan_of(definition: Definition, text: str) -> Plan:
     """The plan the server compiles for `text` with this classifier."""
@@ -95,11 +100,17 @@ def _writer_stopped(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture
-def store(settings: Any) -> Callable[[str], None]:
-    """Set the storage level for this test: store("full" | "metadata" | "off")."""
+def sentiment(classifiers: Callable[..., None]) -> None:
+    """The three example classifiers, saved."""
+    classifiers(SENTIMENT, SPAM, URGENCY)
 
-    def set_level(level: str) -> None:
-        settings.OPENJEV = replace(settings.OPENJEV, store_evaluations=level)
 
-    set_level("full")
-    return set_level
+def assert_classify_error(response: httpx.Response, status: int, error_type: str) -> dict[str, Any]:
+    """SGLang's error body, exactly: `{"error": message, "type": ..., "code": status}`."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert set(body) == {"error", "type", "code"}, body
+    assert isinstance(body["error"], str) and body["error"]
+    assert body["type"] == error_type and body["code"] == status and type(body["code"]) is int
+    return body

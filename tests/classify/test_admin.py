@@ -4,18 +4,17 @@ Runs on SQLite and, with `-m postgres`, PostgreSQL."""
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 
 import pytest
-from django.db import connections
 from django.urls import reverse
 
 from evaluations.models import Classifier, ClassifierLabel, Evaluation, EvaluationAnswer
 from tests.classify.conftest import SENTIMENT_LABELS
 from tests.conftest import README_REQUEST
+from tests.database import db
 from tests.html import matched
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -55,18 +54,6 @@ def errors_of(response) -> str:
 def labels_of(name: str) -> list[tuple[int | None, str, str]]:
     return [(row.position, row.name, row.description)
             for row in ClassifierLabel.objects.filter(classifier__name=name)]
-
-
-def orm[T](fn: Callable[[], T]) -> T:
-    try:
-        return fn()
-    finally:
-        connections.close_all()
-
-
-async def db[T](fn: Callable[[], T]) -> T:
-    """Sync ORM or test-client code from an async test, in a worker thread that closes its connection."""
-    return await asyncio.to_thread(orm, fn)
 
 
 def test_add_change_and_delete_a_classifier_in_the_admin(admin_client):

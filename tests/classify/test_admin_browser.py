@@ -11,7 +11,8 @@ from django.contrib.auth import get_user_model
 from evaluations.models import Classifier, Evaluation
 from evaluations.storage.writer import writer_drain
 from tests.classify.conftest import SENTIMENT_LABELS
-from tests.storage.test_admin_browser import chromium_page, orm, shot
+from tests.database import orm
+from tests.storage.test_admin_browser import chromium_page, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

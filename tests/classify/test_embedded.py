@@ -12,10 +12,8 @@ batch of concurrent inputs (asserted below).
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import httpx
 import pytest
@@ -24,6 +22,7 @@ from django.conf import settings
 from evaluations.evaluator import evaluator_build, evaluator_install
 from inference.backends.llamacpp import LlamaCppBackend, llamacpp_backend_create
 from tests.classify.conftest import Definition
+from tests.embedded import models_cache_dir
 
 pytestmark = pytest.mark.embedded
 
@@ -42,15 +41,9 @@ CLEAR = {
 }
 
 
-def _cache_dir() -> Path:
-    """The user cache, shared with tests/inference: the 490 MB assembly happens once per machine."""
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "openjev" / "models"
-
-
 @pytest.fixture(scope="module")
 def llama() -> Iterator[LlamaCppBackend]:
-    backend = llamacpp_backend_create(source="qwen2.5-coder-0.5b", cache_dir=_cache_dir(), n_ctx=4096, threads=1)
+    backend = llamacpp_backend_create(source="qwen2.5-coder-0.5b", cache_dir=models_cache_dir(), n_ctx=4096, threads=1)
     yield backend
     backend.close()
 

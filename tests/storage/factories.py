@@ -49,17 +49,17 @@ def outcome_make(*, team: dict[str, float] | None = None, total: float = 10.0) -
 
 
 def evaluation_make(*, status: int = 200, created_at: datetime | None = None, total_ms: float = 10.0,
-                    api_key: str | None = None, level: StoreLevel = "full", data: Any = None,
+                    key_label: str | None = None, level: StoreLevel = "full", data: Any = None,
                     model: str = "Qwen/Qwen3.6-35B-A3B", outcome: Outcome | None = None,
                     error_message: str = "") -> str:
     """Insert one evaluation (sync, on the calling thread's connection); returns its request id. `data` is
-    the body as received; `api_key` the label of the key that made it."""
+    the body as received; `key_label` the label of the key that made it."""
     request_id = f"req_test{next(_ids):06d}{timezone.now().timestamp():.0f}"
     failure = None if status == 200 else Failure(
         status=status, error_type={422: "validation_error", 529: "overloaded", 502: "backend_error"}
         .get(status, "internal_error"), message=error_message or "it failed")
     record = StoredEvaluation(
-        request_id=request_id, created_at=created_at or timezone.now(), level=level, caller=_caller(api_key),
+        request_id=request_id, created_at=created_at or timezone.now(), level=level, caller=_caller(key_label),
         received=received_of_body(data=README_REQUEST if data is None else data), served_model=model,
         backend="sglang", total_ms=total_ms, outcome=(outcome or outcome_make(total=total_ms)) if failure is None
         else None, failure=failure)

@@ -32,7 +32,7 @@ def test_evaluation_pages_need_a_staff_login(client):
 
 def test_changelist_lists_searches_and_filters(admin_client):
     key = apikey_issue(name="support bot", owner="team-a")
-    ok = evaluation_make(api_key=key.label)
+    ok = evaluation_make(key_label=key.label)
     overloaded = evaluation_make(status=529)
     invalid = evaluation_make(status=422, data={"model": "x", "state": "s", "questions": {"q": {"type": "score"}}})
     old = evaluation_make(created_at=timezone.now() - timedelta(days=400))

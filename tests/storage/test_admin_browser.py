@@ -5,8 +5,7 @@ uvicorn, and saves a screenshot of each under `test-artifacts/`."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -15,13 +14,13 @@ from typing import Any
 import httpx
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connections
 
 from evaluations.config import BASE_DIR
 from evaluations.keys import apikey_issue
 from evaluations.models import ApiKey, Evaluation
 from evaluations.storage.writer import writer_drain
 from tests.conftest import README_REQUEST
+from tests.database import orm
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -55,17 +54,6 @@ def chromium_page(profile: Path) -> Iterator[Any]:
             yield page
         finally:
             context.close()
-
-
-def orm[T](fn: Callable[[], T]) -> T:
-    def run() -> T:
-        try:
-            return fn()
-        finally:
-            connections.close_all()
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(run).result()
 
 
 def shot(page: Any, name: str) -> Path:

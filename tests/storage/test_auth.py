@@ -17,7 +17,8 @@ from evaluations import keys
 from evaluations.keys import apikey_hash, apikey_issue, apikey_revoke
 from evaluations.models import ApiKey, Evaluation
 from tests.conftest import README_REQUEST
-from tests.storage.conftest import db, drained
+from tests.database import db
+from tests.storage.conftest import drained
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -6,26 +6,22 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import threading
-import time
-from dataclasses import replace
 
+import httpx
 import pytest
-from django.db import OperationalError, connection
-from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from evaluations.evaluator import evaluator_install
 from evaluations.models import Evaluation, EvaluationAnswer
 from evaluations.requestids import request_id_assign
-from evaluations.storage import rows, writer
+from evaluations.storage import rows
 from evaluations.storage import store as storing
-from evaluations.storage.records import StoredEvaluation
-from evaluations.systemone import received_of_body, systemone_evaluate
+from evaluations.systemone import systemone_evaluate
 from testbed.evaluators import fake_evaluator
 from tests.api.helpers import close, expected_probabilities
 from tests.conftest import README_REQUEST
-from tests.storage.conftest import db, drained
+from tests.database import db
+from tests.storage.conftest import drained
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -42,13 +38,17 @@ def server_timing(header: str) -> dict[str, float]:
     return {part.split(";")[0]: float(part.split("dur=")[1]) for part in header.split(", ")}
 
 
-async def test_an_answered_evaluation_is_stored_with_everything_the_client_got(api, fake, store):
+async def answered_and_stored(api: httpx.AsyncClient) -> tuple[httpx.Response, Evaluation, list[EvaluationAnswer]]:
+    """The README request answered, then its stored row and answers once the writer has written them."""
     response = await api.post("/v1/systemone", json=README_REQUEST)
     assert response.status_code == 200
     await drained()
     request_id = response.headers["x-typesafe-request-id"]
-    row = await db(lambda: evaluation_get(request_id))
-    answers = await db(lambda: answers_of(request_id))
+    return response, await db(lambda: evaluation_get(request_id)), await db(lambda: answers_of(request_id))
+
+
+async def test_an_answered_evaluation_is_stored_with_everything_the_client_got(api, fake, store):
+    response, row, answers = await answered_and_stored(api)
     body = response.json()
 
     assert row.status_code == 200 and row.error_type == "" and row.error_message == ""
@@ -105,12 +105,8 @@ async def test_per_question_results_can_be_queried_across_evaluations(api, fake,
 
 async def test_metadata_level_keeps_answers_and_figures_but_no_state_or_question_text(api, fake, store):
     store("metadata")
-    response = await api.post("/v1/systemone", json=README_REQUEST)
-    assert response.status_code == 200
-    await drained()
-    request_id = response.headers["x-typesafe-request-id"]
-    row = await db(lambda: evaluation_get(request_id))
-    answers = await db(lambda: answers_of(request_id))
+    response, row, answers = await answered_and_stored(api)
+    request_id = row.request_id
     assert row.store_level == "metadata" and row.state is None and row.questions is None
     assert row.question_count == 3 and row.question_types == "choice,noul,score" and row.input_tokens
     assert [a.question_id for a in answers] == ["refund", "team", "anger"]
@@ -186,7 +182,7 @@ async def test_a_failed_request_stores_a_capped_state_and_problem_list_with_a_ma
     ("overloaded", 529, "overloaded"),
     ("budget", 422, "validation_error"),
 ])
-async def test_engine_failures_are_stored_with_the_status_the_client_got(api, fake, store, failure, status, error_type):
+async def test_failures_are_stored_with_the_status_the_client_got(api, fake, store, failure, status, error_type):
     if failure == "backend_status":
         fake.fail_status = 500
     elif failure == "dead":
@@ -223,117 +219,3 @@ async def test_a_client_that_hangs_up_is_stored_as_499(evaluator, fake, store):
     await drained()
     row = await db(lambda: evaluation_get(request_id))
     assert (row.status_code, row.error_type) == (499, "client_closed")
-
-
-async def test_a_database_outage_still_returns_the_answer_and_is_counted(api, fake, store, monkeypatch):
-    monkeypatch.setattr(writer, "RETRY_DELAYS", (0.01,))
-    expected = (await api.post("/v1/systemone", json=README_REQUEST)).json()
-    await drained()
-    before = storing.storage_stats()
-
-    def refuse(self, *args, **kwargs):
-        raise OperationalError("connection refused (simulated outage)")
-
-    writer.writer_stop()  # the next write opens a fresh connection, into the outage
-    monkeypatch.setattr(BaseDatabaseWrapper, "ensure_connection", refuse)
-    response = await api.post("/v1/systemone", json=README_REQUEST)
-    assert response.status_code == 200
-    assert response.json() == expected
-    await drained()
-    monkeypatch.undo()
-
-    after = storing.storage_stats()
-    assert after["failed"] == before["failed"] + 1 and after["stored"] == before["stored"]
-    assert await db(lambda: Evaluation.objects.count()) == 1  # only the one before the outage
-
-
-async def test_a_slow_database_does_not_delay_the_answer(api, fake, store, monkeypatch):
-    real_insert = storing.rows_insert
-
-    def slow_insert(batch):
-        time.sleep(1.0)
-        real_insert(batch)
-
-    monkeypatch.setattr(storing, "rows_insert", slow_insert)
-    await api.post("/v1/systemone", json=README_REQUEST)  # warm pools
-    start = time.perf_counter()
-    for _ in range(3):
-        assert (await api.post("/v1/systemone", json=README_REQUEST)).status_code == 200
-    assert time.perf_counter() - start < 1.0  # three answers while the first write still sleeps
-    await drained()
-    assert await db(lambda: Evaluation.objects.count()) == 4
-
-
-async def test_a_failed_batch_is_retried_row_by_row_so_one_bad_row_loses_nothing_else(api, fake, store):
-    # PostgreSQL refuses NUL characters in text and jsonb: that row is stored scrubbed, the others untouched.
-    nul_key = {**README_REQUEST, "questions": {"pick": {"type": "choice", "criteria": {"a\x00b": None, "c": None}}}}
-    responses = await asyncio.gather(*(api.post("/v1/systemone", json=body)
-                                       for body in (README_REQUEST, nul_key, README_REQUEST)))
-    assert [r.status_code for r in responses] == [200, 200, 200]
-    await drained()
-    assert await db(lambda: Evaluation.objects.count()) == 3
-    choice = await db(lambda: EvaluationAnswer.objects.get(question_id="pick"))
-    stored_key = "a\ufffdb" if connection.vendor == "postgresql" else "a\x00b"
-    assert choice.option_keys == [stored_key, "c"]
-
-
-async def test_a_full_queue_drops_and_counts_instead_of_blocking(api, fake, store, monkeypatch):
-    small = writer.BatchWriter(queue_size=1)
-    monkeypatch.setattr(storing, "writer", small)
-    gate = asyncio.Event()
-    release = threading.Event()
-    real_write = small._batch_write
-
-    def blocked_write(jobs):
-        gate_set()
-        release.wait(10)
-        real_write(jobs)
-
-    loop = asyncio.get_running_loop()
-
-    def gate_set():
-        loop.call_soon_threadsafe(gate.set)
-
-    monkeypatch.setattr(small, "_batch_write", blocked_write)
-    assert (await api.post("/v1/systemone", json=README_REQUEST)).status_code == 200  # taken by the writer
-    await asyncio.wait_for(gate.wait(), 5)
-    statuses = [(await api.post("/v1/systemone", json=README_REQUEST)).status_code for _ in range(3)]
-    assert statuses == [200, 200, 200]  # one queued, two dropped, all answered
-    release.set()
-    assert await asyncio.to_thread(small.drain, timeout=10)
-    stats = small.stats.of(storing.sink.name)
-    assert (stats.written, stats.dropped) == (2, 2)
-    small.stop(timeout=10)
-    assert await db(lambda: Evaluation.objects.count()) == 2
-
-
-def test_storage_errors_never_escape_evaluation_store(monkeypatch, settings):
-    settings.OPENJEV = replace(settings.OPENJEV, store_evaluations="full")
-
-    def broken_submit(*, sink, job):
-        raise RuntimeError("boom")
-
-    before = storing.storage_stats()["failed"]
-    monkeypatch.setattr(storing.writer, "submit", broken_submit)
-    storing.evaluation_store(record=StoredEvaluation(
-        request_id="req_x", created_at=timezone.now(), level="full", caller=None, received=received_of_body(data={}),
-        served_model="m", backend="sglang", total_ms=1.0))
-    assert storing.storage_stats()["failed"] == before + 1
-
-
-async def test_missing_tables_fail_fast_with_one_hint_not_row_by_row_retries(api, fake, store, monkeypatch):
-    from django.db import ProgrammingError
-
-    calls = []
-
-    def unmigrated(batch):
-        calls.append(len(batch))
-        raise ProgrammingError('relation "evaluations_evaluation" does not exist')
-
-    monkeypatch.setattr(storing, "rows_insert", unmigrated)
-    before = storing.storage_stats()["failed"]
-    responses = await asyncio.gather(*(api.post("/v1/systemone", json=README_REQUEST) for _ in range(3)))
-    assert [r.status_code for r in responses] == [200, 200, 200]
-    await drained()
-    assert storing.storage_stats()["failed"] == before + 3
-    assert sum(calls) == 3  # each row tried once, in its batch; no retries against a schema that is not there
