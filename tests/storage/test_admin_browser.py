@@ -64,8 +64,20 @@ def shot(page: Any, name: str) -> Path:
     return path
 
 
+ADMIN_PASSWORD = "correct horse battery"
+
+
+def signed_in(page: Any, *, base: str, then: str) -> None:
+    """Sign in as the superuser `admin` through the login form, landing on `then`."""
+    page.goto(f"{base}/admin/login/?next={then}")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", ADMIN_PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"**{then}")
+
+
 def test_admin_pages_render_in_headless_chromium(asgi_server, fake, store, settings, tmp_path):
-    get_user_model().objects.create_superuser("admin", "admin@example.com", "correct horse battery")
+    get_user_model().objects.create_superuser("admin", "admin@example.com", ADMIN_PASSWORD)
     key = apikey_issue(name="support bot", owner="team-a")
     settings.OPENJEV = replace(settings.OPENJEV, require_api_key=True)
     with httpx.Client(base_url=asgi_server.url, headers={"Authorization": f"Bearer {key.secret}"}) as client:
@@ -78,11 +90,7 @@ def test_admin_pages_render_in_headless_chromium(asgi_server, fake, store, setti
 
     base = asgi_server.url
     with chromium_page(tmp_path / "chromium-profile") as page:
-        page.goto(f"{base}/admin/login/?next=/admin/evaluations/evaluation/")
-        page.fill("#id_username", "admin")
-        page.fill("#id_password", "correct horse battery")
-        page.click("input[type=submit]")
-        page.wait_for_url("**/admin/evaluations/evaluation/")
+        signed_in(page, base=base, then="/admin/evaluations/evaluation/")
         # The admin's own CSS is served (unstyled pages would still "render").
         header = page.eval_on_selector("#header", "e => getComputedStyle(e).backgroundColor")
         assert header not in ("", "rgba(0, 0, 0, 0)")
