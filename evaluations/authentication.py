@@ -18,7 +18,8 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
-from evaluations.keys import Caller, apikey_verify
+from evaluations.callers import Caller
+from evaluations.keys import apikey_verify
 
 ENV_CALLER = Caller(label="env")
 """The caller who sent the environment's key (`OPENJEV_API_KEY`)."""

@@ -27,6 +27,7 @@ from django.db import connections
 from django.db.models import Q
 from django.utils import timezone
 
+from evaluations.callers import Caller
 from evaluations.errors import ApiError
 from evaluations.models import ApiKey
 from evaluations.storage.writer import writer, writes_retried
@@ -42,15 +43,6 @@ KEY_CACHE_MAX = 4096
 TOUCH_SECONDS = 60.0
 _PREFIX_ALPHABET = string.ascii_lowercase + string.digits
 _SECRET_ALPHABET = string.ascii_letters + string.digits
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who made a request, as evaluations record it: an issued key (its row and its public label
-    `oj_<prefix>`), the environment's key (`env`), the admin's "try it" (`admin`)."""
-
-    label: str
-    key_id: int | None = None
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from datetime import datetime
 from django.conf import settings
 from django.utils import timezone
 
+from evaluations.callers import Caller
 from evaluations.errors import api_error_of, problems_render
 from evaluations.evaluator import evaluator_ready
-from evaluations.keys import Caller
 from evaluations.storage.records import Failure, Received, StoredEvaluation
 from evaluations.storage.store import evaluation_store
 from inference.runner import Evaluator, Outcome

@@ -7,8 +7,8 @@ from typing import Any
 
 from django.conf import settings
 
+from evaluations.callers import Caller
 from evaluations.evaluator import evaluator_get
-from evaluations.keys import Caller
 from evaluations.parsing import Limits, SystemOneRequest, systemone_request_parse
 from evaluations.recording import evaluation_recorded
 from evaluations.storage.records import Received

@@ -15,12 +15,12 @@ from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.request import Request
 
 from evaluations.authentication import BearerKeyAuthentication
+from evaluations.callers import Caller
 from evaluations.classify.registry import classifier_names_list
 from evaluations.classify.service import classify_run
 from evaluations.errors import ApiError, Shape, exception_response, json_response
 from evaluations.evaluator import STARTUP_FAILED, evaluator_status
 from evaluations.json_body import body_parse
-from evaluations.keys import Caller
 from evaluations.openapi import operations as doc
 from evaluations.openapi.classify import classify_schema
 from evaluations.requestids import CLASSIFY_PATH, request_id_assign, request_id_current

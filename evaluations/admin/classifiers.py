@@ -25,11 +25,11 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from evaluations.admin.display import probability_bars
+from evaluations.callers import Caller
 from evaluations.classify.registry import classifier_problems, classifier_spec_of
 from evaluations.classify.service import Classified, classify_run
 from evaluations.config import language_model_named
 from evaluations.errors import ApiError, api_error_of
-from evaluations.keys import Caller
 from evaluations.models import Classifier, ClassifierLabel
 from evaluations.requestids import CLASSIFY_PATH, request_id_assign
 from evaluations.wire import classified_render

@@ -16,11 +16,11 @@ from typing import Any
 
 from django.conf import settings
 
+from evaluations.callers import Caller
 from evaluations.classify.parsing import classify_request_parse
 from evaluations.classify.registry import ClassifierSpec, classifier_find
 from evaluations.errors import ApiError
 from evaluations.evaluator import evaluator_get
-from evaluations.keys import Caller
 from evaluations.recording import evaluation_recorded
 from evaluations.storage.records import ClassifierLink, Received
 from inference.errors import RequestInvalid

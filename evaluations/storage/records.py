@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from evaluations.callers import Caller
 from evaluations.config import StoreLevel
-from evaluations.keys import Caller
 from inference.runner import Outcome
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from django.utils import timezone
 
+from evaluations.callers import Caller
 from evaluations.config import StoreLevel
-from evaluations.keys import Caller
 from evaluations.models import ApiKey
 from evaluations.storage.records import Failure, StoredEvaluation
 from evaluations.storage.rows import evaluation_rows_build
