@@ -161,7 +161,7 @@ class LoadReport:
 
 def storage_load_check(*, url: str, fake: Any, evaluations: int = 200, concurrency: int = 32,
                        serial: int = 100, delay: float = 0.005, level: StoreLevel = "full") -> LoadReport:
-    """The whole load test against a running server (`url`) whose engine talks to `fake`.
+    """The whole load test against a running server (`url`) whose evaluator talks to `fake`.
 
     Under load the fake answers each backend call after `delay` seconds, so evaluations overlap and
     `concurrency` above the admission limit really produces 529s; the serial phases use no delay.

@@ -157,7 +157,7 @@ class LlamaCppBackend:
     async def _submit[R](self, *, rids: Sequence[str], job: Callable[[threading.Event], R]) -> R:
         """Run `job` on the worker; cancelling the awaiting coroutine stops it between branches."""
         if self._closed:
-            raise BackendUnavailable("the embedded engine is closed")
+            raise BackendUnavailable("the llama.cpp backend is closed")
         flag = threading.Event()
         for rid in rids:
             self._flags[rid] = flag
@@ -170,7 +170,7 @@ class LlamaCppBackend:
             raise BackendFailed("the evaluation was aborted") from exc
         except RuntimeError as exc:
             if self._closed:
-                raise BackendUnavailable("the embedded engine is closed") from exc
+                raise BackendUnavailable("the llama.cpp backend is closed") from exc
             raise
         finally:
             for rid in rids:
@@ -204,7 +204,7 @@ class LlamaCppBackend:
         if not ids:
             raise BackendFailed("empty prompt")
         if len(ids) > self.context_tokens:
-            raise BackendFailed(f"the prompt is {len(ids)} tokens but the embedded engine's context holds "
+            raise BackendFailed(f"the prompt is {len(ids)} tokens but the llama.cpp context holds "
                                 f"{self.context_tokens}; lower the input budget or raise the context size")
         if any(not 0 <= t < self._n_vocab for t in (*ids, *label_ids)):
             raise BackendFailed(f"a token id is outside the model's vocabulary of {self._n_vocab}")
