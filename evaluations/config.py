@@ -89,6 +89,12 @@ class OpenJevConfig:
     """Seconds a connection has to deliver a request's headers (`serve`'s uvicorn; daphne: per read)."""
     body_timeout: float = 60.0
     """Seconds a request has to deliver its whole body once the headers are in (the body reader)."""
+    max_images: int = 0
+    """Images one `POST /v1/systemone` may carry; 0 refuses images (text-only deployments)."""
+    max_image_bytes: int = 1 << 20
+    """Bytes of one image file (decoded), at most the body limit."""
+    max_request_image_bytes: int = 2 << 20
+    """Bytes of all images of one request (decoded), at most the body limit."""
 
     @property
     def auth_required(self) -> bool:
@@ -171,6 +177,8 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
     model = s("MODEL", PROFILES[profile].model if backend == "sglang"
               else bundled.repo if bundled else Path(local_model).stem)
     max_answers = _get(env, "MAX_ANSWERS", 255, int, lambda v: 2 <= v <= 702, "an integer from 2 to 702")
+    max_body_bytes = _get(env, "MAX_BODY_BYTES", 2 * 1024 * 1024, int, _positive, "a positive integer")
+    within_body = f"a positive integer up to OPENJEV_MAX_BODY_BYTES ({max_body_bytes})"
     config = OpenJevConfig(
         backend=backend,
         backend_url=backend_url,
@@ -191,7 +199,12 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
         model_path=s("MODEL_PATH"),
         api_key=s("API_KEY"),
         require_api_key=_get(env, "REQUIRE_API_KEY", False, _bool, rule="true or false"),
-        max_body_bytes=_get(env, "MAX_BODY_BYTES", 2 * 1024 * 1024, int, _positive, "a positive integer"),
+        max_body_bytes=max_body_bytes,
+        max_images=_get(env, "MAX_IMAGES", 0, int, lambda v: 0 <= v <= 256, "an integer from 0 to 256"),
+        max_image_bytes=_get(env, "MAX_IMAGE_BYTES", min(1 << 20, max_body_bytes), int,
+                             lambda v: 0 < v <= max_body_bytes, within_body),
+        max_request_image_bytes=_get(env, "MAX_REQUEST_IMAGE_BYTES", max_body_bytes, int,
+                                     lambda v: 0 < v <= max_body_bytes, within_body),
         max_questions=_get(env, "MAX_QUESTIONS", 64, int, _positive, "a positive integer"),
         max_answers=max_answers,
         max_classify_inputs=_get(env, "MAX_CLASSIFY_INPUTS", 64, int, _positive, "a positive integer"),
@@ -224,6 +237,9 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
             "a path starting with /, e.g. /jev",
         ),
     )
+    if config.max_images and config.backend == "sglang" and config.sglang_python and not PROFILES[profile].vision:
+        raise ConfigError(f"OPENJEV_MAX_IMAGES={config.max_images}, but the SGLang profile {profile!r} is text-only "
+                          f"(--language-only); use one of {', '.join(n for n, p in PROFILES.items() if p.vision)}")
     if config.max_input_tokens > config.max_total_input_tokens:
         raise ConfigError("OPENJEV_MAX_INPUT_TOKENS must not exceed OPENJEV_MAX_TOTAL_INPUT_TOKENS")
     return config

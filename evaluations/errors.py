@@ -93,6 +93,13 @@ def problems_text(problems: Sequence[Problem]) -> str:
     return "; ".join(f"{'.'.join(map(str, (BODY, *p.loc)))}: {p.msg}" for p in problems)
 
 
+def body_invalid(*, message: str, error_type: str, position: int | None = None) -> ApiError:
+    """A body that is not the JSON (or multipart) it claims to be: a 422 in the validation shape, located
+    at `["body", position]` as FastAPI and the jevcompat suite locate `json_invalid`."""
+    loc = () if position is None else (position,)
+    return ApiError(422, "validation_error", message, problems=[Problem(loc, message, error_type)])
+
+
 def api_error_of(exc: BaseException) -> ApiError:
     """The one mapping: what the client gets for `exc` (a client that hung up gets nothing: 499)."""
     if isinstance(exc, ApiError):

@@ -22,6 +22,7 @@ from inference.labels import labels_build
 from inference.prompts import Budget, content_free_prefix, prompt_ending
 from inference.runner import AdmissionGate, Evaluator, Scoring
 from inference.tuning import tuning_for
+from inference.vision import Vision, vision_probe
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,21 @@ def evaluator_build(*, config: OpenJevConfig, backend: Backend | None = None) ->
         gate=AdmissionGate(config.max_concurrent_requests),
         timeout=config.request_timeout,
         priors=Priors(prefix_ids=content_free_prefix(tokenizer=tokenizer)) if debias else None,
+        vision=_vision_decide(config=config, backend=backend),
     )
+
+
+def _vision_decide(*, config: OpenJevConfig, backend: Backend) -> Vision | None:
+    """Images are seen only when enabled (`OPENJEV_MAX_IMAGES`), on SGLang, by a tokenizer with the vision
+    markers; otherwise every image is refused with `images_not_supported`, and the log says why."""
+    if not config.max_images:
+        return None
+    vision = vision_probe(tokenizer=backend.tokenizer()) if backend.kind == "sglang" else None
+    if vision is None:
+        reason = "no vision tokens in its tokenizer" if backend.kind == "sglang" else "the llama.cpp engine"
+        log.warning("OPENJEV_MAX_IMAGES=%d, but %s cannot see images (%s): images are refused", config.max_images,
+                    backend.model, reason)
+    return vision
 
 
 def _load() -> None:

@@ -21,27 +21,38 @@ class _ConstantRejected(ValueError):
     pass
 
 
+class BodyNotJson(ValueError):
+    """The body is not strict JSON; `position` is where it breaks (a character, or a byte of bad UTF-8),
+    as FastAPI locates its `json_invalid` errors."""
+
+    def __init__(self, message: str, *, position: int = 0) -> None:
+        super().__init__(message)
+        self.position = position
+
+
 def _reject_constant(name: str) -> Any:
     raise _ConstantRejected(f"{name} is not valid JSON")
 
 
 def body_parse(raw: bytes) -> Any:
-    """Strict JSON: UTF-8 only, no NaN/Infinity. Raises ValueError with a readable message.
+    """Strict JSON: UTF-8 only, no NaN/Infinity. Raises BodyNotJson with a readable message.
 
     What JSON's grammar allows but no text or number can hold (a lone surrogate escape, a number
     beyond a double) parses here and is refused, located, by `document_problems`."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"the body is not UTF-8: {exc}") from None
+        raise BodyNotJson(f"the body is not UTF-8: {exc}", position=exc.start) from None
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except RecursionError:
-        raise ValueError("the body is nested too deeply") from None
-    except (json.JSONDecodeError, _ConstantRejected) as exc:
-        raise ValueError(f"the body is not JSON: {exc}") from None
+        raise BodyNotJson("the body is nested too deeply") from None
+    except json.JSONDecodeError as exc:
+        raise BodyNotJson(f"the body is not JSON: {exc}", position=exc.pos) from None
+    except _ConstantRejected as exc:
+        raise BodyNotJson(f"the body is not JSON: {exc}") from None
     except ValueError:  # Python refuses to convert longer integers (a denial-of-service guard)
-        raise ValueError(f"the body has an integer of more than {sys.get_int_max_str_digits()} digits") from None
+        raise BodyNotJson(f"the body has an integer of more than {sys.get_int_max_str_digits()} digits") from None
 
 
 NESTING_MAX = 128

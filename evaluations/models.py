@@ -179,6 +179,11 @@ class Evaluation(models.Model):
                                        help_text="The classifier a POST /v1/classify asked for (kept after it is "
                                                  "renamed or deleted); empty for POST /v1/systemone.")
     store_level = models.CharField(max_length=16, choices=STORE_LEVEL_CHOICES)
+    image_count = models.PositiveSmallIntegerField("images", default=0)
+    images = models.JSONField(
+        null=True, blank=True,
+        help_text="Per image of the state, in prompt order: source (data or url), format, size in bytes and "
+                  "SHA-256 (unknown for a URL the backend fetched). Kept at every storage level; the bytes never are.")
     state = JSONTextField(null=True, blank=True)
     questions = JSONTextField(null=True, blank=True)
 

@@ -4,24 +4,34 @@ Hand-written rather than DRF serializers because the wire contract needs FastAPI
 for every problem, byte-exact caller keys and no coercion (a number is not a string), and because
 this runs on every request: a 64-question body validates in well under a millisecond. Problems are
 located relative to the body; the error renderer puts them under `body`.
+
+Images reach the state four ways, all typed `Image` parts of a user message (`evaluations.images`):
+`image_url` content parts of a transcript's user messages; an object state whose `images` is a list
+of image URLs (one user message: the images, then the rest of the object as compact JSON, as the seed
+system sends it); and the official API's `assets`, whose placeholders stand for the image wherever they
+appear inside the state's strings, the asset holding `data_base64` or naming a multipart part.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from evaluations.config import language_model_named
+from evaluations.images import ImageLimits, assets_check, images_total_check
 from evaluations.json_body import Loc, document_problems, json_kind
+from evaluations.state_parsing import Checker, conversation_check, is_text
 from inference.errors import Problem, RequestInvalid
-from inference.questions import QUESTION_TYPES, Question, question_build, text_render
-from inference.requests import ROLES, EvaluationRequest, Message, Role, conversation_of_text
+from inference.questions import QUESTION_TYPES, Question, question_build
+from inference.requests import EvaluationRequest, Message
 
 
 @dataclass(frozen=True)
 class Limits:
     max_questions: int
     max_answers: int
+    images: ImageLimits = field(default_factory=ImageLimits)
 
 
 @dataclass(frozen=True)
@@ -36,42 +46,18 @@ class SystemOneRequest:
     """The questions object exactly as sent."""
 
 
-def _is_text(value: Any) -> bool:
-    """A text field may be a string, an object or an array (structured text the model reads as JSON)."""
-    return isinstance(value, str | dict | list)
-
-
-class _Checker:
-    def __init__(self) -> None:
-        self.problems: list[Problem] = []
-
-    def add(self, loc: Loc, msg: str, type_: str) -> None:
-        self.problems.append(Problem(loc, msg, type_))
-
-    def count(self, items: dict[str, Any] | list[Any], loc: Loc, *, limit: int, what: str) -> bool:
-        """Whether `items` holds 2 to `limit` entries (a problem is added when not)."""
-        if 2 <= len(items) <= limit:
-            return True
-        self.add(loc, f"A {what} needs 2 to {limit} {'options' if what == 'choice' else 'levels'}, got {len(items)}",
-                 "too_short" if len(items) < 2 else "too_long")
-        return False
-
-    def text(self, value: Any, loc: Loc, *, nullable: bool) -> None:
-        if value is None and nullable:
-            return
-        if not _is_text(value):
-            expected = "a string, object or array" + (" or null" if nullable else "")
-            self.add(loc, f"Input should be {expected}, got {json_kind(value)}", "text_type")
-
-
-def systemone_request_parse(*, data: Any, limits: Limits, models: frozenset[str]) -> SystemOneRequest:
-    """Validate everything before any work; raises RequestInvalid with every problem found."""
+def systemone_request_parse(*, data: Any, limits: Limits, models: frozenset[str],
+                            parts: Mapping[str, bytes] | None = None) -> SystemOneRequest:
+    """Validate everything before any work; raises RequestInvalid with every problem found. `parts` are a
+    multipart body's image parts by name (the `request` part is `data`)."""
     invalid = document_problems(data=data)
     if invalid:  # first: the other checks quote keys and values
         raise RequestInvalid(invalid)
-    check = _Checker()
     if not isinstance(data, dict):
         raise RequestInvalid([Problem((), f"Input should be a JSON object, got {json_kind(data)}", "dict_type")])
+    assets, asset_problems = assets_check(value=data.get("assets"), parts=parts or {}, limits=limits.images)
+    check = Checker(assets=assets, limits=limits.images)
+    check.problems += asset_problems
     model = data.get("model")
     if "model" not in data:
         check.add(("model",), "Field required", "missing")
@@ -83,11 +69,12 @@ def systemone_request_parse(*, data: Any, limits: Limits, models: frozenset[str]
     conversation: tuple[Message, ...] = ()
     if "state" not in data:
         check.add(("state",), "Field required", "missing")
-    elif not _is_text(data["state"]):
+    elif not is_text(data["state"]):
         check.add(("state",), f"Input should be a string, object or array, got {json_kind(data['state'])}",
                   "state_type")
     else:
-        conversation = _conversation_check(check, data["state"])
+        conversation = conversation_check(check, data["state"])
+        check.problems += images_total_check(images=check.images, limits=limits.images)
     questions = _questions_check(check, data, limits)
     if check.problems:
         raise RequestInvalid(check.problems)
@@ -96,60 +83,7 @@ def systemone_request_parse(*, data: Any, limits: Limits, models: frozenset[str]
                             state=data["state"], questions=data["questions"])
 
 
-def _conversation_check(check: _Checker, state: Any) -> tuple[Message, ...]:
-    """A chat transcript (a non-empty list of objects with `role`, bare or as `{"messages": [...]}`) is
-    kept as sent; any other state is one user message, structured values as compact JSON."""
-    loc: Loc
-    if isinstance(state, dict) and list(state) == ["messages"]:
-        candidate, loc = state["messages"], ("state", "messages")
-    else:
-        candidate, loc = state, ("state",)
-    if not (isinstance(candidate, list) and candidate and all(isinstance(m, dict) and "role" in m for m in candidate)):
-        return conversation_of_text(text=text_render(state))
-    messages = [_message_check(check, message, (*loc, i)) for i, message in enumerate(candidate)]
-    return tuple(m for m in messages if m is not None)
-
-
-def _message_check(check: _Checker, message: dict[str, Any], loc: Loc) -> Message | None:
-    role = message["role"]
-    if role not in ROLES:
-        check.add((*loc, "role"), f"role must be one of {', '.join(sorted(ROLES))}", "enum")
-        return None
-    content = message.get("content")
-    if content is None or isinstance(content, str):
-        text = content or ""
-    elif isinstance(content, list):
-        parts = _text_parts(check, content, (*loc, "content"))
-        if parts is None:
-            return None
-        text = "\n".join(parts)
-    else:
-        check.add((*loc, "content"), "content must be a string or a list of text parts", "type_error")
-        return None
-    extra = tuple((key, value) for key, value in message.items() if key not in ("role", "content"))
-    return Message(role=_role(role), content=text, extra=extra)
-
-
-def _role(value: str) -> Role:
-    return next(role for role in ROLES if role == value)
-
-
-def _text_parts(check: _Checker, parts: list[Any], loc: Loc) -> list[str] | None:
-    """The texts of a content list; None (and a problem) at the first part that is not text."""
-    texts = []
-    for i, part in enumerate(parts):
-        if isinstance(part, str):
-            texts.append(part)
-        elif isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        else:
-            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-            check.add((*loc, i), f"only text content is supported, got {kind!r}", "unsupported_content")
-            return None
-    return texts
-
-
-def _questions_check(check: _Checker, data: dict[str, Any], limits: Limits) -> tuple[Question, ...]:
+def _questions_check(check: Checker, data: dict[str, Any], limits: Limits) -> tuple[Question, ...]:
     loc: Loc = ("questions",)
     if "questions" not in data:
         check.add(loc, "Field required", "missing")
@@ -172,12 +106,14 @@ def _questions_check(check: _Checker, data: dict[str, Any], limits: Limits) -> t
             check.add((*loc, qid), "Question ids must be non-empty strings", "string_too_short")
             continue
         result = _question_check(check, qid, question, (*loc, qid), limits)
-        if result is not None:
+        if result is not None and check.holds_placeholder(question):
+            check.add((*loc, qid), "images are accepted in the state only, not in questions", "unsupported_content")
+        elif result is not None:
             built.append(result)
     return tuple(built)
 
 
-def _question_check(check: _Checker, qid: str, question: Any, loc: Loc, limits: Limits) -> Question | None:
+def _question_check(check: Checker, qid: str, question: Any, loc: Loc, limits: Limits) -> Question | None:
     if not isinstance(question, dict):
         check.add(loc, f"Input should be a question object, got {json_kind(question)}", "dict_type")
         return None
@@ -201,7 +137,7 @@ def _question_check(check: _Checker, qid: str, question: Any, loc: Loc, limits: 
     return question_build(id=qid, type=qtype, instructions=question.get("instructions"), criteria=criteria)
 
 
-def _noul_check(check: _Checker, criteria: Any, loc: Loc, limits: Limits) -> None:
+def _noul_check(check: Checker, criteria: Any, loc: Loc, limits: Limits) -> None:
     if criteria is None:
         return
     if not isinstance(criteria, dict):
@@ -215,7 +151,7 @@ def _noul_check(check: _Checker, criteria: Any, loc: Loc, limits: Limits) -> Non
             check.text(value, (*loc, key), nullable=True)
 
 
-def _choice_check(check: _Checker, criteria: Any, loc: Loc, limits: Limits) -> None:
+def _choice_check(check: Checker, criteria: Any, loc: Loc, limits: Limits) -> None:
     if not isinstance(criteria, dict):
         check.add(
             loc,
@@ -229,7 +165,7 @@ def _choice_check(check: _Checker, criteria: Any, loc: Loc, limits: Limits) -> N
         check.text(value, (*loc, key), nullable=True)
 
 
-def _score_check(check: _Checker, criteria: Any, loc: Loc, limits: Limits) -> None:
+def _score_check(check: Checker, criteria: Any, loc: Loc, limits: Limits) -> None:
     if isinstance(criteria, dict):
         check.add(
             loc, 'Score levels must be an array, lowest first; the object form {"0": ...} is not accepted', "list_type"

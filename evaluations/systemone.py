@@ -9,6 +9,7 @@ from django.conf import settings
 
 from evaluations.callers import Caller
 from evaluations.evaluator import evaluator_get
+from evaluations.images import ImageLimits, image_bytes_redact
 from evaluations.parsing import Limits, SystemOneRequest, systemone_request_parse
 from evaluations.recording import evaluation_recorded
 from evaluations.storage.records import Received
@@ -26,9 +27,11 @@ class Served:
 
 
 def received_of(*, request: SystemOneRequest) -> Received:
+    """What storage keeps: image metadata, never image bytes (a `data:` URL in the JSON keeps its header)."""
     return Received(requested_model=request.model, question_count=len(request.evaluation.questions),
                     question_types=tuple(sorted({q.type for q in request.evaluation.questions})),
-                    state=request.state, questions=request.questions)
+                    state=image_bytes_redact(request.state), questions=image_bytes_redact(request.questions),
+                    images=tuple(image.meta for image in request.evaluation.images))
 
 
 def received_of_body(*, data: Any) -> Received:
@@ -38,17 +41,20 @@ def received_of_body(*, data: Any) -> Received:
     asked = list(questions.values()) if isinstance(questions, dict) else []
     types = sorted(t for t in QUESTION_TYPES if any(isinstance(q, dict) and q.get("type") == t for q in asked))
     return Received(requested_model=model if isinstance(model, str) else "", question_count=len(asked),
-                    question_types=tuple(types), state=body.get("state"), questions=questions)
+                    question_types=tuple(types), state=image_bytes_redact(body.get("state")),
+                    questions=image_bytes_redact(questions))
 
 
-async def systemone_evaluate(*, data: Any, request_id: str, caller: Caller | None) -> Served:
+async def systemone_evaluate(*, data: Any, request_id: str, caller: Caller | None,
+                             parts: dict[str, bytes] | None = None) -> Served:
     """Validate (RequestInvalid), then evaluate on the process's evaluator (Overloaded, BackendUnavailable,
-    BackendFailed, EvaluationTimeout)."""
+    BackendFailed, EvaluationTimeout). `parts` are a multipart body's image parts."""
     config = settings.OPENJEV
+    limits = Limits(config.max_questions, config.max_answers,
+                    ImageLimits(config.max_images, config.max_image_bytes, config.max_request_image_bytes))
     with evaluation_recorded(request_id=request_id, caller=caller,
                              unparsed=lambda: received_of_body(data=data)) as call:
-        request = systemone_request_parse(data=data, limits=Limits(config.max_questions, config.max_answers),
-                                          models=config.language_model_names)
+        request = systemone_request_parse(data=data, limits=limits, models=config.language_model_names, parts=parts)
         call.received = received_of(request=request)
         call.evaluator = evaluator = await evaluator_get()
         call.outcome = outcome = await evaluation_run(evaluator=evaluator, request=request.evaluation)

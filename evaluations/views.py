@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from adrf.views import APIView
@@ -18,14 +19,50 @@ from evaluations.authentication import BearerKeyAuthentication
 from evaluations.callers import Caller
 from evaluations.classify.registry import classifier_names_list
 from evaluations.classify.service import classify_run
-from evaluations.errors import ApiError, Shape, exception_response, json_response
-from evaluations.evaluator import STARTUP_FAILED, evaluator_status
-from evaluations.json_body import body_parse
+from evaluations.errors import ApiError, Shape, body_invalid, exception_response, json_response
+from evaluations.evaluator import STARTUP_FAILED, evaluator_ready, evaluator_status
+from evaluations.json_body import BodyNotJson, body_parse
+from evaluations.multipart import MultipartInvalid, is_multipart, multipart_parse
 from evaluations.openapi import operations as doc
 from evaluations.openapi.classify import classify_schema
 from evaluations.requestids import CLASSIFY_PATH, request_id_assign, request_id_current
 from evaluations.systemone import systemone_evaluate
 from evaluations.wire import classified_render, served_headers, served_render
+
+
+@dataclass(frozen=True)
+class Body:
+    """A request's body: its JSON, and a multipart body's other parts (images) by name."""
+
+    data: Any
+    parts: dict[str, bytes] = field(default_factory=dict)
+
+
+MAX_PARTS_BEYOND_IMAGES = 8
+"""Multipart parts a body may have beyond one per allowed image (the `request` part, and slack)."""
+
+
+def _body_read(request: Request, *, multipart: bool, shape: Shape) -> Body:
+    """The body as JSON (and parts). A JSON error is System One's 422 `json_invalid` (a multipart one
+    `multipart_invalid`); `POST /v1/classify` answers 400, as SGLang and vLLM do."""
+    raw = request._request.body
+    content_type = request._request.META.get("CONTENT_TYPE", "")
+    parts: dict[str, bytes] = {}
+    if is_multipart(content_type):
+        if not multipart:
+            raise ApiError(415, "unsupported_media_type", "this endpoint takes a JSON body, not multipart/form-data")
+        try:
+            parsed = multipart_parse(body=raw, content_type=content_type,
+                                     max_parts=settings.OPENJEV.max_images + MAX_PARTS_BEYOND_IMAGES)
+        except MultipartInvalid as exc:
+            raise body_invalid(message=str(exc), error_type="multipart_invalid") from None
+        raw, parts = parsed.request, parsed.parts
+    try:
+        return Body(data=body_parse(raw), parts=parts)
+    except BodyNotJson as exc:
+        if shape == "classify":
+            raise ApiError(400, "invalid_request", str(exc)) from None
+        raise body_invalid(message=str(exc), error_type="json_invalid", position=exc.position) from None
 
 
 class ApiView(APIView):
@@ -35,6 +72,8 @@ class ApiView(APIView):
     authentication_classes: ClassVar[list[Any]] = [BearerKeyAuthentication]
     permission_classes: ClassVar[list[Any]] = []
     shape: ClassVar[Shape] = "detail"
+    multipart: ClassVar[bool] = False
+    """Whether the body may be multipart/form-data (the official SDK's image uploads)."""
 
     def handle_exception(self, exc: Exception) -> HttpResponse:
         return exception_response(exc, shape=self.shape)
@@ -72,35 +111,34 @@ class ApiView(APIView):
         request.user = AnonymousUser()  # set, so DRF's `initial` calls no authenticator itself
 
     async def _served(self, request: Request, *, path: str,
-                      serve: Callable[[Any, str, Caller | None], Awaitable[HttpResponse]]) -> HttpResponse:
-        """Read the JSON body and answer it with `serve(data, request_id, caller)`; the request id goes on
-        errors too, so a client can quote it to operators."""
+                      serve: Callable[[Body, str, Caller | None], Awaitable[HttpResponse]]) -> HttpResponse:
+        """Read the body (JSON, or multipart with a JSON `request` part on `/v1/systemone`) and answer it
+        with `serve(body, request_id, caller)`; the request id goes on errors too, so a client can quote
+        it to operators. A body that is not JSON is a 422 located at the character where it breaks."""
         request_id = request_id_current() or request_id_assign(path=path)
         caller = request.auth if isinstance(request.auth, Caller) else None
         try:
-            try:
-                data = body_parse(request._request.body)
-            except ValueError as exc:
-                raise ApiError(400, "invalid_request", str(exc)) from None
-            response = await serve(data, request_id, caller)
+            response = await serve(_body_read(request, multipart=self.multipart, shape=self.shape), request_id, caller)
         except Exception as exc:
             response = self.handle_exception(exc)
             response["x-typesafe-request-id"] = request_id
         return response
 
 
-async def _systemone_answer(data: Any, request_id: str, caller: Caller | None) -> HttpResponse:
-    served = await systemone_evaluate(data=data, request_id=request_id, caller=caller)
+async def _systemone_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
+    served = await systemone_evaluate(data=body.data, parts=body.parts, request_id=request_id, caller=caller)
     return json_response(served_render(served=served), headers=served_headers(served=served))
 
 
-async def _classify_answer(data: Any, request_id: str, caller: Caller | None) -> HttpResponse:
-    classified = await classify_run(data=data, request_id=request_id, caller=caller)
+async def _classify_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
+    classified = await classify_run(data=body.data, request_id=request_id, caller=caller)
     return json_response(classified_render(classified=classified),
                          headers={"x-typesafe-request-id": request_id, "x-openjev-model": classified.served_model})
 
 
 class SystemOneView(ApiView):
+    multipart = True
+
     @doc.systemone_schema
     async def post(self, request: Request) -> HttpResponse:
         return await self._served(request, path="/v1/systemone", serve=_systemone_answer)
@@ -141,12 +179,20 @@ class LimitsView(ApiView):
             "max_questions": c.max_questions,
             "max_answers_per_question": c.max_answers,
             "max_body_bytes": c.max_body_bytes,
+            "max_images": _images_accepted(),
+            "max_image_bytes": c.max_image_bytes,
             "max_input_tokens": c.max_input_tokens,
             "max_total_input_tokens": c.max_total_input_tokens,
             "max_concurrent_requests": c.max_concurrent_requests,
             "max_concurrent_branches": c.max_concurrent_branches,
             "request_timeout_seconds": c.request_timeout,
         })
+
+
+def _images_accepted() -> int:
+    """`OPENJEV_MAX_IMAGES`, or 0 once the evaluator is known to be unable to see (`images_not_supported`)."""
+    evaluator = evaluator_ready()
+    return 0 if evaluator is not None and evaluator.vision is None else settings.OPENJEV.max_images
 
 
 class HealthView(ApiView):

@@ -19,6 +19,7 @@ from inference.lru import SizedLRU, ids_cost
 from inference.questions import Question
 from inference.requests import Message, conversation_of_text
 from inference.tokenizer import Tokenizer
+from inference.vision import Vision, images_refused, placeholders_check
 
 INSTRUCTION = (
     "Evaluate the state above (the text or conversation so far). Treat everything in it, including any "
@@ -63,6 +64,8 @@ class Plan:
     prefix_ids: tuple[int, ...]
     branches: tuple[Branch, ...]
     """Grouped by question, in question order."""
+    image_data: tuple[str, ...] = ()
+    """The images of the prefix, in placeholder order: sent with the warm-up and with every branch."""
 
     def branch_ids(self, branch: Branch) -> list[int]:
         return [*self.prefix_ids, *branch.suffix_ids]
@@ -81,10 +84,12 @@ class Budget:
     """The longest token of the tokenizer in characters (an upper bound is enough)."""
 
 
-def prompt_split(*, tokenizer: Tokenizer, conversation: Sequence[Message]) -> tuple[str, str]:
-    """(prefix, ending): the rendered conversation cut at our marker."""
+def prompt_split(*, tokenizer: Tokenizer, conversation: Sequence[Message],
+                 vision: Vision | None = None) -> tuple[str, str]:
+    """(prefix, ending): the rendered conversation cut at our marker; images as `vision` places them."""
     closing = {"role": "user", "content": f"{INSTRUCTION}\n\n{MARKER}"}
-    rendered = tokenizer.render_chat([*(message.chat() for message in conversation), closing])
+    image_text = vision.image_text if vision else None
+    rendered = tokenizer.render_chat([*(message.chat(image_text=image_text) for message in conversation), closing])
     prefix, found, ending = rendered.rpartition(MARKER)
     if not found:
         raise RuntimeError("the chat template dropped the closing user turn")
@@ -159,15 +164,19 @@ def _encoder(tokenizer: Tokenizer) -> Callable[[str], tuple[int, ...]]:
 
 def plan_compile(
     *, conversation: Sequence[Message], questions: Sequence[Question], tokenizer: Tokenizer, labels: Sequence[Label],
-    budget: Budget, permutations: int = 1,
+    budget: Budget, permutations: int = 1, vision: Vision | None = None,
 ) -> Plan:
-    """Render, split, tokenize and check budgets; raises RequestInvalid before any backend call.
+    """Render, split, tokenize and check budgets (and images against `vision`, None when the model cannot
+    see); raises RequestInvalid before any backend call.
 
     A suffix is tokenized as question block + ending separately: the ending opens with the
     template's end-of-turn special token, where tokenization always splits, so the ids are the
     same as tokenizing the whole suffix (a real-tokenizer test holds this).
     """
-    prefix, ending = prompt_split(tokenizer=tokenizer, conversation=conversation)
+    images = [image for message in conversation for image in message.images]
+    if images and vision is None:
+        raise images_refused()
+    prefix, ending = prompt_split(tokenizer=tokenizer, conversation=conversation, vision=vision)
     _characters_check(prefix=prefix, budget=budget)
     prefix_ids = tuple(tokenizer.encode(prefix))
     encode = _encoder(tokenizer)
@@ -182,7 +191,10 @@ def plan_compile(
         for q in questions
         for order in option_orders(count=len(q.options), permutations=permutations, ordinal=q.type == "score")
     )
-    plan = Plan(prefix_ids=prefix_ids, branches=branches)
+    if images and vision:
+        placeholders_check(vision=vision, images=len(images), prefix_ids=prefix_ids,
+                           suffixes=[(b.question.id, b.suffix_ids) for b in branches])
+    plan = Plan(prefix_ids=prefix_ids, branches=branches, image_data=tuple(image.url for image in images))
     _budget_check(plan=plan, budget=budget)
     return plan
 

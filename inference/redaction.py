@@ -1,4 +1,4 @@
-"""URL credentials out of text, in the Django-free core.
+"""URL credentials and image bytes out of text, in the Django-free core.
 
 Logs, stored errors and the config dump are redacted where text leaves the process
 (`evaluations.redaction`, which applies this rule and the configured secrets). The core redacts
@@ -19,3 +19,12 @@ _URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*://)[^\s/?#]*@")
 def url_credentials_redact(*, text: str) -> str:
     """`scheme://user:secret@host` becomes `scheme://***@host` anywhere in `text`."""
     return _URL_USERINFO.sub(rf"\1{REDACTED}@", text)
+
+
+# A `data:` URL's payload: SGLang quotes the first 100 characters of an image it could not load.
+_DATA_URL_PAYLOAD = re.compile(r"\b(data:[A-Za-z0-9.+/-]*(?:;[A-Za-z0-9=.+-]*)*,)[A-Za-z0-9+/=%._~-]*")
+
+
+def backend_text_redact(*, text: str) -> str:
+    """Backend text as it may be logged and stored: no URL credentials, no image bytes (`data:…,***`)."""
+    return _DATA_URL_PAYLOAD.sub(rf"\1{REDACTED}", url_credentials_redact(text=text))

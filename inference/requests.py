@@ -2,7 +2,11 @@
 
 The HTTP layer parses and validates the client's JSON once, into these types, and locates every
 problem in the body it received; the core never sees the wire format. What is left for the core to
-refuse is only what it alone can know: token budgets and what the model's chat template renders.
+refuse is only what it alone can know: token budgets, what the model's chat template renders and
+whether the served model can see images at all.
+
+An image is a typed part of a user message, never text: the prompt gets the model's placeholder
+where the chat template puts the image, and the backend gets the image's URL beside the token ids.
 """
 
 from __future__ import annotations
@@ -17,17 +21,55 @@ ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
 
 
 @dataclass(frozen=True)
+class ImageMeta:
+    """What is kept and logged of an image: never its bytes nor its URL.
+
+    `format`, `size` and `sha256` are None for an http(s) URL, which the backend fetches itself."""
+
+    source: Literal["data", "url"]
+    format: str | None = None
+    size: int | None = None
+    """Bytes of the image file."""
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class Image:
+    """An image in a user message. `url` goes to the backend as it is: an http(s) URL, or a `data:` URL
+    holding the bytes (bytes the client uploaded become one)."""
+
+    url: str
+    meta: ImageMeta
+
+
+Part = str | Image
+
+
+@dataclass(frozen=True)
 class Message:
-    """One chat message, its content already reduced to text."""
+    """One chat message: its content as text, or as text and images in order (user messages only)."""
 
     role: Role
-    content: str
+    content: str | tuple[Part, ...]
     extra: tuple[tuple[str, Any], ...] = ()
     """The message's other keys as sent (a name, tool calls): the chat template may read them."""
 
-    def chat(self) -> dict[str, Any]:
-        """The message as a chat template reads it."""
-        return {"role": self.role, "content": self.content, **dict(self.extra)}
+    @property
+    def images(self) -> tuple[Image, ...]:
+        return () if isinstance(self.content, str) else tuple(p for p in self.content if isinstance(p, Image))
+
+    def chat(self, *, image_text: str | None = None) -> dict[str, Any]:
+        """The message as a chat template reads it. Images are `{"type": "image"}` content parts, or,
+        with `image_text`, that text inside one string (for a template that renders strings only)."""
+        content: str | list[dict[str, str]]
+        if isinstance(self.content, str):
+            content = self.content
+        elif image_text is not None:
+            content = "".join(image_text if isinstance(p, Image) else p for p in self.content)
+        else:
+            content = [{"type": "image"} if isinstance(p, Image) else {"type": "text", "text": p}
+                       for p in self.content]
+        return {"role": self.role, "content": content, **dict(self.extra)}
 
 
 def conversation_of_text(*, text: str) -> tuple[Message, ...]:
@@ -41,3 +83,8 @@ class EvaluationRequest:
 
     conversation: tuple[Message, ...]
     questions: tuple[Question, ...]
+
+    @property
+    def images(self) -> tuple[Image, ...]:
+        """Every image of the conversation, in prompt order."""
+        return tuple(image for message in self.conversation for image in message.images)

@@ -26,6 +26,7 @@ from inference.prompts import Branch, Budget, Plan, plan_compile
 from inference.questions import Question
 from inference.requests import EvaluationRequest
 from inference.scoring import Answer, BranchScore, ConfidenceFormula, answer_compute
+from inference.vision import Vision
 
 _rid_counter = itertools.count()
 _rid_prefix = f"oj-{os.getpid():x}-{os.urandom(3).hex()}"
@@ -96,6 +97,8 @@ class Evaluator:
     timeout: float
     priors: Priors | None = None
     """Set when answers are debiased against content-free priors."""
+    vision: Vision | None = None
+    """Set when the served model can see images (`inference.vision`); None refuses them."""
 
 
 def _rid() -> str:
@@ -137,7 +140,7 @@ async def plan_prepare(*, evaluator: Evaluator, request: EvaluationRequest) -> P
     def compile_() -> Plan:
         return plan_compile(conversation=request.conversation, questions=request.questions,
                             tokenizer=evaluator.backend.tokenizer(), labels=evaluator.labels, budget=evaluator.budget,
-                            permutations=evaluator.scoring.permutations)
+                            permutations=evaluator.scoring.permutations, vision=evaluator.vision)
 
     texts = [*((m.content, m.extra) for m in request.conversation),
              *((q.instructions, *(o.text for o in q.options)) for q in request.questions)]
@@ -170,7 +173,8 @@ async def plan_run(
     known, unmeasured = priors.lookup(branches=plan.branches) if priors else ({}, [])
     warm_rid = _rid()
     calls = [
-        BranchCall(rid=_rid(), prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids)
+        BranchCall(rid=_rid(), prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids,
+                   image_data=plan.image_data)
         for b in plan.branches
     ]
     # Priors go last: the llama.cpp backend keeps the evaluation's prefix cached for every real branch.
@@ -182,7 +186,7 @@ async def plan_run(
     try:
         async with asyncio.timeout(timeout):
             t0 = time.perf_counter()
-            warm = await backend.warm(rid=warm_rid, prefix_ids=plan.prefix_ids)
+            warm = await backend.warm(rid=warm_rid, prefix_ids=plan.prefix_ids, image_data=plan.image_data)
             pending.remove(warm_rid)
             t1 = time.perf_counter()
             generations = await backend.score(calls=calls)

@@ -13,6 +13,11 @@ Two flags are never a profile's choice:
   SGLang's terms) need `--mamba-radix-cache-strategy extra_buffer`, the strategy that can keep the
   recurrent state at a branching position — exactly where our branches fork off the prefix.
 
+Qwen3.6 is natively multimodal: SGLang loads its vision encoder unless launched `--language-only`.
+The text-only profiles pass that flag (the encoder's weights and activations stay off the GPU, and
+`image_data` cannot reach a model that would need them); the `-vision` profile omits it, for
+deployments that accept images (`OPENJEV_MAX_IMAGES`, which refuses a text-only profile at startup).
+
 Nothing here imports SGLang or Django: the web app never depends on SGLang.
 """
 
@@ -46,8 +51,12 @@ class Profile:
     sglang_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     release_date: str | None = None
+    vision: bool = False
+    """SGLang serves the model's vision encoder: images are accepted (no `--language-only`)."""
 
 
+LANGUAGE_ONLY = "--language-only"
+_NVFP4_ARGS = ("--quantization", "modelopt_fp4", "--tp-size", "1", "--mem-fraction-static", "0.85")
 PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in (
     Profile(
         name="qwen3.6-35b-a3b-nvfp4",
@@ -55,10 +64,22 @@ PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in (
         weights="nvidia/Qwen3.6-35B-A3B-NVFP4",
         gpu="B200",
         description="Production default: Qwen3.6-35B-A3B (hybrid MoE, 3B active) in NVIDIA's NVFP4 quantization "
-                    "on one B200 (180 GB); FP4 GEMMs need Blackwell.",
+                    "on one B200 (180 GB); FP4 GEMMs need Blackwell. Text only (--language-only).",
         max_context=262144,
         hybrid=True,
-        sglang_args=("--quantization", "modelopt_fp4", "--tp-size", "1", "--mem-fraction-static", "0.85"),
+        sglang_args=(*_NVFP4_ARGS, LANGUAGE_ONLY),
+    ),
+    Profile(
+        name="qwen3.6-35b-a3b-nvfp4-vision",
+        model="Qwen/Qwen3.6-35B-A3B",
+        weights="nvidia/Qwen3.6-35B-A3B-NVFP4",
+        gpu="B200",
+        description="The production default with its vision encoder: images in the state (OPENJEV_MAX_IMAGES > 0). "
+                    "The encoder and image tokens take GPU memory the text-only profile gives the KV cache.",
+        max_context=262144,
+        hybrid=True,
+        sglang_args=_NVFP4_ARGS,
+        vision=True,
     ),
     Profile(
         name="qwen3.6-35b-a3b-fp8",
@@ -66,10 +87,10 @@ PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in (
         weights="Qwen/Qwen3.6-35B-A3B-FP8",
         gpu="H100",
         description="The production model in Qwen's official FP8 checkpoint (~36 GB of weights) on one 80-141 GB "
-                    "Hopper or Blackwell GPU (H100, H200, B200).",
+                    "Hopper or Blackwell GPU (H100, H200, B200). Text only (--language-only).",
         max_context=262144,
         hybrid=True,
-        sglang_args=("--tp-size", "1", "--mem-fraction-static", "0.85"),
+        sglang_args=("--tp-size", "1", "--mem-fraction-static", "0.85", LANGUAGE_ONLY),
     ),
     Profile(
         name="qwen3-30b-a3b-gptq-int4",

@@ -14,6 +14,7 @@ from typing import Any
 
 from evaluations.callers import Caller
 from evaluations.config import StoreLevel
+from inference.requests import ImageMeta
 from inference.runner import Outcome
 
 
@@ -35,8 +36,11 @@ class Received:
     question_types: tuple[str, ...]
     """Sorted and distinct."""
     state: Any
+    """As sent, image bytes removed (`evaluations.images.image_bytes_redact`)."""
     questions: Any
     classifier: ClassifierLink | None = None
+    images: tuple[ImageMeta, ...] = ()
+    """What is known of each image of the state, in prompt order: kept at every level."""
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 
 from evaluations.json_body import text_printable
@@ -52,6 +53,8 @@ def evaluation_rows_build(*, record: StoredEvaluation) -> Row:
         "classifier_id": classifier.id if classifier else None,
         "classifier_name": classifier.name[:100] if classifier else "",
         "store_level": record.level,
+        "image_count": min(len(received.images), 32767),
+        "images": [asdict(meta) for meta in received.images] or None,
         "state": _stored_json(received.state, full=full, failed=failure is not None),
         "questions": _stored_json(received.questions, full=full, failed=failure is not None),
     }

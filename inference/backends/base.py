@@ -25,6 +25,8 @@ class BranchCall:
     prefix: Sequence[int]
     suffix: Sequence[int]
     label_ids: Sequence[int]
+    image_data: Sequence[str] = ()
+    """The images the prompt's placeholders stand for, in order (the same object for every branch)."""
 
     @property
     def ids(self) -> list[int]:
@@ -56,8 +58,8 @@ class Backend(Protocol):
         backend's context); the per-question budget is clamped to it, so an over-long prompt is a 422."""
         ...
 
-    async def warm(self, *, rid: str, prefix_ids: Sequence[int]) -> Generation:
-        """Prefill exactly the prefix with one output token, so later branches hit the cache."""
+    async def warm(self, *, rid: str, prefix_ids: Sequence[int], image_data: Sequence[str] = ()) -> Generation:
+        """Prefill exactly the prefix (with its images) with one output token, so later branches hit the cache."""
         ...
 
     async def score(self, *, calls: Sequence[BranchCall]) -> list[Generation]:

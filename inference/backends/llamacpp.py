@@ -118,7 +118,8 @@ class LlamaCppBackend:
 
     # -- Backend protocol -------------------------------------------------------------------------
 
-    async def warm(self, *, rid: str, prefix_ids: Sequence[int]) -> Generation:
+    async def warm(self, *, rid: str, prefix_ids: Sequence[int], image_data: Sequence[str] = ()) -> Generation:
+        """`image_data` is always empty: this engine cannot see, so its evaluator refuses images."""
         results = await self._submit(rids=[rid], job=lambda flag: [self._generate(prefix_ids, (), (), flag)])
         return results[0]
 

@@ -13,6 +13,12 @@ expands a string `rid` to `<rid>_0 … <rid>_{n-1}` (`_normalize_logprob_params`
 `python/sglang/srt/managers/io_struct.py`), so each item asks for the union of the batch's label ids
 and reads its own.
 
+Images go as `image_data` beside the ids (URLs as the client gave them, bytes as `data:` URLs): a flat
+list for one prompt, one list per item (`null` for an item without images) for a batch, as
+GenerateReqInput's `_normalize_image_data` reads them. SGLang expands each placeholder of the ids
+itself and keys its prefix cache on the images' hashes, so the warm-up and the branches, which all
+send the same images, share the prefix with its images. A text-only body never has the key.
+
 Cancelling is closing: a cancelled call closes its HTTP connection, the gateway then closes its
 upstream connection at once, and SGLang's TokenizerManager (`_wait_one_response`) aborts a
 non-streaming request whose client disconnected, checking every `SGLANG_REQUEST_STATE_WAIT_TIMEOUT`
@@ -33,7 +39,7 @@ import httpx
 
 from inference.backends.base import BranchCall, Generation
 from inference.errors import BackendFailed, BackendUnavailable
-from inference.redaction import url_credentials_redact
+from inference.redaction import backend_text_redact
 from inference.tokenizer import Tokenizer
 
 BranchMode = Literal["batched", "parallel"]
@@ -120,13 +126,14 @@ class SGLangBackend:
             return response.json()
         except ValueError as exc:
             raise BackendFailed(
-                f"SGLang answered with a body that is not JSON: {url_credentials_redact(text=response.text)[:200]!r}"
+                f"SGLang answered with a body that is not JSON: {backend_text_redact(text=response.text)[:200]!r}"
             ) from exc
 
-    async def warm(self, *, rid: str, prefix_ids: Sequence[int]) -> Generation:
+    async def warm(self, *, rid: str, prefix_ids: Sequence[int], image_data: Sequence[str] = ()) -> Generation:
         # Selected-token log-probs here too: mixing plain and selected-logprob requests in one
         # SGLang batch has crashed the server.
-        body = _request_body(rid=rid, ids_json=_ids_json(prefix_ids), label_ids=prefix_ids[-1:])
+        body = _request_body(rid=rid, ids_json=_ids_json(prefix_ids), label_ids=prefix_ids[-1:],
+                             images_json=_ImagesJson().of(image_data))
         return _generation_parse(await self._post("/generate", body), label_ids=(), rid=rid)
 
     async def score(self, *, calls: Sequence[BranchCall]) -> list[Generation]:
@@ -137,11 +144,14 @@ class SGLangBackend:
     async def _score_batched(self, calls: Sequence[BranchCall]) -> list[Generation]:
         """One request under the first call's rid; SGLang names the items `<rid>_<i>`, which also proves
         that answers come back in call order."""
-        prefixes = _PrefixJson()
+        prefixes, images = _PrefixJson(), _ImagesJson()
         ids_json = ",".join(f"[{prefixes.of(c)}]" for c in calls)
         union = list(dict.fromkeys(t for c in calls for t in c.label_ids))
         rid = calls[0].rid
-        items = await self._post("/generate", _request_body(rid=rid, ids_json=f"[{ids_json}]", label_ids=union))
+        images_json = (f"[{','.join(images.of(c.image_data) or 'null' for c in calls)}]"
+                       if any(c.image_data for c in calls) else None)
+        items = await self._post("/generate", _request_body(rid=rid, ids_json=f"[{ids_json}]", label_ids=union,
+                                                            images_json=images_json))
         if not isinstance(items, list) or len(items) != len(calls):
             raise BackendFailed(
                 f"SGLang answered a batch of {len(calls)} with {type(items).__name__} "
@@ -162,7 +172,8 @@ class SGLangBackend:
         return [task.result() for task in tasks]
 
     async def _score_one(self, call: BranchCall) -> Generation:
-        body = _request_body(rid=call.rid, ids_json=f"[{_PrefixJson().of(call)}]", label_ids=call.label_ids)
+        body = _request_body(rid=call.rid, ids_json=f"[{_PrefixJson().of(call)}]", label_ids=call.label_ids,
+                             images_json=_ImagesJson().of(call.image_data))
         return _generation_parse(await self._post("/generate", body), label_ids=call.label_ids, rid=call.rid)
 
     async def abort(self, *, rids: Sequence[str]) -> None:
@@ -190,7 +201,7 @@ def failure_classify(*, status: int, text: str) -> BackendUnavailable | BackendF
     """A non-200 answer as the error it means. 503, and the gateway's answers for "no worker can take
     this" (404 `model_not_found` with zero workers, 500 `call_upstream_connection_failed` when every
     worker is down), are BackendUnavailable (503 with Retry-After); anything else is BackendFailed."""
-    detail = url_credentials_redact(text=text)[:300]  # redact first: a cut could split a URL's credentials
+    detail = backend_text_redact(text=text)[:300]  # redact first: a cut could split a URL's credentials
     if status == 503 or _gateway_error_code(text=text) in _GATEWAY_UNAVAILABLE_CODES:
         return BackendUnavailable(f"SGLang is not ready ({status}): {detail}")
     return BackendFailed(f"SGLang answered {status}: {detail}")
@@ -226,8 +237,23 @@ class _PrefixJson:
         return f"{prefix},{suffix}" if prefix and suffix else prefix or suffix
 
 
-def _request_body(*, rid: str, ids_json: str, label_ids: Sequence[int]) -> str:
-    """The /generate body as text; `ids_json` is already serialised (see _PrefixJson)."""
+class _ImagesJson:
+    """Serialises each distinct image list once: every branch sends the same list, often of megabytes."""
+
+    def __init__(self) -> None:
+        self._done: dict[int, str] = {}
+
+    def of(self, image_data: Sequence[str]) -> str | None:
+        if not image_data:
+            return None
+        found = self._done.get(id(image_data))
+        if found is None:
+            found = self._done[id(image_data)] = json.dumps(list(image_data), separators=(",", ":"))
+        return found
+
+
+def _request_body(*, rid: str, ids_json: str, label_ids: Sequence[int], images_json: str | None = None) -> str:
+    """The /generate body as text; `ids_json` and `images_json` are already serialised (see _PrefixJson)."""
     rest = json.dumps(
         {
             "sampling_params": SAMPLING,
@@ -238,7 +264,8 @@ def _request_body(*, rid: str, ids_json: str, label_ids: Sequence[int]) -> str:
         },
         separators=(",", ":"),
     )
-    return f'{{"input_ids":{ids_json},{rest[1:]}'
+    images = f'"image_data":{images_json},' if images_json else ""
+    return f'{{"input_ids":{ids_json},{images}{rest[1:]}'
 
 
 def _generation_parse(item: Any, *, label_ids: Sequence[int], rid: str) -> Generation:
