@@ -7,6 +7,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from fake_sglang.images import VisionTokens, images_per_item, placeholders_expand
+from fake_sglang.protocol_errors import BadRequest
+
 DEFAULT_VOCAB_SIZE = 151936
 DEFAULT_MAX_NEW_TOKENS = 128  # SamplingParams' default in SGLang
 
@@ -21,9 +24,10 @@ _TOP_LEVEL_KEYS = frozenset({
     "lora_path", "lora_id", "session_params", "custom_logit_processor", "bootstrap_host", "bootstrap_port",
     "bootstrap_room", "bootstrap_pair_key", "data_parallel_rank", "priority", "no_logs", "extra_key",
     "custom_labels", "return_bytes", "return_entropy", "routed_dp_rank", "conversation_id", "background",
+    "image_data",
 })
 # Accepted by SGLang but meaningless for a text-free fake; rejected so nobody believes they work here.
-_UNSUPPORTED_KEYS = ("input_embeds", "image_data", "video_data", "audio_data", "modalities")
+_UNSUPPORTED_KEYS = ("input_embeds", "video_data", "audio_data", "modalities")
 # SGLang's SamplingParams constructor arguments: anything else raises before the request is scheduled.
 _SAMPLING_KEYS = frozenset({
     "max_new_tokens", "stop", "stop_token_ids", "temperature", "top_p", "top_k", "min_p", "frequency_penalty",
@@ -32,15 +36,6 @@ _SAMPLING_KEYS = frozenset({
     "custom_params", "stream_interval", "logit_bias", "sampling_seed",
 })
 
-
-
-class BadRequest(Exception):
-    """A 400; ``validation`` selects FastAPI's validation-error body instead of SGLang's ValueError body."""
-
-    def __init__(self, message: str, *, validation: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
-        self.validation = validation
 
 
 @dataclass(slots=True)
@@ -55,6 +50,8 @@ class Item:
     label_ids: list[int] | None
     rid: str
     text_in_logprobs: bool
+    images: list[str]
+    """The item's images; its `ids` are then expanded (`fake_sglang.images`)."""
 
 
 def _is_int(value: Any) -> bool:
@@ -150,8 +147,10 @@ def _check_top_level(body: Any) -> None:
         raise BadRequest("Either text, input_ids or input_embeds should be provided.")
 
 
-def generate_parse(body: Any, vocab_size: int, context_length: int) -> tuple[list[Item], bool]:
-    """Validate a /generate body; return its items and whether the answer must be a list."""
+def generate_parse(body: Any, vocab_size: int, context_length: int, vision: VisionTokens | None = None,
+                   image_tokens: int = 64) -> tuple[list[Item], bool]:
+    """Validate a /generate body; return its items (placeholders expanded for their images, when the
+    server sees: `vision`) and whether the answer must be a list."""
     _check_top_level(body)
     input_ids = body["input_ids"]
     batched = isinstance(input_ids, list) and bool(input_ids) and isinstance(input_ids[0], list)
@@ -166,11 +165,16 @@ def generate_parse(body: Any, vocab_size: int, context_length: int) -> tuple[lis
         "labels": _per_item(body, "token_ids_logprob", size, None, batched=batched, nested=True),
     }
     text_in_logprobs = bool(body.get("return_text_in_logprobs", False))
+    images = images_per_item(body.get("image_data"), size, batched=batched)
+    if vision is None and any(images):
+        raise BadRequest("image_data was given, but the model is not multimodal (or runs --language-only).")
     items = []
     for i, prompt in enumerate(prompts):
         what = f"input_ids[{i}]" if batched else "input_ids"
         ids = _check_ids(prompt, what, vocab_size)
-        item = Item(ids=ids, sampling=_check_sampling(columns["sampling"][i]),
+        if vision is not None and images[i]:
+            ids = placeholders_expand(ids, images[i], vision, image_tokens)
+        item = Item(ids=ids, images=images[i], sampling=_check_sampling(columns["sampling"][i]),
                      return_logprob=_check_flag(columns["return_logprob"][i], "return_logprob"),
                      logprob_start_len=_check_start(columns["start"][i], len(ids)),
                      top_logprobs_num=_check_top(columns["top"][i]),

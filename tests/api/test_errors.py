@@ -57,9 +57,13 @@ INVALID: dict[str, tuple[Any, list[str | int]]] = {
         ["body", "questions", "q", "criteria", 1],
     ),
     "bad chat role": (body_with(state=[{"role": "wizard", "content": "x"}]), ["body", "state", 0, "role"]),
-    "image content": (
-        body_with(state=[{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]),
+    "audio content": (
+        body_with(state=[{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]),
         ["body", "state", 0, "content", 0],
+    ),
+    "image url without a url": (
+        body_with(state=[{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]),
+        ["body", "state", 0, "content", 0, "image_url", "url"],
     ),
     "body not an object": ([1, 2], ["body"]),
 }
@@ -175,7 +179,7 @@ BIG = str(2 * 1024 * 1024 + 1)
 EVERY_API_RESPONSE: dict[str, tuple[str, str, dict[str, Any], int]] = {
     "200": ("POST", "/v1/systemone", {"json": README_REQUEST}, 200),
     "422": ("POST", "/v1/systemone", {"json": body_with(model="gpt-4")}, 422),
-    "400 not JSON": ("POST", "/v1/systemone", {"content": b"{"}, 400),
+    "422 not JSON": ("POST", "/v1/systemone", {"content": b"{"}, 422),
     "400 corrupt gzip (guard)": ("POST", "/v1/systemone", {"content": b"x", "headers": {"Content-Encoding": "gzip"}},
                                  400),
     "413 (guard)": ("POST", "/v1/systemone", {"content": b"{}", "headers": {"Content-Length": BIG}}, 413),

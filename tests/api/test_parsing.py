@@ -33,7 +33,7 @@ def test_chat_transcript_keeps_messages_and_extra_keys():
 
 @pytest.mark.parametrize("message, loc_tail", [
     ({"role": "wizard", "content": "x"}, "role"),
-    ({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:"}}]}, 0),
+    ({"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}]}, 0),
     ({"role": "user", "content": 5}, "content"),
 ])
 def test_bad_roles_and_non_text_content_are_rejected(message: dict[str, Any], loc_tail: str | int) -> None:
