@@ -16,7 +16,7 @@ from django.db.models import Min, QuerySet
 from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.urls import URLPattern, path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from evaluations.admin.dashboard import dashboard_view
@@ -80,6 +80,7 @@ class EvaluationAdmin(admin.ModelAdmin):
         "key_display", "requested_model", "served_model", "backend", "classifier_link", "store_level",
         "question_count", "question_types", "input_tokens", "output_tokens", "prefix_tokens", "cached_tokens",
         "prepare", "prefill", "branches", "latency", "answers_table", "state_pretty", "questions_pretty",
+        "image_count", "images_table",
     )
     fieldsets = (
         (None, {"fields": ("request_id", "created_at", "status_badge", "key_display")}),
@@ -88,7 +89,7 @@ class EvaluationAdmin(admin.ModelAdmin):
         ("Usage and timings", {"fields": (("input_tokens", "output_tokens"), ("prefix_tokens", "cached_tokens"),
                                           ("prepare", "prefill", "branches"), "latency")}),
         ("Answers", {"fields": ("question_count", "question_types", "answers_table")}),
-        ("Request", {"fields": ("state_pretty", "questions_pretty")}),
+        ("Request", {"fields": ("state_pretty", "questions_pretty", "image_count", "images_table")}),
     )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -166,6 +167,17 @@ class EvaluationAdmin(admin.ModelAdmin):
     @admin.display(description="questions")
     def questions_pretty(self, obj: Evaluation) -> SafeString:
         return json_pretty(value=obj.questions)
+
+    @admin.display(description="image metadata")
+    def images_table(self, obj: Evaluation) -> SafeString | str:
+        """One row per image: what is kept of it (never the bytes, never a URL)."""
+        if not obj.images:
+            return "—"
+        rows = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+                                ((i, m.get("source"), m.get("format") or "—", m.get("size") or "—",
+                                  m.get("sha256") or "—") for i, m in enumerate(obj.images, 1)))
+        return format_html('<table class="oj-images"><tr><th>#</th><th>source</th><th>format</th><th>bytes</th>'
+                           "<th>SHA-256</th></tr>{}</table>", rows)
 
     @admin.display(description="validation problems")
     def error_detail_pretty(self, obj: Evaluation) -> SafeString:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from evaluations.errors import problems_render
 from evaluations.json_body import NESTING_MAX, body_parse, document_problems
-from tests.api.helpers import NOUL, assert_error, assert_validation, body_with
+from tests.api.helpers import NOUL, assert_validation, body_with
 
 HIGH, LOW = "\ud800", "\udfff"
 REPLACED = "\ufffd"

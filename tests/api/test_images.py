@@ -38,9 +38,12 @@ def user_parts(*parts: Any) -> list[dict[str, Any]]:
     return [{"role": "user", "content": list(parts)}]
 
 
+def image_part(url: str) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
 async def test_image_url_parts_go_with_the_warm_up_and_every_branch(api, fake, vision, branch_mode):
-    state = user_parts({"type": "text", "text": "Refund for this?"}, {"type": "image_url", "image_url": {"url": PNG_URL}},
-                       {"type": "image_url", "image_url": {"url": WEB_URL}})
+    state = user_parts({"type": "text", "text": "Refund for this?"}, image_part(PNG_URL), image_part(WEB_URL))
     response = await api.post("/v1/systemone", json=body(state))
     assert response.status_code == 200, response.text
     sent = image_data_sent(fake)
@@ -56,7 +59,7 @@ async def test_image_url_parts_go_with_the_warm_up_and_every_branch(api, fake, v
 
 async def test_branches_hit_the_prefix_cache_with_the_images_and_another_image_does_not(api, fake, vision):
     async def cached_tokens(url: str) -> int:
-        response = await api.post("/v1/systemone", json=body(user_parts({"type": "image_url", "image_url": {"url": url}})))
+        response = await api.post("/v1/systemone", json=body(user_parts(image_part(url))))
         assert response.status_code == 200, response.text
         return int(response.headers["x-openjev-cached-tokens"])
 
@@ -98,7 +101,7 @@ async def test_text_only_requests_send_no_image_data_key(api, fake, vision):
 
 
 async def test_images_are_refused_where_the_deployment_takes_none(api, fake):
-    response = await api.post("/v1/systemone", json=body(user_parts({"type": "image_url", "image_url": {"url": WEB_URL}})))
+    response = await api.post("/v1/systemone", json=body(user_parts(image_part(WEB_URL))))
     assert_validation(response, ["body", "state", 0, "content", 0, "image_url", "url"])
     assert response.json()["detail"][0]["type"] == "images_not_supported"
     assert fake.requests == []

@@ -29,8 +29,23 @@ def test_default_profile_command_line():
     assert argv == [PY, "-m", "sglang.launch_server", "--model-path", "nvidia/Qwen3.6-35B-A3B-NVFP4",
                     "--served-model-name", "Qwen/Qwen3.6-35B-A3B", "--context-length", "32768",
                     "--host", "127.0.0.1", "--port", "30000", "--mamba-radix-cache-strategy", "extra_buffer",
-                    "--quantization", "modelopt_fp4", "--tp-size", "1", "--mem-fraction-static", "0.85"]
+                    "--quantization", "modelopt_fp4", "--tp-size", "1", "--mem-fraction-static", "0.85",
+                    "--language-only"]
     assert env == {"SGLANG_RUST_SERVER": "1"}
+
+
+def test_the_vision_profile_is_the_default_with_its_vision_encoder():
+    vision, _ = command("qwen3.6-35b-a3b-nvfp4-vision")
+    default, _ = command(DEFAULT_PROFILE)
+    assert vision == [arg for arg in default if arg != "--language-only"]
+    assert [name for name, profile in PROFILES.items() if profile.vision] == ["qwen3.6-35b-a3b-nvfp4-vision"]
+
+
+def test_a_launched_text_only_profile_refuses_images_at_startup():
+    env = {"OPENJEV_BACKEND": "sglang", "OPENJEV_SGLANG_PYTHON": PY, "OPENJEV_MAX_IMAGES": "4"}
+    with pytest.raises(ConfigError, match="text-only"):
+        config_from_env(env)
+    assert config_from_env({**env, "OPENJEV_PROFILE": "qwen3.6-35b-a3b-nvfp4-vision"}).max_images == 4
 
 
 def test_fp8_profile_command_line():
@@ -38,7 +53,7 @@ def test_fp8_profile_command_line():
     assert argv == [PY, "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3.6-35B-A3B-FP8",
                     "--served-model-name", "Qwen/Qwen3.6-35B-A3B", "--context-length", "65536",
                     "--host", "0.0.0.0", "--port", "31000", "--mamba-radix-cache-strategy", "extra_buffer",
-                    "--tp-size", "1", "--mem-fraction-static", "0.85"]
+                    "--tp-size", "1", "--mem-fraction-static", "0.85", "--language-only"]
 
 
 def test_small_gpu_profile_has_no_mamba_flag():
@@ -57,7 +72,7 @@ def test_extra_arguments_come_last_and_replace_the_profiles_value():
     assert argv == [PY, "-m", "sglang.launch_server", "--model-path", "/models/qwen", "--served-model-name", "jev-prod",
                     "--context-length", "32768", "--host", "127.0.0.1", "--port", "30000", "--revision", "0123abc",
                     "--mamba-radix-cache-strategy", "extra_buffer", "--quantization", "modelopt_fp4",
-                    "--mem-fraction-static", "0.7", "--enable-metrics", "--tp-size=2",
+                    "--language-only", "--mem-fraction-static", "0.7", "--enable-metrics", "--tp-size=2",
                     "--json-model-override-args", '{"a": 1}']
 
 
