@@ -46,16 +46,20 @@ RESPONSE_HEADERS = [
 SYSTEMONE_RESPONSES: dict[int, OpenApiResponse] = {
     200: OpenApiResponse(SystemOneResponseSerializer, description="One answer per question, keyed by the question "
                                                                   "ids of the request."),
-    400: error_documented("The body is not JSON, not UTF-8, or a corrupt gzip/zstd stream (`invalid_request`)."),
+    400: error_documented("The body is a corrupt gzip/zstd stream (`invalid_request`)."),
     401: KEY_MISSING,
     408: error_documented("The body did not arrive in time (`request_timeout`); the connection is closed."),
     413: error_documented("The body, after decompression, is over `max_body_bytes` (`request_too_large`)."),
     415: error_documented("The `Content-Encoding` is not gzip, zstd or identity (`unsupported_media_type`)."),
     422: OpenApiResponse(ValidationErrorSerializer,
-                         description="Validation failed: shape, counts, unknown model, chat roles or content, a "
+                         description="Validation failed: a body that is not JSON or not UTF-8 (`json_invalid`, "
+                                     "located at `[\"body\", <position>]`) or not the multipart form "
+                                     "(`multipart_invalid`); shape, counts, unknown model, chat roles or content, a "
                                      "transcript the model's chat template cannot render, text that is not valid "
                                      "Unicode (a lone surrogate), a number beyond a double, nesting over 128 levels, "
-                                     "or a token budget. Nothing was run."),
+                                     "a token budget, or images (`images_not_supported` when the served model cannot "
+                                     "see, `too_many_images`, `image_too_large`, `image_format`, `image_url`, ...). "
+                                     "Nothing was run."),
     500: error_documented("A bug on our side (`internal_error`)."),
     502: error_documented("The backend answered with an error or malformed log-probabilities (`backend_error`)."),
     503: error_documented("The backend is unreachable or still starting (`backend_unavailable`); see `Retry-After`."),

@@ -69,12 +69,23 @@ class SystemOneRequestSerializer(serializers.Serializer):
     state = TextField(
         help_text="What the questions are about. A string is one user message. A non-empty array of objects that all "
                   "have `role` (or an object whose only key is `messages` holding one) is a chat transcript, kept as "
-                  "sent: roles `system`, `user`, `assistant`, `tool`; text content only (images, audio, video → 422). "
-                  "Any other object or array is shown to the model as compact JSON. `null` → 422.")
+                  "sent: roles `system`, `user`, `assistant`, `tool`; content is text, or in `user` messages text and "
+                  "`{\"type\": \"image_url\", \"image_url\": {\"url\": ...}}` parts (http(s) or base64 `data:` "
+                  "URLs; audio, video → 422). An object whose `images` is a list of image URLs is those images, then "
+                  "the rest of the object as JSON. Any other object or array is shown to the model as compact JSON. "
+                  "Images need a deployment that sees them (`max_images` in `GET /v1/limits`). `null` → 422.")
     questions = serializers.DictField(
         child=QuestionSerializer,
         help_text="Caller id → question. Ids are any non-empty strings, returned byte-for-byte in `answers` and never "
                   "shown to the model; answers do not depend on the ids, on the other questions or on their order.")
+    assets = serializers.DictField(
+        child=serializers.DictField(), required=False,
+        help_text="Images by placeholder, as the official SDK sends them: each placeholder, wherever it appears in a "
+                  "string of `state`, stands for its image. An asset is `{\"type\": \"image\", \"format\": "
+                  "\"png|jpg|jpeg\", \"data_base64\": ...}`, or, in a `multipart/form-data` body whose first part "
+                  "`request` holds this JSON, `{\"type\": \"image\", \"part\": \"asset-0\"}` naming a part of raw "
+                  "image bytes (every part claimed by exactly one asset). PNG, JPEG and WebP, checked by their "
+                  "bytes. Placeholders in questions → 422.")
 
 
 
