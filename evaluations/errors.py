@@ -106,8 +106,21 @@ def error_response(error: ApiError) -> HttpResponse:
 
 
 def validation_response(problems: list[Problem]) -> HttpResponse:
-    body = {"detail": [{"loc": list(p.loc), "msg": p.msg, "type": p.type} for p in problems]}
-    return _answered(json_response(body, status=422))
+    return _answered(json_response({"detail": _validation_detail(problems)}, status=422))
+
+
+def _validation_detail(problems: list[Problem]) -> list[dict[str, Any]]:
+    return [{"loc": list(p.loc), "msg": p.msg, "type": p.type} for p in problems]
+
+
+def exception_detail(exc: BaseException) -> tuple[int, Any]:
+    """(status, `detail`) exactly as a System One view would answer `exc`, for a transport without an
+    HTTP response of its own (the WebSocket stream's error messages); a 5xx is logged as there."""
+    if isinstance(exc, RequestInvalid):
+        return 422, _validation_detail(exc.problems)
+    error = _api_error_of(exc)
+    message, _ = _error_prepared(error)
+    return error.status, {"error_type": error.error_type, "message": message}
 
 
 FAULTS: tuple[tuple[type[InferenceError], int, str], ...] = (
@@ -135,11 +148,15 @@ def exception_response(exc: Exception) -> HttpResponse:
     """The one place that turns any exception from an API view into a response."""
     if isinstance(exc, RequestInvalid):
         return validation_response(exc.problems)
+    return error_response(_api_error_of(exc))
+
+
+def _api_error_of(exc: BaseException) -> ApiError:
     if isinstance(exc, ApiError):
-        return error_response(exc)
+        return exc
     if isinstance(exc, InferenceError):
-        return error_response(inference_error_to_api(exc))
-    return error_response(unexpected_error_to_api(exc))
+        return inference_error_to_api(exc)
+    return unexpected_error_to_api(exc)
 
 
 DRF_ERROR_TYPES = {

@@ -16,6 +16,7 @@ from evaluations.engine import engine_get, engine_ready
 from evaluations.parsing import EvaluationRequest, Limits, request_parse
 from evaluations.storage import evaluation_store
 from inference.runner import Engine, Outcome, evaluation_run
+from inference.streaming import AnswerSink
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,10 @@ def models_accepted() -> frozenset[str]:
     return frozenset({config.model_alias, config.model, config.served_model_name})
 
 
-async def systemone_evaluate(*, data: Any, request_id: str, api_key: str | None) -> Served:
-    """Validate (422), then evaluate on the process's engine (529/503/502/504 as InferenceErrors).
+async def systemone_evaluate(*, data: Any, request_id: str, api_key: str | None,
+                             on_answer: AnswerSink | None = None) -> Served:
+    """Validate (422), then evaluate on the process's engine (529/503/502/504 as InferenceErrors);
+    `on_answer` gets each answer as soon as it is scored (the WebSocket stream).
 
     Every call is handed to `evaluation_store`, answered or failed (a client that hung up counts as
     499), with the status the client gets; storing never raises and never waits for the database.
@@ -52,7 +55,8 @@ async def systemone_evaluate(*, data: Any, request_id: str, api_key: str | None)
         request = request_parse(data=data, limits=Limits(config.max_questions, config.max_answers),
                                 models=models_accepted())
         engine = await engine_get()
-        outcome = await evaluation_run(engine=engine, state=request.state, questions=request.questions)
+        outcome = await evaluation_run(engine=engine, state=request.state, questions=request.questions,
+                                       on_answer=on_answer)
     except (Exception, asyncio.CancelledError) as exc:
         engine = engine or engine_ready()  # a 422 before the engine was asked for still names it if it runs
         evaluation_store(request_id=request_id, created_at=created_at, api_key=api_key, data=data,

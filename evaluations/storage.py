@@ -30,6 +30,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, Programmi
 from django.db.models import Q
 
 from evaluations.errors import ApiError, error_text, inference_error_to_api
+from evaluations.livefeed import live_feed
 from evaluations.parsing import text_printable
 from inference.errors import InferenceError, RequestInvalid
 from inference.questions import QUESTION_TYPES
@@ -482,15 +483,17 @@ def evaluation_store(*, request_id: str, created_at: datetime, api_key: str | No
                      backend: str, total_ms: float, outcome: Outcome | None = None,
                      error: BaseException | None = None, classifier_id: int | None = None,
                      classifier_name: str = "") -> None:
-    """Queue one evaluation (success: `outcome`; failure: `error`) for the writer. Never raises.
+    """Queue one evaluation (success: `outcome`; failure: `error`) for the writer, and count it for the
+    live dashboard (at every storage level). Never raises.
 
     A classification (`POST /v1/classify`) names its classifier; its `data` is already in System One
     form (`state` the input, `questions` the classifier's question)."""
     try:
+        status, error_type, message, detail = (200, "", "", None) if error is None else error_describe(error=error)
+        live_feed.record(status=status, total_ms=total_ms, outcome=outcome)
         level = settings.OPENJEV.store_evaluations
         if level == "off":
             return
-        status, error_type, message, detail = (200, "", "", None) if error is None else error_describe(error=error)
         _writer.submit(_EvaluationJob(
             request_id=request_id, created_at=created_at, level=level, api_key=api_key, data=data,
             served_model=served_model, backend=backend, total_ms=total_ms, status=status, error_type=error_type,
