@@ -44,7 +44,16 @@ ID_MAX_CHARACTERS = 200
 NO_CHANNEL_LAYER = "openjev-stream-none"
 """A layer alias that is never configured: a stream socket answers only its own client, so it needs no
 channel of its own in the layer (with Redis, each channel would be one more blocking reader)."""
+TRANSPORT_LIMIT_FACTOR = 2
+"""The ASGI server refuses (closes with 1009) a message over this many times the body limit, and hands
+anything smaller to the consumer, which answers one over the limit with a 413 error message: a
+client gets told, and a runaway client cannot make the server buffer without bound."""
 CANCELLED = ApiError(499, "cancelled", "the evaluation was cancelled by the client")
+
+
+def stream_transport_limit(*, max_body_bytes: int) -> int:
+    """The message size the ASGI server (uvicorn, daphne) is told to accept on a WebSocket."""
+    return TRANSPORT_LIMIT_FACTOR * max_body_bytes
 
 
 class StreamError(Exception):

@@ -39,6 +39,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from evaluations.engine import engine_build, engine_install, startup_error_message
+from evaluations.stream import stream_transport_limit
 from inference.backends.sglang import HEALTH_PATH, READINESS_PATH
 from inference.errors import StartupError
 from inference.profiles import profile_get, sglang_command
@@ -82,7 +83,8 @@ class _Uvicorn:
         config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_config=None, access_log=access_log,
                                 timeout_graceful_shutdown=max(1, round(drain)), timeout_keep_alive=keep_alive,
                                 server_header=False, proxy_headers=True,
-                                http=h11_protocol_with_header_timeout(seconds=settings.OPENJEV.header_timeout))
+                                http=h11_protocol_with_header_timeout(seconds=settings.OPENJEV.header_timeout),
+                                ws_max_size=stream_transport_limit(max_body_bytes=settings.OPENJEV.max_body_bytes))
         self._server = uvicorn.Server(config)
 
     def run(self) -> None:
@@ -97,9 +99,11 @@ class _Daphne:
         from daphne.endpoints import build_endpoint_description_strings
         from daphne.server import Server
 
+        limit = stream_transport_limit(max_body_bytes=settings.OPENJEV.max_body_bytes)
         self._server = Server(application=app, endpoints=build_endpoint_description_strings(host=host, port=port),
                               signal_handlers=True, application_close_timeout=drain,
-                              action_logger=_daphne_access_log if access_log else None, verbosity=1)
+                              action_logger=_daphne_access_log if access_log else None, verbosity=1,
+                              websocket_max_message_size=limit, websocket_max_frame_size=limit)
 
     def run(self) -> None:
         self._server.run()
