@@ -23,7 +23,12 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from evaluations.livefeed import DASHBOARD_GROUP, STATUS_CLASSES, tally_history
+from evaluations.livefeed import (
+    DASHBOARD_GROUP,
+    LABEL_MASS_BINS,
+    LATENCY_BUCKETS_PER_DECADE,
+    tally_history,
+)
 from evaluations.models import Evaluation, EvaluationAnswer
 
 HISTORY_SECONDS = 3600
@@ -64,8 +69,8 @@ def dashboard_snapshot(*, now: float, until: int) -> dict[str, Any]:
     tallies = tally_history(rows=rows, masses=masses, since=since, until=until, bucket_seconds=BUCKET_SECONDS)
     return {"type": "snapshot", "now": now, "since": since, "until": until, "bucket_seconds": BUCKET_SECONDS,
             "span_seconds": HISTORY_SECONDS, "truncated_before": oldest.timestamp() if truncated else None,
-            "status_classes": list(STATUS_CLASSES), "label_mass_warn": settings.OPENJEV.label_mass_warn,
-            "tallies": [t.message() for t in tallies]}
+            "latency_buckets_per_decade": LATENCY_BUCKETS_PER_DECADE,
+            "label_mass_bins": LABEL_MASS_BINS, "tallies": [t.message() for t in tallies]}
 
 
 def _finished(created: datetime, total_ms: float | None) -> float:
