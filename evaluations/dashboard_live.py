@@ -116,4 +116,5 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
         """The page sends nothing; whatever arrives is ignored."""
 
     async def dashboard_tick(self, event: dict[str, Any]) -> None:
-        await self.send_json({"type": "tick", "tally": event["tally"]})
+        for tally in event["tallies"]:
+            await self.send_json({"type": "tick", "tally": tally})

@@ -1,12 +1,12 @@
 """The live dashboard's feed: what this process evaluated, second by second, sent to a channels group.
 
-Each finished evaluation is counted into the tally of the second it finished in (a few dictionary updates on the
-event loop, nothing else). Once a second a flusher task sends each completed second's tally to the
-`DASHBOARD_GROUP` group, where every open dashboard socket (`evaluations.dashboard_live`) receives
-it. With the in-memory channel layer that reaches the dashboards served by this process; with
-`OPENJEV_CHANNEL_LAYER_URL=redis://...` every API process sends to the same Redis group, so one
-dashboard sees all of them (it adds the tallies up). One group message per process per busy second,
-whatever the request rate; nothing at all while idle.
+Each finished evaluation is counted into the tally of the second it finished in (a few dictionary
+updates on the event loop, nothing else). Once a second a flusher task sends the completed seconds'
+tallies to the `DASHBOARD_GROUP` group, where every open dashboard socket
+(`evaluations.dashboard_live`) receives them. With the in-memory channel layer that reaches the
+dashboards served by this process; with `OPENJEV_CHANNEL_LAYER_URL=redis://...` every API process
+sends to the same Redis group, so one dashboard sees all of them (it adds the tallies up). One group
+message per process per busy second, whatever the request rate; nothing at all while idle.
 
 A tally has the same shape as a bucket of the dashboard's history (`tally_history`, read from the
 stored evaluations), so the page draws both alike: counts by status class, backend generations,
@@ -35,6 +35,9 @@ DASHBOARD_GROUP = "openjev.dashboard"
 TICK_SECONDS = 1.0
 IDLE_STOP_SECONDS = 30.0
 """A flusher with nothing to send for this long ends; the next evaluation starts a new one."""
+SEND_TIMEOUT_SECONDS = 2.0
+FAILURE_LOG_SECONDS = 60.0
+"""A channel layer that stays down is logged once a minute, not once a second."""
 LATENCY_BUCKETS_PER_DECADE = 20
 """Latency histogram resolution: bucket edges 10^(1/20) (12 %) apart."""
 LATENCY_MIN_MS = 0.01
@@ -106,6 +109,7 @@ class LiveFeed:
 
     def __init__(self, *, group: str = DASHBOARD_GROUP) -> None:
         self.group = group
+        self._last_failure_log = -math.inf
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopFeed] = weakref.WeakKeyDictionary()
 
     def record(self, *, status: int, total_ms: float | None, outcome: Outcome | None) -> None:
@@ -132,21 +136,28 @@ class LiveFeed:
         while time.monotonic() - idle_since < IDLE_STOP_SECONDS:
             await asyncio.sleep(TICK_SECONDS - time.time() % TICK_SECONDS + 0.01)
             current = int(time.time())
-            done = sorted(s for s in feed.tallies if s < current)
-            for second in done:
-                await self._send(feed.tallies.pop(second))
+            done = [feed.tallies.pop(s) for s in sorted(s for s in feed.tallies if s < current)]
+            if done:
+                await self._send(done)
             if done or feed.tallies:
                 idle_since = time.monotonic()
 
-    async def _send(self, tally: Tally) -> None:
-        """A dashboard that misses a second is better than a feed that stops: failures are logged."""
+    async def _send(self, tallies: list[Tally]) -> None:
+        """One group message per tick, whatever the backlog. A dashboard that misses a few seconds (the
+        layer is slow or down) is better than a feed that falls behind: failures drop them, logged."""
         layer = get_channel_layer()
         if layer is None:
             return
         try:
-            await layer.group_send(self.group, {"type": "dashboard.tick", "tally": tally.message()})
+            async with asyncio.timeout(SEND_TIMEOUT_SECONDS):
+                await layer.group_send(self.group, {"type": "dashboard.tick",
+                                                    "tallies": [t.message() for t in tallies]})
         except Exception as exc:
-            log.warning("could not send the live dashboard tally of %d: %r", tally.second, exc)
+            now = time.monotonic()
+            if now - self._last_failure_log > FAILURE_LOG_SECONDS:
+                self._last_failure_log = now
+                log.warning("the live dashboard feed could not reach the channel layer (%r); dropping %d second(s) "
+                            "of tallies", exc, len(tallies))
 
 
 live_feed = LiveFeed()

@@ -20,11 +20,11 @@ from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin
 
 from evaluations.dashboard_live import BUCKET_SECONDS, dashboard_snapshot
-from evaluations.livefeed import LATENCY_BUCKETS_PER_DECADE, Tally, latency_bucket
+from evaluations.livefeed import LATENCY_BUCKETS_PER_DECADE, SEND_TIMEOUT_SECONDS, LiveFeed, Tally, latency_bucket
 from openjev_site.channel_layers import channel_layers_config
 from openjev_site.config import ConfigError, config_from_env
 from tests.conftest import README_REQUEST
-from tests.ops.helpers import Serve, serve_env
+from tests.ops.helpers import Serve, free_port, serve_env
 from tests.storage.conftest import db
 from tests.storage.factories import evaluation_make
 
@@ -177,3 +177,14 @@ def test_the_in_memory_layer_is_the_default_and_redis_is_taken_from_the_url():
     assert redis_config["CONFIG"]["hosts"] == [REDIS_URL]
     with pytest.raises(ConfigError, match="OPENJEV_CHANNEL_LAYER_URL"):
         config_from_env({"OPENJEV_CHANNEL_LAYER_URL": "memcached://127.0.0.1"})
+
+
+async def test_a_channel_layer_that_is_down_costs_the_feed_a_few_seconds_never_the_api(asgi_server, settings, caplog):
+    settings.CHANNEL_LAYERS = channel_layers_config(url=f"redis://127.0.0.1:{free_port()}/0")
+    feed = LiveFeed()
+    started = time.monotonic()
+    await feed._send([Tally(second=1)])
+    assert time.monotonic() - started < SEND_TIMEOUT_SECONDS + 1
+    assert "could not reach the channel layer" in caplog.text
+    async with httpx.AsyncClient(base_url=asgi_server.url) as client:
+        assert (await client.post("/v1/systemone", json=README_REQUEST)).status_code == 200
