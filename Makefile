@@ -14,4 +14,4 @@ test:
 
 lint:
 	.venv/bin/ruff check .
-	.venv/bin/mypy inference evaluations openjev_site
+	.venv/bin/mypy inference evaluations openjev_site serving fake_sglang testbed tests bench

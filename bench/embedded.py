@@ -21,12 +21,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from inference.backends.base import BranchCall
-from inference.backends.local import LocalBackend, local_backend_create
+from inference.backends.llamacpp import LlamaCppBackend, llamacpp_backend_create
 from inference.labels import labels_build
-from inference.prompts import Budget, Plan, plan_compile
+from inference.prompts import Budget, Plan, plan_compile, prompt_ending
 from inference.questions import Question, question_build
+from inference.requests import Message, Role, conversation_of_text
 
-TURNS = (
+TURNS: tuple[tuple[Role, str], ...] = (
     ("user", "Hi, I ordered the X200 kettle three weeks ago (order 48213) and it still has not arrived. "
              "The tracking page has said 'in transit' since the 4th. Can you tell me what is going on?"),
     ("assistant", "I'm sorry about the delay. I can see order 48213 left our warehouse on the 3rd. The carrier "
@@ -51,15 +52,14 @@ CHOICE = {"delivery": "A late or lost delivery", "defect": "A broken or defectiv
           "billing": "A billing or payment problem", "other": "Something else"}
 
 
-def state_build(*, tokens: int, backend: LocalBackend) -> list[dict[str, str]]:
+def state_build(*, tokens: int, backend: LlamaCppBackend) -> tuple[Message, ...]:
     """A support transcript grown turn by turn until its rendered prefix reaches about `tokens` tokens."""
-    system = "You are a support assistant for a home-goods shop."
-    messages: list[dict[str, str]] = [{"role": "system", "content": system}]
+    messages = [Message(role="system", content="You are a support assistant for a home-goods shop.")]
     tokenizer = backend.tokenizer()
-    while len(tokenizer.encode(tokenizer.render_chat(messages))) < tokens:
+    while len(tokenizer.encode(tokenizer.render_chat([m.chat() for m in messages]))) < tokens:
         role, content = TURNS[(len(messages) - 1) % len(TURNS)]
-        messages.append({"role": role, "content": content})
-    return messages
+        messages.append(Message(role=role, content=content))
+    return tuple(messages)
 
 
 def questions_build(*, count: int) -> list[Question]:
@@ -75,7 +75,7 @@ def questions_build(*, count: int) -> list[Question]:
     return questions
 
 
-async def evaluate(*, backend: LocalBackend, plan: Plan, tag: str) -> tuple[float, int]:
+async def evaluate(*, backend: LlamaCppBackend, plan: Plan, tag: str) -> tuple[float, int]:
     """One evaluation as the runner does it: warm-up, then every branch; (seconds, cached tokens)."""
     started = time.perf_counter()
     await backend.warm(rid=f"{tag}-warm", prefix_ids=plan.prefix_ids)
@@ -85,7 +85,7 @@ async def evaluate(*, backend: LocalBackend, plan: Plan, tag: str) -> tuple[floa
     return time.perf_counter() - started, sum(g.cached_tokens or 0 for g in generations)
 
 
-def measure(*, backend: LocalBackend, plan: Plan, reuse: bool, repeat: int, other: Plan) -> tuple[float, int]:
+def measure(*, backend: LlamaCppBackend, plan: Plan, reuse: bool, repeat: int, other: Plan) -> tuple[float, int]:
     """Median seconds per evaluation; each run starts after another state so the prefix is not already cached."""
     backend.prefix_reuse = reuse
     times, cached = [], 0
@@ -111,21 +111,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
-    backend = local_backend_create(source=args.source, cache_dir=args.cache_dir, n_ctx=8192, threads=args.threads,
-                                   flash_attn=args.flash_attn)
+    backend = llamacpp_backend_create(source=args.source, cache_dir=args.cache_dir, n_ctx=8192, threads=args.threads,
+                                      flash_attn=args.flash_attn)
     print(f"model {backend.model}: ready in {time.perf_counter() - started:.2f}s (load {backend.load_seconds:.2f}s), "
           f"threads={args.threads or os.cpu_count()}, flash_attn={args.flash_attn}")
     tokenizer = backend.tokenizer()
-    labels = labels_build(tokenizer=tokenizer, count=255)
+    labels = labels_build(tokenizer=tokenizer, count=255, ending=prompt_ending(tokenizer=tokenizer))
     budget = Budget(max_input_tokens=8192, max_total_input_tokens=1 << 20)
     state = state_build(tokens=args.state_tokens, backend=backend)
-    other = plan_compile(state="An unrelated short state.", questions=questions_build(count=1), tokenizer=tokenizer,
-                         labels=labels, budget=budget)
+    other = plan_compile(conversation=conversation_of_text(text="An unrelated short state."),
+                         questions=questions_build(count=1), tokenizer=tokenizer, labels=labels, budget=budget)
     print(f"{'questions':>9} {'prefix':>6} {'suffix':>6} {'mode':>9} {'s/eval':>8} {'s/question':>10} "
           f"{'cached':>7} {'speed-up':>8}")
     for count in args.counts:
-        plan = plan_compile(state=state, questions=questions_build(count=count), tokenizer=tokenizer, labels=labels,
-                            budget=budget)
+        plan = plan_compile(conversation=state, questions=questions_build(count=count), tokenizer=tokenizer,
+                            labels=labels, budget=budget)
         suffix = statistics.mean(len(b.suffix_ids) for b in plan.branches)
         head = f"{count:>9} {len(plan.prefix_ids):>6} {suffix:>6.0f}"
         reuse, cached = measure(backend=backend, plan=plan, reuse=True, repeat=args.repeat, other=other)

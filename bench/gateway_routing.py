@@ -26,14 +26,14 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from fake_sglang import FakeSGLang  # noqa: E402
 from inference.backends.sglang import SGLangBackend  # noqa: E402
-from inference.labels import labels_build  # noqa: E402
 from inference.prompts import Budget, Plan, plan_compile  # noqa: E402
 from inference.questions import question_build  # noqa: E402
+from inference.requests import conversation_of_text  # noqa: E402
 from inference.runner import Scoring, plan_run  # noqa: E402
-from tests.fakes.sglang import FakeSGLang  # noqa: E402
-from tests.gateway.smg import Gateway  # noqa: E402
-from tests.qwen3 import qwen3_tokenizer  # noqa: E402
+from testbed.qwen3 import qwen3_labels, qwen3_tokenizer  # noqa: E402
+from testbed.smg import Gateway  # noqa: E402
 
 QUESTIONS = [
     question_build(id="refund", type="noul", instructions="Is the customer asking for money back?", criteria=None),
@@ -49,9 +49,8 @@ SCORING = Scoring(temperature=1.0, confidence="entropy")
 
 
 def plan_of(state: str) -> Plan:
-    tokenizer = qwen3_tokenizer()
-    return plan_compile(state=state, questions=QUESTIONS, tokenizer=tokenizer,
-                        labels=labels_build(tokenizer=tokenizer, count=26), budget=Budget(32768, 262144))
+    return plan_compile(conversation=conversation_of_text(text=state), questions=QUESTIONS,
+                        tokenizer=qwen3_tokenizer(), labels=qwen3_labels(count=26), budget=Budget(32768, 262144))
 
 
 def state_of(i: int, *, shared: bool) -> str:

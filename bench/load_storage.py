@@ -18,211 +18,13 @@ database (SQLite file by default, or PostgreSQL):
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
-import statistics
 import sys
-import time
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
-
-import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-
-@dataclass(frozen=True)
-class Phase:
-    """One batch of requests: what came back, and what the database holds for it."""
-
-    level: str
-    evaluations: int
-    concurrency: int
-    responses: Counter[int]
-    stored: Counter[int]
-    missing: list[str]
-    duplicates: int
-    latencies_ms: list[float]
-    seconds: float
-    writer_cpu_ms: float
-    failed: int
-    dropped: int
-
-    @property
-    def p50_ms(self) -> float | None:
-        return statistics.median(self.latencies_ms) if self.latencies_ms else None
-
-    @property
-    def writer_cpu_ms_per_row(self) -> float | None:
-        rows = sum(self.stored.values())
-        return self.writer_cpu_ms / rows if rows else None
-
-    def problems(self) -> list[str]:
-        """Everything that breaks the load test's promise; empty when it holds."""
-        found = []
-        unexpected = {s: n for s, n in self.responses.items() if s not in (200, 529)}
-        if unexpected:
-            found.append(f"responses other than 200/529: {unexpected}")
-        if sum(self.responses.values()) != self.evaluations:
-            found.append(f"{self.evaluations} requests sent, {sum(self.responses.values())} answered")
-        if self.level != "off":
-            if self.stored != self.responses:
-                found.append(f"stored statuses {dict(self.stored)} != responses {dict(self.responses)}")
-            if self.missing:
-                found.append(f"{len(self.missing)} answered request ids not stored, e.g. {self.missing[:3]}")
-            if self.duplicates:
-                found.append(f"{self.duplicates} duplicated request ids")
-            if self.failed or self.dropped:
-                found.append(f"storage failed {self.failed} and dropped {self.dropped} evaluations")
-        elif sum(self.stored.values()):
-            found.append(f"storage off, yet {sum(self.stored.values())} rows were stored")
-        return found
-
-
-@contextmanager
-def store_level(*, level: str) -> Iterator[None]:
-    from django.conf import settings
-    from django.test import override_settings
-
-    with override_settings(OPENJEV=replace(settings.OPENJEV, store_evaluations=level)):
-        yield
-
-
-async def requests_send(*, url: str, body: dict[str, Any], count: int,
-                        concurrency: int) -> list[tuple[int, str | None, float]]:
-    """(status, request id, latency ms) per request, `concurrency` requests in flight at a time."""
-    results: list[tuple[int, str | None, float]] = []
-    next_index = iter(range(count))
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
-
-        async def worker() -> None:
-            for _ in next_index:
-                start = time.perf_counter()
-                response = await client.post("/v1/systemone", json=body)
-                latency = (time.perf_counter() - start) * 1000.0
-                results.append((response.status_code, response.headers.get("x-typesafe-request-id"), latency))
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return results
-
-
-def _rows_since(first_id: int) -> tuple[Counter[int], set[str], int]:
-    from django.db.models import Count
-
-    from evaluations.models import Evaluation
-
-    rows = Evaluation.objects.filter(id__gt=first_id)
-    statuses = Counter(dict(rows.values_list("status_code").annotate(n=Count("id")).values_list("status_code", "n")))
-    ids = set(rows.values_list("request_id", flat=True))
-    duplicates = rows.count() - len(ids)
-    return statuses, ids, duplicates
-
-
-def _last_id() -> int:
-    from evaluations.models import Evaluation
-
-    last = Evaluation.objects.order_by("-id").values_list("id", flat=True).first()
-    return int(last or 0)
-
-
-def phase_run(*, url: str, level: str, evaluations: int, concurrency: int, body: dict[str, Any] | None = None) -> Phase:
-    """Send `evaluations` requests at `concurrency` with storage at `level`; compare rows to responses."""
-    from evaluations.storage import evaluation_store_drain, storage_stats
-    from tests.conftest import README_REQUEST
-
-    first_id = _last_id()
-    before = storage_stats()
-    with store_level(level=level):
-        start = time.perf_counter()
-        results = asyncio.run(requests_send(url=url, body=body or README_REQUEST, count=evaluations,
-                                            concurrency=concurrency))
-        seconds = time.perf_counter() - start
-        if not evaluation_store_drain(timeout=120):
-            raise RuntimeError("the storage writer did not drain within 120 s")
-    after = storage_stats()
-    stored, ids, duplicates = _rows_since(first_id)
-    answered = [rid for status, rid, _ in results if status == 200 and rid]
-    return Phase(
-        level=level, evaluations=evaluations, concurrency=concurrency,
-        responses=Counter(status for status, _, _ in results), stored=stored,
-        missing=[rid for rid in answered if rid not in ids], duplicates=duplicates,
-        latencies_ms=[ms for status, _, ms in results if status == 200], seconds=seconds,
-        writer_cpu_ms=(after["writer_cpu_s"] - before["writer_cpu_s"]) * 1000.0,
-        failed=int(after["failed"] - before["failed"]), dropped=int(after["dropped"] - before["dropped"]),
-    )
-
-
-@dataclass(frozen=True)
-class LoadReport:
-    load: Phase
-    load_off: Phase
-    serial_off: Phase
-    serial_full: Phase
-
-    @property
-    def overhead_p50_ms(self) -> float | None:
-        """Serial p50 with storage minus without: what one evaluation pays for being stored."""
-        on, off = self.serial_full.p50_ms, self.serial_off.p50_ms
-        return None if on is None or off is None else on - off
-
-    def lines(self) -> list[str]:
-        def fmt(value: float | None, unit: str = "ms") -> str:
-            return "—" if value is None else f"{value:.2f} {unit}"
-
-        load = self.load
-        return [
-            f"load: {load.evaluations} evaluations at concurrency {load.concurrency}, storage {load.level}: "
-            f"{dict(sorted(load.responses.items()))} in {load.seconds:.2f} s; "
-            f"stored {dict(sorted(load.stored.items()))}, missing {len(load.missing)}, duplicates {load.duplicates}",
-            f"p50 latency under load (200s): storage off {fmt(self.load_off.p50_ms)}, full {fmt(load.p50_ms)}",
-            f"p50 latency serial ({self.serial_full.evaluations} evaluations): storage off "
-            f"{fmt(self.serial_off.p50_ms)}, full {fmt(self.serial_full.p50_ms)} -> overhead "
-            f"{fmt(self.overhead_p50_ms)} per evaluation",
-            f"writer thread CPU: {fmt(self.serial_full.writer_cpu_ms_per_row)} per stored evaluation (serial), "
-            f"{fmt(load.writer_cpu_ms_per_row)} under load",
-        ]
-
-
-def storage_load_check(*, url: str, fake: Any, evaluations: int = 200, concurrency: int = 32,
-                       serial: int = 100, delay: float = 0.005, level: str = "full") -> LoadReport:
-    """The whole load test against a running server (`url`) whose engine talks to `fake`.
-
-    Under load the fake answers each backend call after `delay` seconds, so evaluations overlap and
-    `concurrency` above the admission limit really produces 529s; the serial phases use no delay.
-    """
-    fake.delay = delay
-    try:
-        phase_run(url=url, level="off", evaluations=min(20, evaluations), concurrency=4)  # warm pools and caches
-        load_off = phase_run(url=url, level="off", evaluations=evaluations, concurrency=concurrency)
-        load = phase_run(url=url, level=level, evaluations=evaluations, concurrency=concurrency)
-    finally:
-        fake.delay = 0.0
-    rounds = max(1, min(4, serial // 10))  # alternate off/on so drift on a busy machine hits both alike
-    offs, ons = [], []
-    for _ in range(rounds):
-        offs.append(phase_run(url=url, level="off", evaluations=serial // rounds, concurrency=1))
-        ons.append(phase_run(url=url, level=level, evaluations=serial // rounds, concurrency=1))
-    return LoadReport(load=load, load_off=load_off, serial_off=phases_merge(phases=offs),
-                      serial_full=phases_merge(phases=ons))
-
-
-def phases_merge(*, phases: list[Phase]) -> Phase:
-    """Rounds of the same phase as one."""
-    first = phases[0]
-    return Phase(
-        level=first.level, evaluations=sum(p.evaluations for p in phases), concurrency=first.concurrency,
-        responses=sum((p.responses for p in phases), Counter()), stored=sum((p.stored for p in phases), Counter()),
-        missing=[m for p in phases for m in p.missing], duplicates=sum(p.duplicates for p in phases),
-        latencies_ms=[ms for p in phases for ms in p.latencies_ms], seconds=sum(p.seconds for p in phases),
-        writer_cpu_ms=sum(p.writer_cpu_ms for p in phases), failed=sum(p.failed for p in phases),
-        dropped=sum(p.dropped for p in phases))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -242,22 +44,24 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("django.request").setLevel(logging.CRITICAL)  # Django logs every 529 as an unknown status
     from django.db import connection
 
-    from evaluations.engine import engine_install
-    from evaluations.storage import storage_writer_stop
-    from tests.conftest import LiveServer, fake_engine
-    from tests.fakes.sglang import FakeSGLang
+    from evaluations.evaluator import evaluator_install
+    from evaluations.storage.writer import writer_stop
+    from fake_sglang import FakeSGLang
+    from testbed.evaluators import fake_evaluator
+    from testbed.live_server import LiveServer
+    from testbed.storage_load import storage_load_check
 
     old_name = connection.settings_dict["NAME"]
     connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
     try:
         with FakeSGLang(served_model_name="Qwen/Qwen3.6-35B-A3B") as fake:
-            engine_install(fake_engine(fake))
+            evaluator_install(fake_evaluator(fake))
             with LiveServer() as server:
                 report = storage_load_check(url=server.url, fake=fake, evaluations=args.evaluations,
                                             concurrency=args.concurrency, serial=args.serial, delay=args.delay,
                                             level=args.level)
-            engine_install(None)
-        storage_writer_stop(timeout=30)
+            evaluator_install(None)
+        writer_stop(timeout=30)
     finally:
         connection.close()
         connection.creation.destroy_test_db(old_name, verbosity=0)

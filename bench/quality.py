@@ -41,10 +41,11 @@ import django
 django.setup()
 
 from bench.datasets import TASKS, Item, sample_load  # noqa: E402
-from evaluations import engine as engine_module  # noqa: E402
-from evaluations.engine import engine_build  # noqa: E402
-from evaluations.parsing import Limits, request_parse  # noqa: E402
-from evaluations.schema import README_REQUEST  # noqa: E402
+from evaluations import evaluator as evaluator_module  # noqa: E402
+from evaluations.config import config_from_env  # noqa: E402
+from evaluations.evaluator import evaluator_build  # noqa: E402
+from evaluations.openapi.examples import README_REQUEST  # noqa: E402
+from evaluations.parsing import Limits, systemone_request_parse  # noqa: E402
 from evaluations.wire import answer_render  # noqa: E402
 from inference import labels as labels_module  # noqa: E402
 from inference import prompts as prompts_module  # noqa: E402
@@ -52,10 +53,9 @@ from inference.calibration import Labelled, scored_at, temperature_fit  # noqa: 
 from inference.labels import Label  # noqa: E402
 from inference.metrics import metrics_compute  # noqa: E402
 from inference.questions import Question  # noqa: E402
-from inference.runner import Engine, evaluation_run  # noqa: E402
+from inference.runner import Evaluator, evaluation_run  # noqa: E402
 from inference.scoring import BranchScore  # noqa: E402
 from inference.tokenizer import Tokenizer  # noqa: E402
-from openjev_site.config import config_from_env  # noqa: E402
 
 CUES = {"shipped": (labels_module.ANSWER_CUE, labels_module.LABEL_LEAD), "legacy": ("Answer: ", ""),
         "answer-colon": ("Answer:", " "), "newline": ("Answer:\n", "")}
@@ -87,25 +87,26 @@ def cue_use(name: str) -> None:
     labels_module.ANSWER_CUE = prompts_module.ANSWER_CUE = cue  # type: ignore[misc]
     labels_module.LABEL_LEAD = lead  # type: ignore[misc]
     if name == "legacy":
-        engine_module.labels_build = _legacy_labels  # type: ignore[assignment]
+        evaluator_module.labels_build = _legacy_labels  # type: ignore[assignment]
 
 
-def engine_for(*, model: str, permutations: int) -> Engine:
+def evaluator_for(*, model: str, permutations: int) -> Evaluator:
     config = config_from_env({**os.environ, "OPENJEV_BACKEND": "local", "OPENJEV_LOCAL_MODEL": model,
                               "OPENJEV_DEBIAS": "on", "OPENJEV_PERMUTATIONS": str(permutations)})
-    engine = engine_build(config=config)
+    evaluator = evaluator_build(config=config)
     # One evaluation at a time, however long the slowest one takes on a busy machine.
-    return replace(engine, timeout=3600.0, scoring=replace(engine.scoring, temperature=1.0))
+    return replace(evaluator, timeout=3600.0, scoring=replace(evaluator.scoring, temperature=1.0))
 
 
-async def items_run(*, engine: Engine, task: str, items: Sequence[Item]) -> list[Record]:
+async def items_run(*, evaluator: Evaluator, task: str, items: Sequence[Item]) -> list[Record]:
     records: list[Record] = []
     limits = Limits(max_questions=64, max_answers=255)
     for n, item in enumerate(items, 1):
-        request = request_parse(data={"model": "jev-latest", "state": item.state, "questions": item.questions},
-                                limits=limits, models=frozenset({"jev-latest"}))
+        request = systemone_request_parse(data={"model": "jev-latest", "state": item.state,
+                                                "questions": item.questions},
+                                          limits=limits, models=frozenset({"jev-latest"}))
         started = time.perf_counter()
-        outcome = await evaluation_run(engine=engine, state=request.state, questions=request.questions)
+        outcome = await evaluation_run(evaluator=evaluator, request=request.evaluation)
         seconds = time.perf_counter() - started
         for answer in outcome.answers:
             records.append(Record(task=task if len(item.questions) == 1 else f"{task}_{answer.question_id}",
@@ -117,11 +118,11 @@ async def items_run(*, engine: Engine, task: str, items: Sequence[Item]) -> list
     return records
 
 
-async def readme_answers(*, engine: Engine) -> str:
+async def readme_answers(*, evaluator: Evaluator) -> str:
     """The README's "Try it" request as the engine answers it (refund, team, anger)."""
-    request = request_parse(data=README_REQUEST, limits=Limits(max_questions=64, max_answers=255),
-                            models=frozenset({README_REQUEST["model"]}))
-    outcome = await evaluation_run(engine=engine, state=request.state, questions=request.questions)
+    request = systemone_request_parse(data=README_REQUEST, limits=Limits(max_questions=64, max_answers=255),
+                                      models=frozenset({README_REQUEST["model"]}))
+    outcome = await evaluation_run(evaluator=evaluator, request=request.evaluation)
     return ", ".join(f"{a.question_id}: {answer_render(answer=a)}" for a in outcome.answers)
 
 
@@ -232,15 +233,15 @@ def main() -> None:
         meta, records = records_load(args.load)
     else:
         cue_use(args.cue)
-        engine = engine_for(model=args.model, permutations=args.permutations)
+        evaluator = evaluator_for(model=args.model, permutations=args.permutations)
         meta = {"model": args.model, "cue": args.cue, "permutations": args.permutations, "n": args.n,
                 "seed": args.seed}
         records = []
         for task in args.tasks.split(","):
-            records += asyncio.run(items_run(engine=engine, task=task,
+            records += asyncio.run(items_run(evaluator=evaluator, task=task,
                                              items=sample_load(task=task, n=args.n, seed=args.seed)))
-        readme = asyncio.run(readme_answers(engine=engine))
-        engine.backend.close()  # type: ignore[attr-defined]
+        readme = asyncio.run(readme_answers(evaluator=evaluator))
+        evaluator.backend.close()  # type: ignore[attr-defined]
         if args.save:
             records_save(args.save, records, meta)
     rows = report(records, model=meta["model"], cue=meta["cue"], permutations=meta["permutations"])

@@ -16,11 +16,11 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,10 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import README_REQUEST  # noqa: E402
-from tests.qwen3 import qwen3_dir  # noqa: E402
+from evaluations.openapi.examples import README_REQUEST  # noqa: E402
+from testbed.load import requests_send  # noqa: E402
+from testbed.ports import free_port  # noqa: E402
+from testbed.qwen3 import qwen3_dir  # noqa: E402
 
 STATE_600 = " ".join(
     f"Message {i}: the customer reports that order #{4400 + i} arrived late and the invoice shows a double charge."
@@ -56,12 +58,6 @@ WORKLOADS = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -69,7 +65,7 @@ def cpu_seconds(pid: int) -> float:
 
 def serve_fake(port: int) -> None:
     """Run the fake in this process; print its call count on SIGTERM (the parent reads it)."""
-    from tests.fakes.sglang import FakeSGLang
+    from fake_sglang import FakeSGLang
 
     fake = FakeSGLang(port=port, served_model_name="Qwen/Qwen3.6-35B-A3B")
     stop = asyncio.Event()
@@ -118,27 +114,11 @@ def server_command(server: str, port: int) -> list[str]:
     ]
 
 
-async def drive(
-    url: str, body: dict[str, Any], *, requests: int, concurrency: int
-) -> tuple[list[float], dict[int, int]]:
-    latencies: list[float] = []
-    statuses: dict[int, int] = {}
-    payload = json.dumps(body).encode()
-    queue = iter(range(requests))
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
-
-        async def worker() -> None:
-            for _ in queue:
-                start = time.perf_counter()
-                response = await client.post(
-                    "/v1/systemone", content=payload, headers={"Content-Type": "application/json"}
-                )
-                latencies.append(time.perf_counter() - start)
-                statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return latencies, statuses
+async def drive(url: str, body: dict[str, Any], *, requests: int,
+                concurrency: int) -> tuple[list[float], dict[int, int]]:
+    """Latencies (seconds) and the count of each status."""
+    results = await requests_send(url=url, body=body, count=requests, concurrency=concurrency)
+    return [ms / 1000.0 for _, _, ms in results], dict(Counter(status for status, _, _ in results))
 
 
 def fake_calls(fake: subprocess.Popen[str]) -> int:

@@ -1,4 +1,4 @@
-"""Every error the API returns, in the two wire shapes, and the mapping from engine failures.
+"""Every error the API returns: one mapping from any exception to `ApiError`, one renderer per shape.
 
 Clients retry every 5xx three times, so a client mistake must never be reported as one: anything
 the caller can fix is a 4xx, and 5xx is kept for the backend and for our own bugs.
@@ -6,17 +6,25 @@ the caller can fix is a 4xx, and 5xx is kept for the backend and for our own bug
 A 5xx tells the client a stable message for its class and the request id, nothing else: the backend's
 URL (with its credentials), its status and its own error text are for operators, who find them under
 that id in the log and in the stored evaluation (`ApiError.internal`), redacted.
+
+Two response shapes: System One's `{"detail": ...}` (a 422 lists its problems, located under `body`),
+and `{"error", "type", "code"}` on `POST /v1/classify`, whose clients were written for SGLang and vLLM.
+Whatever produces an error (a view, DRF, the URL resolver, the ASGI body reader) renders it here.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from django.http import HttpRequest, HttpResponse
 from rest_framework import exceptions as drf_exceptions
 
+from evaluations.redaction import configured_secrets, text_redact
+from evaluations.requestids import path_is_classify, request_id_current
 from inference.errors import (
     BackendFailed,
     BackendUnavailable,
@@ -26,12 +34,12 @@ from inference.errors import (
     Problem,
     RequestInvalid,
 )
-from openjev_site.redaction import configured_secrets, text_redact
-from openjev_site.requestid import request_id_current
 
 log = logging.getLogger(__name__)
 
+Shape = Literal["detail", "classify"]
 RETRY_AFTER = {529: "1", 503: "5"}
+REASONS = {529: "Site Is Overloaded"}
 PUBLIC_MESSAGES = {
     500: "internal server error",
     502: "the backend failed to answer this request",
@@ -39,21 +47,34 @@ PUBLIC_MESSAGES = {
     504: "the evaluation took longer than the request timeout",
 }
 """What a client reads for each failure class of ours, whatever the cause."""
+FAULTS: tuple[tuple[type[InferenceError], int, str], ...] = (
+    (BackendUnavailable, 503, "backend_unavailable"),
+    (EvaluationTimeout, 504, "timeout"),
+    (BackendFailed, 502, "backend_error"),
+)
+DRF_ERROR_TYPES = {
+    405: "method_not_allowed", 404: "not_found", 415: "unsupported_media_type", 406: "not_acceptable",
+    400: "invalid_request", 401: "authentication_error", 403: "permission_denied", 429: "rate_limited",
+}
+BODY = "body"
+"""Where a System One problem's location starts: the core locates problems within the request."""
 
 
 class ApiError(Exception):
-    """An error response in the `{"detail": {"error_type", "message"}}` shape.
+    """An error response, before it is given a shape.
 
-    `internal` is what operators get instead (log, stored row) when `message` is kept generic."""
+    `internal` is what operators get instead (log, stored row) when `message` is kept generic;
+    `problems` are a 422's validation problems, located within the body."""
 
     def __init__(self, status: int, error_type: str, message: str, headers: dict[str, str] | None = None,
-                 *, internal: str = "") -> None:
+                 *, internal: str = "", problems: Sequence[Problem] = ()) -> None:
         super().__init__(message)
         self.status = status
         self.error_type = error_type
         self.message = message
         self.headers = headers or {}
         self.internal = internal
+        self.problems = tuple(problems)
 
 
 def error_text(*, error: BaseException) -> str:
@@ -62,33 +83,79 @@ def error_text(*, error: BaseException) -> str:
     return text_redact(text=text, secrets=configured_secrets())
 
 
+def problems_render(problems: Sequence[Problem]) -> list[dict[str, Any]]:
+    """FastAPI's `detail` list: each location under `body`."""
+    return [{"loc": [BODY, *p.loc], "msg": p.msg, "type": p.type} for p in problems]
+
+
+def problems_text(problems: Sequence[Problem]) -> str:
+    """The problems as one line (`body.questions.q.type: ...; ...`), for a message or the log."""
+    return "; ".join(f"{'.'.join(map(str, (BODY, *p.loc)))}: {p.msg}" for p in problems)
+
+
+def api_error_of(exc: BaseException) -> ApiError:
+    """The one mapping: what the client gets for `exc` (a client that hung up gets nothing: 499)."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, RequestInvalid):
+        return ApiError(422, "validation_error", problems_text(exc.problems), problems=exc.problems)
+    if isinstance(exc, Overloaded):  # its message is ours and useful (the limit)
+        return ApiError(529, "overloaded", str(exc))
+    if isinstance(exc, InferenceError):
+        status, error_type = next(((s, t) for cls, s, t in FAULTS if isinstance(exc, cls)), (500, "internal_error"))
+        return ApiError(status, error_type, PUBLIC_MESSAGES[status], internal=error_text(error=exc))
+    if isinstance(exc, drf_exceptions.APIException):
+        status = exc.status_code
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+        return ApiError(status, DRF_ERROR_TYPES.get(status, "invalid_request"), str(exc.detail), headers)
+    if isinstance(exc, asyncio.CancelledError):
+        return ApiError(499, "client_closed", "the client disconnected before the answer was ready")
+    return ApiError(500, "internal_error", PUBLIC_MESSAGES[500], internal=error_text(error=exc))
+
+
+def error_body(error: ApiError, *, shape: Shape, message: str | None = None) -> dict[str, Any]:
+    """The error in its route's shape; `message` replaces the error's own (a 5xx's, with the request id)."""
+    text = error.message if message is None else message
+    if shape == "classify":
+        return {"error": text, "type": error.error_type, "code": error.status}
+    if error.problems:
+        return {"detail": problems_render(error.problems)}
+    return {"detail": {"error_type": error.error_type, "message": text}}
+
+
+def shape_of_path(path: str) -> Shape:
+    return "classify" if path_is_classify(path) else "detail"
+
+
+def json_bytes(body: Any) -> bytes:
+    return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+
+
 def json_response(body: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> HttpResponse:
-    content = json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    response = HttpResponse(content.encode("utf-8"), status=status, content_type="application/json")
+    response = HttpResponse(json_bytes(body), status=status, content_type="application/json")
     for name, value in (headers or {}).items():
         response[name] = value
     return response
 
 
-REASONS = {529: "Site Is Overloaded"}
-
-
-def _answered(response: HttpResponse) -> HttpResponse:
-    """Mark a deliberate error as logged: Django would log every 5xx (each 529 under overload) at
-    ERROR; ours are logged once, at the right level, where they are decided."""
+def error_response(error: ApiError, *, shape: Shape = "detail") -> HttpResponse:
+    """The response for `error`, logged as `error_message` says."""
+    headers = dict(error.headers)
+    if error.status in RETRY_AFTER:
+        headers.setdefault("Retry-After", RETRY_AFTER[error.status])
+    body = error_body(error, shape=shape, message=error_message(error))
+    response = json_response(body, status=error.status, headers=headers)
+    # Marked as logged: Django would log every 5xx (each 529 under overload) at ERROR; ours are logged
+    # once, at the right level, in `error_message`.
     response._has_been_logged = True  # type: ignore[attr-defined]
     if response.status_code in REASONS:
         response.reason_phrase = REASONS[response.status_code]
     return response
 
 
-def _error_prepared(error: ApiError) -> tuple[str, dict[str, str]]:
-    """(the client's message, the headers) for any error shape; a 5xx is logged here, once, with the
-    detail the client does not get. A fault's message names the request id, which finds that log line
-    and the stored row."""
-    headers = dict(error.headers)
-    if error.status in RETRY_AFTER:
-        headers.setdefault("Retry-After", RETRY_AFTER[error.status])
+def error_message(error: ApiError) -> str:
+    """What the client reads. A 5xx is logged here, once, with the detail the client does not get, and
+    its message names the request id, which finds that log line and the stored row."""
     message = error.message
     if error.status >= 500:  # overload is expected behaviour, not a fault
         request_id = request_id_current()
@@ -96,112 +163,45 @@ def _error_prepared(error: ApiError) -> tuple[str, dict[str, str]]:
                 error.error_type, request_id or "no request id", error.internal or error.message)
         if error.status != 529 and request_id:
             message = f"{message} (request id {request_id})"
-    return message, headers
+    return message
 
 
-def error_response(error: ApiError) -> HttpResponse:
-    message, headers = _error_prepared(error)
-    body = {"detail": {"error_type": error.error_type, "message": message}}
-    return _answered(json_response(body, status=error.status, headers=headers))
-
-
-def validation_response(problems: list[Problem]) -> HttpResponse:
-    return _answered(json_response({"detail": _validation_detail(problems)}, status=422))
-
-
-def _validation_detail(problems: list[Problem]) -> list[dict[str, Any]]:
-    return [{"loc": list(p.loc), "msg": p.msg, "type": p.type} for p in problems]
+def exception_response(exc: Exception, *, shape: Shape = "detail") -> HttpResponse:
+    """The one place that turns any exception from an API view into a response."""
+    return error_response(_api_error_logged(exc), shape=shape)
 
 
 def exception_detail(exc: BaseException) -> tuple[int, Any]:
     """(status, `detail`) exactly as a System One view would answer `exc`, for a transport without an
-    HTTP response of its own (the WebSocket stream's error messages); a 5xx is logged as there."""
-    if isinstance(exc, RequestInvalid):
-        return 422, _validation_detail(exc.problems)
-    error = _api_error_of(exc)
-    message, _ = _error_prepared(error)
-    return error.status, {"error_type": error.error_type, "message": message}
+    HTTP response of its own (the WebSocket stream's error messages); logged as a response would be."""
+    error = _api_error_logged(exc)
+    return error.status, error_body(error, shape="detail", message=error_message(error))["detail"]
 
 
-FAULTS: tuple[tuple[type[InferenceError], int, str], ...] = (
-    (BackendUnavailable, 503, "backend_unavailable"),
-    (EvaluationTimeout, 504, "timeout"),
-    (BackendFailed, 502, "backend_error"),
-)
-
-
-def inference_error_to_api(exc: InferenceError) -> ApiError:
-    """Overload's message is ours and useful (the limit); every fault gets its class's public message."""
-    if isinstance(exc, Overloaded):
-        return ApiError(529, "overloaded", str(exc))
-    status, error_type = next(((s, t) for cls, s, t in FAULTS if isinstance(exc, cls)), (500, "internal_error"))
-    return ApiError(status, error_type, PUBLIC_MESSAGES[status], internal=error_text(error=exc))
-
-
-def unexpected_error_to_api(exc: BaseException) -> ApiError:
-    """A bug: logged with its traceback here, answered as a bare 500."""
-    log.exception("unhandled error in an API view", exc_info=exc)
-    return ApiError(500, "internal_error", PUBLIC_MESSAGES[500], internal=error_text(error=exc))
-
-
-def exception_response(exc: Exception) -> HttpResponse:
-    """The one place that turns any exception from an API view into a response."""
-    if isinstance(exc, RequestInvalid):
-        return validation_response(exc.problems)
-    return error_response(_api_error_of(exc))
-
-
-def _api_error_of(exc: BaseException) -> ApiError:
-    if isinstance(exc, ApiError):
-        return exc
-    if isinstance(exc, InferenceError):
-        return inference_error_to_api(exc)
-    return unexpected_error_to_api(exc)
-
-
-DRF_ERROR_TYPES = {
-    405: "method_not_allowed", 404: "not_found", 415: "unsupported_media_type", 406: "not_acceptable",
-    400: "invalid_request", 401: "authentication_error", 403: "permission_denied", 429: "rate_limited",
-}
+def _api_error_logged(exc: BaseException) -> ApiError:
+    """`api_error_of`, with a bug logged with its traceback (answered as a bare 500)."""
+    if not isinstance(exc, ApiError | InferenceError | drf_exceptions.APIException | asyncio.CancelledError):
+        log.exception("unhandled error in an API view", exc_info=exc)
+    return api_error_of(exc)
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse:
     """DRF's hook: its own exceptions (405, parse errors) get our shape too."""
-    if isinstance(exc, drf_exceptions.APIException):
-        status = exc.status_code
-        return error_response(ApiError(status, DRF_ERROR_TYPES.get(status, "invalid_request"), str(exc.detail)))
     return exception_response(exc)
 
 
 def not_found_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    return error_response(ApiError(404, "not_found", f"no route for {request.method} {request.path}"))
+    return error_response(ApiError(404, "not_found", f"no route for {request.method} {request.path}"),
+                          shape=shape_of_path(request.path))
 
 
 def server_error_view(request: HttpRequest) -> HttpResponse:
-    return error_response(ApiError(500, "internal_error", PUBLIC_MESSAGES[500]))
+    return error_response(ApiError(500, "internal_error", PUBLIC_MESSAGES[500]), shape=shape_of_path(request.path))
 
 
 def bad_request_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    return error_response(ApiError(400, "invalid_request", "bad request"))
+    return error_response(ApiError(400, "invalid_request", "bad request"), shape=shape_of_path(request.path))
 
 
 def permission_denied_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    return error_response(ApiError(403, "permission_denied", "permission denied"))
-
-
-def classify_error_response(exc: Exception) -> HttpResponse:
-    """`POST /v1/classify` answers errors in SGLang's and vLLM's shape, `{"error", "type", "code"}`,
-    because its clients were written for those servers; statuses, error types and headers are ours."""
-    if isinstance(exc, RequestInvalid):
-        error = ApiError(400, "invalid_request", str(exc))
-    elif isinstance(exc, ApiError):
-        error = exc
-    elif isinstance(exc, InferenceError):
-        error = inference_error_to_api(exc)
-    elif isinstance(exc, drf_exceptions.APIException):
-        error = ApiError(exc.status_code, DRF_ERROR_TYPES.get(exc.status_code, "invalid_request"), str(exc.detail))
-    else:
-        error = unexpected_error_to_api(exc)
-    message, headers = _error_prepared(error)
-    body = {"error": message, "type": error.error_type, "code": error.status}
-    return _answered(json_response(body, status=error.status, headers=headers))
+    return error_response(ApiError(403, "permission_denied", "permission denied"), shape=shape_of_path(request.path))

@@ -3,10 +3,10 @@
 The secret has ~238 random bits, so a fast hash is as good as a slow one against guessing and keeps
 verification cheap; the database never holds anything that authenticates. Verification looks the
 row up by prefix (not secret) and compares hashes with `hmac.compare_digest`, so timing reveals
-nothing about the secret. Rows are cached in-process for `CACHE_SECONDS`, so the hot path makes no
-database call for a key in use; a revocation is seen at once by this process and within
-`CACHE_SECONDS` by the others. `last_used_at` is written at most once a minute per key, by the
-storage writer thread, never on the event loop.
+nothing about the secret. Rows are cached in-process for `KEY_CACHE_SECONDS`, so the hot path makes no
+database call for a key in use; a revocation is seen at once by this process (the signal receivers
+forget the row) and within `KEY_CACHE_SECONDS` by the others. `last_used_at` is written at most once
+a minute per key, by the storage writer thread, never on the event loop.
 """
 
 from __future__ import annotations
@@ -21,20 +21,25 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import connections
+from django.db.models import Q
 from django.utils import timezone
 
+from evaluations.callers import Caller
 from evaluations.errors import ApiError
+from evaluations.models import ApiKey
+from evaluations.storage.writer import writer, writes_retried
+from evaluations.ttlcache import TtlCache
 
 log = logging.getLogger(__name__)
 
 KEY_SCHEME = "oj"
 PREFIX_LENGTH = 8
 SECRET_LENGTH = 40
-CACHE_SECONDS = 30.0
-CACHE_MAX = 4096
+KEY_CACHE_SECONDS = 30.0
+KEY_CACHE_MAX = 4096
 TOUCH_SECONDS = 60.0
 _PREFIX_ALPHABET = string.ascii_lowercase + string.digits
 _SECRET_ALPHABET = string.ascii_letters + string.digits
@@ -58,7 +63,7 @@ class _KeyRow:
     revoked: bool
 
 
-_cache: dict[str, tuple[float, _KeyRow | None]] = {}
+_cache: TtlCache[str, _KeyRow | None] = TtlCache(seconds=KEY_CACHE_SECONDS, max_entries=KEY_CACHE_MAX)
 _touched: dict[int, float] = {}
 _lock = threading.Lock()
 
@@ -82,8 +87,6 @@ def apikey_prefix_parse(*, secret: str) -> str | None:
 
 def apikey_secret_new() -> tuple[str, str]:
     """A fresh (prefix, full key) pair with a prefix no stored key uses (sync ORM)."""
-    from evaluations.models import ApiKey
-
     for _ in range(5):
         prefix = "".join(secrets.choice(_PREFIX_ALPHABET) for _ in range(PREFIX_LENGTH))
         if not ApiKey.objects.filter(prefix=prefix).exists():
@@ -96,8 +99,6 @@ def apikey_secret_new() -> tuple[str, str]:
 
 def apikey_issue(*, name: str, owner: str = "", expires_at: datetime | None = None) -> IssuedKey:
     """Create a key (sync ORM: admin, shell). The returned secret is not stored anywhere."""
-    from evaluations.models import ApiKey
-
     prefix, secret = apikey_secret_new()
     key = ApiKey(name=name, owner=owner, prefix=prefix, secret_hash=apikey_hash(secret=secret), expires_at=expires_at)
     key.save()
@@ -106,8 +107,6 @@ def apikey_issue(*, name: str, owner: str = "", expires_at: datetime | None = No
 
 def apikey_revoke(*, ids: Iterable[int]) -> int:
     """Revoke keys now (sync ORM); this process stops accepting them immediately."""
-    from evaluations.models import ApiKey
-
     keys = ApiKey.objects.filter(pk__in=list(ids), revoked_at__isnull=True)
     prefixes = list(keys.values_list("prefix", flat=True))
     count = keys.update(revoked_at=timezone.now())
@@ -118,18 +117,14 @@ def apikey_revoke(*, ids: Iterable[int]) -> int:
 
 def apikey_cache_forget(*, prefix: str | None = None) -> None:
     """Drop cached rows (one prefix, or all) so the next request reads the database."""
-    with _lock:
-        if prefix is None:
-            _cache.clear()
+    _cache.forget(prefix)
+    if prefix is None:
+        with _lock:
             _touched.clear()
-        else:
-            _cache.pop(prefix, None)
 
 
 def _row_fetch(prefix: str) -> _KeyRow | None:
     """Runs in a worker thread; closes its connection so no thread keeps one open between lookups."""
-    from evaluations.models import ApiKey
-
     try:
         key = ApiKey.objects.filter(prefix=prefix).first()
     finally:
@@ -141,23 +136,17 @@ def _row_fetch(prefix: str) -> _KeyRow | None:
 
 
 async def _row_get(prefix: str) -> _KeyRow | None:
-    now = time.monotonic()
     cached = _cache.get(prefix)
-    if cached is not None and now - cached[0] < CACHE_SECONDS:
-        return cached[1]
+    if cached is not None:
+        return cached.value
+    generation = _cache.generation()
     try:
         row = await asyncio.to_thread(_row_fetch, prefix)
     except Exception:
         log.exception("API key lookup failed")
         raise ApiError(503, "service_unavailable", "API keys cannot be checked right now; retry shortly",
                        {"Retry-After": "5"}) from None
-    with _lock:
-        if len(_cache) >= CACHE_MAX:  # random well-formed keys must not grow the cache without bound
-            for stale in [p for p, (at, _) in _cache.items() if now - at >= CACHE_SECONDS]:
-                del _cache[stale]
-            if len(_cache) >= CACHE_MAX:
-                _cache.clear()
-        _cache[prefix] = (now, row)
+    _cache.put(prefix, row, generation=generation)
     return row
 
 
@@ -169,13 +158,49 @@ def _touch(row: _KeyRow, now: datetime) -> None:
         if last is not None and tick - last < TOUCH_SECONDS:
             return
         _touched[row.id] = tick
-    from evaluations.storage import apikey_touch_enqueue
+    try:
+        writer.submit(sink=touches, job=_Touch(key_id=row.id, when=now))
+    except Exception:
+        log.exception("could not queue an API key last-used update")
 
-    apikey_touch_enqueue(key_id=row.id, when=now)
+
+@dataclass(frozen=True)
+class _Touch:
+    key_id: int
+    when: datetime
 
 
-async def apikey_verify(*, secret: str) -> str | None:
-    """The key's label if `secret` is an active issued key, else None."""
+class TouchSink:
+    """The storage writer's sink for `last_used_at`: one UPDATE per key per batch, only when the stored
+    value is older than `TOUCH_SECONDS` (several processes may report the same key)."""
+
+    name = "api-key-touches"
+
+    def write(self, jobs: list[_Touch]) -> int:
+        latest: dict[int, datetime] = {}
+        for job in jobs:
+            latest[job.key_id] = max(job.when, latest.get(job.key_id, job.when))
+
+        def update() -> None:
+            for key_id, when in latest.items():
+                stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=when - timedelta(seconds=TOUCH_SECONDS))
+                ApiKey.objects.filter(stale, pk=key_id).update(last_used_at=when)
+
+        try:
+            writes_retried(update, what="API key last-use updates")
+        except Exception:
+            log.warning("could not record last use of %d API key(s)", len(latest), exc_info=True)
+            connections.close_all()
+            return 0
+        return len(jobs)
+
+
+touches = TouchSink()
+
+
+async def apikey_verify(*, secret: str) -> Caller | None:
+    """Who `secret` authenticates if it is an active issued key, else None; a 503 ApiError when the key
+    table cannot be read (the request cannot be authenticated either way)."""
     prefix = apikey_prefix_parse(secret=secret)
     if prefix is None:
         return None
@@ -188,4 +213,4 @@ async def apikey_verify(*, secret: str) -> str | None:
     if row.revoked or (row.expires_at is not None and row.expires_at <= now):
         return None
     _touch(row, now)
-    return row.label
+    return Caller(label=row.label, key_id=row.id)

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from django.core.validators import RegexValidator
-from django.db import models, transaction
+from django.db import models
 from django.utils import timezone
 
 STATUS_CHOICES = [
@@ -35,6 +35,9 @@ class JSONTextField(models.TextField):
     """Any JSON value, stored as compact JSON text so key order and duplicates survive every database."""
 
     description = "JSON kept as text (key order preserved)"
+    # What the model attribute holds, for django-stubs: any JSON value, not the text it is stored as.
+    _pyi_private_set_type: Any
+    _pyi_private_get_type: Any
 
     def from_db_value(self, value: str | None, expression: Any, connection: Any) -> Any:
         return None if value is None else json.loads(value)
@@ -80,19 +83,6 @@ class ApiKey(models.Model):
         now = now or timezone.now()
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
 
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        super().save(*args, **kwargs)
-        from evaluations.keys import apikey_cache_forget
-
-        apikey_cache_forget(prefix=self.prefix)
-
-    def delete(self, *args: Any, **kwargs: Any) -> Any:
-        from evaluations.keys import apikey_cache_forget
-
-        result = super().delete(*args, **kwargs)
-        apikey_cache_forget(prefix=self.prefix)
-        return result
-
 
 CLASSIFIER_TYPE_CHOICES = [
     ("choice", "choice: one of the labels"),
@@ -109,7 +99,8 @@ class Classifier(models.Model):
 
     In effect a saved `choice` (or `noul`, or `score`) question: the labels are its options in order.
     The API reads classifiers through a short in-process cache (`evaluations.classify`); saving or
-    deleting one here drops that cache, so this process sees the change at once and others within seconds.
+    deleting one (or one of its labels) drops that cache (`evaluations.signals`), so this process sees
+    the change at once and others within seconds.
     """
 
     name = models.CharField(max_length=100, unique=True, validators=[CLASSIFIER_NAME_VALIDATOR],
@@ -130,20 +121,6 @@ class Classifier(models.Model):
 
     def __str__(self) -> str:
         return self.name
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        super().save(*args, **kwargs)
-        from evaluations.classify import classifier_cache_forget
-
-        # After the commit: a request reading in between would cache the old definition again.
-        transaction.on_commit(classifier_cache_forget)
-
-    def delete(self, *args: Any, **kwargs: Any) -> Any:
-        from evaluations.classify import classifier_cache_forget
-
-        result = super().delete(*args, **kwargs)
-        transaction.on_commit(classifier_cache_forget)
-        return result
 
 
 class ClassifierLabel(models.Model):

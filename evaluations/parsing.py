@@ -1,23 +1,21 @@
-"""Request validation for `POST /v1/systemone`: JSON to typed questions, or a list of problems.
+"""`POST /v1/systemone`'s body, validated once into a typed request, or every problem found.
 
 Hand-written rather than DRF serializers because the wire contract needs FastAPI-style `loc` paths
 for every problem, byte-exact caller keys and no coercion (a number is not a string), and because
-this runs on every request: a 64-question body validates in well under a millisecond.
+this runs on every request: a 64-question body validates in well under a millisecond. Problems are
+located relative to the body; the error renderer puts them under `body`.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import re
-import sys
 from dataclasses import dataclass
 from typing import Any
 
+from evaluations.config import language_model_named
+from evaluations.json_body import Loc, document_problems, json_kind
 from inference.errors import Problem, RequestInvalid
-from inference.questions import QUESTION_TYPES, Question, question_build
-
-Loc = tuple[str | int, ...]
+from inference.questions import QUESTION_TYPES, Question, question_build, text_render
+from inference.requests import ROLES, EvaluationRequest, Message, Role, conversation_of_text
 
 
 @dataclass(frozen=True)
@@ -27,124 +25,15 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class EvaluationRequest:
+class SystemOneRequest:
+    """A valid System One request: what the core evaluates, and the JSON as sent for the audit."""
+
     model: str
+    evaluation: EvaluationRequest
     state: Any
-    questions: tuple[Question, ...]
-
-
-class _ConstantRejected(ValueError):
-    pass
-
-
-def _reject_constant(name: str) -> Any:
-    raise _ConstantRejected(f"{name} is not valid JSON")
-
-
-def body_parse(raw: bytes) -> Any:
-    """Strict JSON: UTF-8 only, no NaN/Infinity. Raises ValueError with a readable message.
-
-    What JSON's grammar allows but no text or number can hold (a lone surrogate escape, a number
-    beyond a double) parses here and is refused, located, by `document_problems`."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"the body is not UTF-8: {exc}") from None
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except RecursionError:
-        raise ValueError("the body is nested too deeply") from None
-    except (json.JSONDecodeError, _ConstantRejected) as exc:
-        raise ValueError(f"the body is not JSON: {exc}") from None
-    except ValueError:  # Python refuses to convert longer integers (a denial-of-service guard)
-        raise ValueError(f"the body has an integer of more than {sys.get_int_max_str_digits()} digits") from None
-
-
-NESTING_MAX = 128
-"""Levels of arrays and objects a body may nest: far beyond any real state, far below the depth at
-which rendering, the chat template or storage would run out of stack."""
-DOCUMENT_PROBLEMS_MAX = 20
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _text_invalid(text: str) -> bool:
-    return not text.isascii() and _SURROGATE.search(text) is not None
-
-
-def _value_invalid(value: Any) -> bool:
-    if isinstance(value, str):
-        return _text_invalid(value)
-    return isinstance(value, float) and not math.isfinite(value)
-
-
-def _document_clean(data: Any) -> bool:
-    """The fast pass, level by level without building locations: most bodies are clean."""
-    level, depth = [data], 0
-    while level:
-        below: list[Any] = []
-        for value in level:
-            if isinstance(value, dict):
-                if depth >= NESTING_MAX or any(_text_invalid(key) for key in value):
-                    return False
-                below.extend(value.values())
-            elif isinstance(value, list):
-                if depth >= NESTING_MAX:
-                    return False
-                below.extend(value)
-            elif _value_invalid(value):
-                return False
-        level, depth = below, depth + 1
-    return True
-
-
-def text_printable(text: str) -> str:
-    """`text` with lone surrogates as U+FFFD, so it can be echoed in a UTF-8 answer (a location)."""
-    return _SURROGATE.sub("\ufffd", text)
-
-
-def _surrogate_problem(loc: Loc, text: str, what: str) -> Problem:
-    found = _SURROGATE.search(text)
-    code = f"\\u{ord(found.group()):04x}" if found else ""
-    return Problem(loc, f"{what} is not valid Unicode text: it holds a lone UTF-16 surrogate ({code})",
-                   "string_unicode")
-
-
-def document_problems(*, data: Any) -> list[Problem]:
-    """What JSON can carry but no prompt, answer or database can, anywhere in the body, keys included:
-    lone UTF-16 surrogates (`"\\ud800"` is valid JSON, yet UTF-8 cannot encode it), numbers beyond a
-    double (`1e400` parses as infinity, which JSON cannot say back) and nesting deeper than
-    `NESTING_MAX`. Checked before anything else reads the body; at most `DOCUMENT_PROBLEMS_MAX` reported."""
-    if _document_clean(data):
-        return []
-    problems: list[Problem] = []
-    stack: list[tuple[Any, Loc]] = [(data, ("body",))]
-    while stack and len(problems) < DOCUMENT_PROBLEMS_MAX:
-        value, loc = stack.pop()
-        if isinstance(value, dict | list) and len(loc) > NESTING_MAX:
-            problems.append(Problem(loc, f"Arrays and objects may nest at most {NESTING_MAX} levels deep",
-                                    "nesting_too_deep"))
-        elif isinstance(value, dict):
-            children = []
-            for key, item in value.items():
-                if _text_invalid(key):
-                    problems.append(_surrogate_problem((*loc, text_printable(key)), key, "This key"))
-                else:
-                    children.append((item, (*loc, key)))
-            stack.extend(reversed(children))  # popped in document order
-        elif isinstance(value, list):
-            stack.extend(reversed([(item, (*loc, i)) for i, item in enumerate(value)]))
-        elif isinstance(value, str) and _text_invalid(value):
-            problems.append(_surrogate_problem(loc, value, "Input"))
-        elif _value_invalid(value):
-            problems.append(Problem(loc, "Input should be a finite number; this one overflows a 64-bit float",
-                                    "finite_number"))
-    return problems
-
-
-def _kind(value: Any) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
-        type(value), "number"
-    )
+    """The state exactly as sent (key order included), stored at level `full`."""
+    questions: Any
+    """The questions object exactly as sent."""
 
 
 def _is_text(value: Any) -> bool:
@@ -159,57 +48,116 @@ class _Checker:
     def add(self, loc: Loc, msg: str, type_: str) -> None:
         self.problems.append(Problem(loc, msg, type_))
 
+    def count(self, items: dict[str, Any] | list[Any], loc: Loc, *, limit: int, what: str) -> bool:
+        """Whether `items` holds 2 to `limit` entries (a problem is added when not)."""
+        if 2 <= len(items) <= limit:
+            return True
+        self.add(loc, f"A {what} needs 2 to {limit} {'options' if what == 'choice' else 'levels'}, got {len(items)}",
+                 "too_short" if len(items) < 2 else "too_long")
+        return False
+
     def text(self, value: Any, loc: Loc, *, nullable: bool) -> None:
         if value is None and nullable:
             return
         if not _is_text(value):
             expected = "a string, object or array" + (" or null" if nullable else "")
-            self.add(loc, f"Input should be {expected}, got {_kind(value)}", "text_type")
+            self.add(loc, f"Input should be {expected}, got {json_kind(value)}", "text_type")
 
 
-def request_parse(*, data: Any, limits: Limits, models: frozenset[str]) -> EvaluationRequest:
+def systemone_request_parse(*, data: Any, limits: Limits, models: frozenset[str]) -> SystemOneRequest:
     """Validate everything before any work; raises RequestInvalid with every problem found."""
     invalid = document_problems(data=data)
     if invalid:  # first: the other checks quote keys and values
         raise RequestInvalid(invalid)
     check = _Checker()
     if not isinstance(data, dict):
-        raise RequestInvalid([Problem(("body",), f"Input should be a JSON object, got {_kind(data)}", "dict_type")])
+        raise RequestInvalid([Problem((), f"Input should be a JSON object, got {json_kind(data)}", "dict_type")])
     model = data.get("model")
     if "model" not in data:
-        check.add(("body", "model"), "Field required", "missing")
+        check.add(("model",), "Field required", "missing")
     elif not isinstance(model, str):
-        check.add(("body", "model"), f"Input should be a string, got {_kind(model)}", "string_type")
-    elif not model_known(model=model, models=models):
-        check.add(
-            ("body", "model"),
-            f"Unknown model {model!r}; use one of {', '.join(sorted(models))} or any jev-* alias",
-            "unknown_model",
-        )
+        check.add(("model",), f"Input should be a string, got {json_kind(model)}", "string_type")
+    elif not language_model_named(name=model, names=models):
+        check.add(("model",), f"Unknown model {model!r}; use one of {', '.join(sorted(models))} or any jev-* alias",
+                  "unknown_model")
+    conversation: tuple[Message, ...] = ()
     if "state" not in data:
-        check.add(("body", "state"), "Field required", "missing")
+        check.add(("state",), "Field required", "missing")
     elif not _is_text(data["state"]):
-        check.add(
-            ("body", "state"), f"Input should be a string, object or array, got {_kind(data['state'])}", "state_type"
-        )
+        check.add(("state",), f"Input should be a string, object or array, got {json_kind(data['state'])}",
+                  "state_type")
+    else:
+        conversation = _conversation_check(check, data["state"])
     questions = _questions_check(check, data, limits)
     if check.problems:
         raise RequestInvalid(check.problems)
-    return EvaluationRequest(model=str(model), state=data["state"], questions=questions)
+    return SystemOneRequest(model=str(model), evaluation=EvaluationRequest(conversation=conversation,
+                                                                           questions=questions),
+                            state=data["state"], questions=data["questions"])
 
 
-def model_known(*, model: str, models: frozenset[str]) -> bool:
-    return model in models or model.startswith("jev-")
+def _conversation_check(check: _Checker, state: Any) -> tuple[Message, ...]:
+    """A chat transcript (a non-empty list of objects with `role`, bare or as `{"messages": [...]}`) is
+    kept as sent; any other state is one user message, structured values as compact JSON."""
+    loc: Loc
+    if isinstance(state, dict) and list(state) == ["messages"]:
+        candidate, loc = state["messages"], ("state", "messages")
+    else:
+        candidate, loc = state, ("state",)
+    if not (isinstance(candidate, list) and candidate and all(isinstance(m, dict) and "role" in m for m in candidate)):
+        return conversation_of_text(text=text_render(state))
+    messages = [_message_check(check, message, (*loc, i)) for i, message in enumerate(candidate)]
+    return tuple(m for m in messages if m is not None)
+
+
+def _message_check(check: _Checker, message: dict[str, Any], loc: Loc) -> Message | None:
+    role = message["role"]
+    if role not in ROLES:
+        check.add((*loc, "role"), f"role must be one of {', '.join(sorted(ROLES))}", "enum")
+        return None
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        text = content or ""
+    elif isinstance(content, list):
+        parts = _text_parts(check, content, (*loc, "content"))
+        if parts is None:
+            return None
+        text = "\n".join(parts)
+    else:
+        check.add((*loc, "content"), "content must be a string or a list of text parts", "type_error")
+        return None
+    extra = tuple((key, value) for key, value in message.items() if key not in ("role", "content"))
+    return Message(role=_role(role), content=text, extra=extra)
+
+
+def _role(value: str) -> Role:
+    return next(role for role in ROLES if role == value)
+
+
+def _text_parts(check: _Checker, parts: list[Any], loc: Loc) -> list[str] | None:
+    """The texts of a content list; None (and a problem) at the first part that is not text."""
+    texts = []
+    for i, part in enumerate(parts):
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        else:
+            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+            check.add((*loc, i), f"only text content is supported, got {kind!r}", "unsupported_content")
+            return None
+    return texts
 
 
 def _questions_check(check: _Checker, data: dict[str, Any], limits: Limits) -> tuple[Question, ...]:
-    loc: Loc = ("body", "questions")
+    loc: Loc = ("questions",)
     if "questions" not in data:
         check.add(loc, "Field required", "missing")
         return ()
     questions = data["questions"]
     if not isinstance(questions, dict):
-        check.add(loc, f"Input should be an object of question id to question, got {_kind(questions)}", "dict_type")
+        check.add(loc, f"Input should be an object of question id to question, got {json_kind(questions)}",
+                  "dict_type")
         return ()
     if not 1 <= len(questions) <= limits.max_questions:
         check.add(
@@ -231,7 +179,7 @@ def _questions_check(check: _Checker, data: dict[str, Any], limits: Limits) -> t
 
 def _question_check(check: _Checker, qid: str, question: Any, loc: Loc, limits: Limits) -> Question | None:
     if not isinstance(question, dict):
-        check.add(loc, f"Input should be a question object, got {_kind(question)}", "dict_type")
+        check.add(loc, f"Input should be a question object, got {json_kind(question)}", "dict_type")
         return None
     qtype = question.get("type")
     if qtype not in QUESTION_TYPES:
@@ -257,7 +205,8 @@ def _noul_check(check: _Checker, criteria: Any, loc: Loc, limits: Limits) -> Non
     if criteria is None:
         return
     if not isinstance(criteria, dict):
-        check.add(loc, f"Input should be an object with 'true' and/or 'false', got {_kind(criteria)}", "dict_type")
+        check.add(loc, f"Input should be an object with 'true' and/or 'false', got {json_kind(criteria)}",
+                  "dict_type")
         return
     for key, value in criteria.items():
         if key not in ("true", "false"):
@@ -270,16 +219,11 @@ def _choice_check(check: _Checker, criteria: Any, loc: Loc, limits: Limits) -> N
     if not isinstance(criteria, dict):
         check.add(
             loc,
-            f"Input should be an object of option name to description, got {_kind(criteria)}",
+            f"Input should be an object of option name to description, got {json_kind(criteria)}",
             "missing" if criteria is None else "dict_type",
         )
         return
-    if not 2 <= len(criteria) <= limits.max_answers:
-        check.add(
-            loc,
-            f"A choice needs 2 to {limits.max_answers} options, got {len(criteria)}",
-            "too_short" if len(criteria) < 2 else "too_long",
-        )
+    if not check.count(criteria, loc, limit=limits.max_answers, what="choice"):
         return
     for key, value in criteria.items():
         check.text(value, (*loc, key), nullable=True)
@@ -294,16 +238,11 @@ def _score_check(check: _Checker, criteria: Any, loc: Loc, limits: Limits) -> No
     if not isinstance(criteria, list):
         check.add(
             loc,
-            f"Input should be an array of levels, got {_kind(criteria)}",
+            f"Input should be an array of levels, got {json_kind(criteria)}",
             "missing" if criteria is None else "list_type",
         )
         return
-    if not 2 <= len(criteria) <= limits.max_answers:
-        check.add(
-            loc,
-            f"A score needs 2 to {limits.max_answers} levels, got {len(criteria)}",
-            "too_short" if len(criteria) < 2 else "too_long",
-        )
+    if not check.count(criteria, loc, limit=limits.max_answers, what="score"):
         return
     for i, level in enumerate(criteria):
         check.text(level, (*loc, i), nullable=False)

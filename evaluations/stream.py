@@ -26,18 +26,21 @@ from typing import Any
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
+from rest_framework.exceptions import AuthenticationFailed
 
-from evaluations.auth import request_authenticate
+from evaluations.authentication import caller_authenticate
+from evaluations.callers import Caller
 from evaluations.errors import ApiError, exception_detail
-from evaluations.parsing import body_parse, document_problems
-from evaluations.services import request_id_new, systemone_evaluate
+from evaluations.json_body import body_parse, document_problems
+from evaluations.requestids import request_id_assign, request_id_bound
+from evaluations.systemone import systemone_evaluate
 from evaluations.wire import answer_render
 from inference.errors import Problem, RequestInvalid
 from inference.scoring import Answer
-from openjev_site.requestid import request_id_bound
 
 log = logging.getLogger(__name__)
 
+STREAM_PATH = "/v1/systemone/stream"
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_IDLE = 4408
 ID_MAX_CHARACTERS = 200
@@ -67,12 +70,12 @@ class StreamError(Exception):
 def evaluation_id_check(*, message: dict[str, Any]) -> Any:
     """The client's id of an evaluation or a cancel: a string of 1 to 200 characters or an integer."""
     if "id" not in message:
-        raise RequestInvalid([Problem(("body", "id"), "Field required", "missing")])
+        raise RequestInvalid([Problem(("id",), "Field required", "missing")])
     eid = message["id"]
     if isinstance(eid, bool) or not isinstance(eid, str | int):
-        raise RequestInvalid([Problem(("body", "id"), "Input should be a string or an integer", "id_type")])
+        raise RequestInvalid([Problem(("id",), "Input should be a string or an integer", "id_type")])
     if isinstance(eid, str) and not 0 < len(eid) <= ID_MAX_CHARACTERS:
-        raise RequestInvalid([Problem(("body", "id"), f"Input should have 1 to {ID_MAX_CHARACTERS} characters",
+        raise RequestInvalid([Problem(("id",), f"Input should have 1 to {ID_MAX_CHARACTERS} characters",
                                       "string_length")])
     return eid
 
@@ -88,7 +91,7 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
     channel_layer_alias = NO_CHANNEL_LAYER
 
     async def connect(self) -> None:
-        self.key_label: str | None = None
+        self.caller: Caller | None = None
         self.authenticated = False
         self.in_flight: dict[str, asyncio.Task[None]] = {}
         self.cancelled: set[str] = set()
@@ -179,9 +182,9 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
 
     async def _authenticate(self, *, authorization: str | None) -> None:
         try:
-            self.key_label = await request_authenticate(authorization=authorization)
-        except ApiError as exc:
-            await self._refuse(exc.message)
+            self.caller = await caller_authenticate(authorization=authorization)
+        except AuthenticationFailed as exc:
+            await self._refuse(str(exc.detail))
             return
         self.authenticated = True
 
@@ -212,7 +215,7 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
             task.cancel()
 
     async def _evaluate(self, *, eid: Any, key: str, body: dict[str, Any]) -> None:
-        request_id = request_id_new()
+        request_id = request_id_assign(path=STREAM_PATH)
 
         def on_answer(answer: Answer) -> None:
             self._send_soon({"type": "answer", "id": eid, "question_id": answer.question_id,
@@ -220,7 +223,7 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
 
         try:
             with request_id_bound(request_id=request_id):
-                served = await systemone_evaluate(data=body, request_id=request_id, api_key=self.key_label,
+                served = await systemone_evaluate(data=body, request_id=request_id, caller=self.caller,
                                                   on_answer=on_answer)
         except asyncio.CancelledError:
             if key in self.cancelled:  # the client's cancel; a socket that closed hears nothing more

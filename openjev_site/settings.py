@@ -1,11 +1,11 @@
-"""Django settings. Every deployment knob is an OPENJEV_* variable read by `openjev_site.config`."""
+"""Django settings. Every deployment knob is an OPENJEV_* variable read by the app (`evaluations.config`)."""
 
 from __future__ import annotations
 
 import dj_database_url
 
+from evaluations.config import BASE_DIR, config_from_env
 from openjev_site.channel_layers import channel_layers_config
-from openjev_site.config import BASE_DIR, config_from_env
 
 OPENJEV = config_from_env()
 
@@ -109,7 +109,7 @@ SPECTACULAR_SETTINGS = {
     # 3.1: JSON Schema type lists say "string, object or array" without oneOf noise.
     "OAS_VERSION": "3.1.0",
     # Our hook sets the long description, tags, auth scheme and the limits from OPENJEV_*; enums stay inline.
-    "POSTPROCESSING_HOOKS": ["evaluations.schema.schema_postprocess"],
+    "POSTPROCESSING_HOOKS": ["evaluations.openapi.document.schema_postprocess"],
     # No call to the public validator badge: the docs must work offline.
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None, "tryItOutEnabled": True,
                             "displayRequestDuration": True, "persistAuthorization": False},
@@ -119,7 +119,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     # Credentials (URL userinfo, configured keys) are redacted from every line, tracebacks included.
-    "formatters": {"plain": {"()": "openjev_site.redaction.RedactingFormatter",
+    "formatters": {"plain": {"()": "evaluations.redaction.RedactingFormatter",
                              "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": "INFO"},

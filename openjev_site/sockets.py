@@ -18,9 +18,9 @@ from django.conf import settings
 from django.urls import path, re_path
 
 from evaluations.dashboard_live import DashboardConsumer
+from evaluations.requestids import ASGIApp, Receive, Scope, Send
 from evaluations.stream import SystemOneStreamConsumer
 from openjev_site.api_handler import path_unprefixed
-from openjev_site.bodyguard import ASGIApp, Receive, Scope, Send
 
 STREAM_PATH = "v1/systemone/stream"
 DASHBOARD_LIVE_PATH = "admin/evaluations/evaluation/dashboard/live"

@@ -3,7 +3,8 @@
 from django.contrib import admin
 from django.urls import path
 
-from evaluations import reference, views
+from evaluations import assets, views
+from evaluations.openapi import pages
 
 handler400 = "evaluations.errors.bad_request_view"
 handler403 = "evaluations.errors.permission_denied_view"
@@ -18,8 +19,8 @@ urlpatterns = [
     path("health", views.HealthView.as_view(), name="health"),
     path("health/live", views.LiveView.as_view(), name="health-live"),
     path("admin/", admin.site.urls),
-    path("openapi.json", reference.openapi_view, name="openapi-json"),
-    path("docs", reference.SwaggerView.as_view(), name="swagger-ui"),
-    path("static/<path:path>", reference.asset_view, name="static-asset"),
-    path("", reference.reference_view, name="reference"),
+    path("openapi.json", pages.openapi_view, name="openapi-json"),
+    path("docs", pages.SwaggerView.as_view(), name="swagger-ui"),
+    path("static/<path:path>", assets.asset_view, name="static-asset"),
+    path("", pages.reference_view, name="reference"),
 ]

@@ -35,7 +35,7 @@ fi
 echo "== ruff"
 .venv/bin/ruff check .
 echo "== mypy"
-.venv/bin/mypy inference evaluations openjev_site
+.venv/bin/mypy inference evaluations openjev_site serving fake_sglang testbed tests bench
 echo "== pytest (SQLite)"
 .venv/bin/python -m pytest -p no:cacheprovider "$@"
 echo "== pytest (PostgreSQL: database tests)"

@@ -1,24 +1,21 @@
-"""Shared fixtures: the fake SGLang on loopback, an engine wired to it, and clients for the API."""
+"""Shared fixtures: the fake SGLang on loopback, an evaluator wired to it, and clients for the API."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 import httpx
 import pytest
-import uvicorn
-from django.conf import settings
 
-from evaluations.engine import engine_build, engine_install
-from evaluations.schema import README_REQUEST as SCHEMA_README_REQUEST
-from inference.backends.sglang import SGLangBackend
-from inference.runner import Engine
-from tests.fakes.sglang import FakeSGLang
-from tests.qwen3 import qwen3_tokenizer
+from evaluations.config import StoreLevel
+from evaluations.evaluator import evaluator_install
+from evaluations.openapi.examples import README_REQUEST as SCHEMA_README_REQUEST
+from fake_sglang import FakeSGLang
+from inference.runner import Evaluator
+from testbed.evaluators import fake_evaluator
+from testbed.live_server import LiveServer
 
 # The README's request, exactly as the OpenAPI schema documents it.
 README_REQUEST = SCHEMA_README_REQUEST
@@ -33,25 +30,12 @@ def fake_server() -> Iterator[FakeSGLang]:
 @pytest.fixture
 def fake(fake_server: FakeSGLang) -> Iterator[FakeSGLang]:
     fake_server.reset()
-    if fake_server._uvicorn is None:
+    if not fake_server.listening:
         fake_server.revive()
     yield fake_server
     fake_server.reset()
-    if fake_server._uvicorn is None:
+    if not fake_server.listening:
         fake_server.revive()
-
-
-def url_engine(url: str, *, branch_mode: str = "batched", **overrides: object) -> Engine:
-    """An engine on the SGLang-speaking server at `url` (a fake worker, or a gateway in front of some)."""
-    config = replace(settings.OPENJEV, backend="sglang", backend_url=url, **overrides)  # type: ignore[arg-type]
-    backend = SGLangBackend(url=url, model="Qwen/Qwen3.6-35B-A3B", tokenizer=qwen3_tokenizer(),
-                            branch_mode=branch_mode,  # type: ignore[arg-type]
-                            max_in_flight=config.max_concurrent_branches, timeout=config.request_timeout)
-    return engine_build(config=config, backend=backend)
-
-
-def fake_engine(server: FakeSGLang, *, branch_mode: str = "batched", **overrides: object) -> Engine:
-    return url_engine(server.url, branch_mode=branch_mode, **overrides)
 
 
 @pytest.fixture(params=["batched", "parallel"])
@@ -60,15 +44,15 @@ def branch_mode(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def engine(fake: FakeSGLang) -> Iterator[Engine]:
-    built = fake_engine(fake)
-    engine_install(built)
+def evaluator(fake: FakeSGLang) -> Iterator[Evaluator]:
+    built = fake_evaluator(fake)
+    evaluator_install(built)
     yield built
-    engine_install(None)
+    evaluator_install(None)
 
 
 @pytest.fixture
-async def api(engine: Engine) -> AsyncIterator[httpx.AsyncClient]:
+async def api(evaluator: Evaluator) -> AsyncIterator[httpx.AsyncClient]:
     from openjev_site.asgi import application
 
     transport = httpx.ASGITransport(app=application)
@@ -76,43 +60,21 @@ async def api(engine: Engine) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class LiveServer:
-    """The real ASGI app under uvicorn on loopback, for clients that need a socket (SDK, jevcompat)."""
-
-    def __init__(self, app: object | None = None) -> None:
-        from openjev_site.asgi import application
-
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app or application, host="127.0.0.1", port=self.port, log_level="warning",
-                                lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-
-    def __enter__(self) -> LiveServer:
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("live server did not start")
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
+@pytest.fixture
+def asgi_server(evaluator: Evaluator) -> Iterator[LiveServer]:
+    with LiveServer() as server:
+        yield server
 
 
 @pytest.fixture
-def asgi_server(engine: Engine) -> Iterator[LiveServer]:
-    with LiveServer() as server:
-        yield server
+def store(settings: Any) -> Callable[[StoreLevel], None]:
+    """Set the storage level for this test: store("full" | "metadata" | "off"); "full" to begin with."""
+
+    def set_level(level: StoreLevel) -> None:
+        settings.OPENJEV = replace(settings.OPENJEV, store_evaluations=level)
+
+    set_level("full")
+    return set_level
 
 
 @pytest.fixture(autouse=True)
@@ -126,10 +88,10 @@ def _storage_off_without_database(request: pytest.FixtureRequest, settings) -> N
 def _classifiers_without_database(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Tests that may not touch the database see no saved classifiers, so `/v1/models` and `/v1/classify`
     answer without one (classify tests install theirs with `tests.classify.conftest.classifiers`)."""
-    from evaluations import classify
+    from evaluations.classify import registry
 
-    classify.classifier_cache_forget()
+    registry.classifier_cache_forget()
     if request.node.get_closest_marker("django_db") is None:
-        monkeypatch.setattr(classify, "_classifiers_fetch", dict)
+        monkeypatch.setattr(registry, "_classifiers_fetch", dict)
     yield
-    classify.classifier_cache_forget()
+    registry.classifier_cache_forget()

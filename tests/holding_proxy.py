@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import LiveServer
+from testbed.live_server import LiveServer
 
 Hold = Callable[[Any], bool]
 

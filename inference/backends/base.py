@@ -1,4 +1,4 @@
-"""The backend protocol: the only thing the runner knows about an engine.
+"""The backend protocol: the only thing the runner knows about a model server.
 
 A backend prefills the shared prefix once (`warm`), then scores branches that continue it, reading
 the log-probs of each branch's label tokens at the first output position.
@@ -57,8 +57,8 @@ class Backend(Protocol):
 
     @property
     def context_tokens(self) -> int | None:
-        """The longest prompt the backend accepts, when it is known here (the embedded engine's
-        context); the per-question budget is clamped to it, so an over-long prompt is a 422."""
+        """The longest prompt the backend accepts, when it is known here (the llama.cpp
+        backend's context); the per-question budget is clamped to it, so an over-long prompt is a 422."""
         ...
 
     async def warm(self, *, rid: str, prefix_ids: Sequence[int]) -> Generation:

@@ -1,20 +1,25 @@
-"""Predicting the fake backend's answers: compile the same plan the server compiles."""
+"""Helpers of the API tests: requests and answers in the wire shapes, and predicting the fake backend's
+answers by compiling the same plan the server compiles."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from evaluations.parsing import Limits, request_parse
+import httpx
+
+from evaluations.parsing import Limits, systemone_request_parse
+from fake_sglang import FakeSGLang
 from inference.prompts import Budget, Plan, plan_compile
 from inference.scoring import probabilities_compute
-from tests.fakes.sglang import FakeSGLang
-from tests.qwen3 import qwen3_labels, qwen3_tokenizer
+from testbed.qwen3 import qwen3_labels, qwen3_tokenizer
+from tests.conftest import README_REQUEST
 
 
 def plan_for(body: dict[str, Any]) -> Plan:
-    parsed = request_parse(data=body, limits=Limits(64, 255), models=frozenset({"jev-latest"}))
-    return plan_compile(state=parsed.state, questions=parsed.questions, tokenizer=qwen3_tokenizer(),
+    parsed = systemone_request_parse(data=body, limits=Limits(64, 255), models=frozenset({"jev-latest"}))
+    return plan_compile(conversation=parsed.evaluation.conversation, questions=parsed.evaluation.questions,
+                        tokenizer=qwen3_tokenizer(),
                         labels=qwen3_labels(), budget=Budget(32768, 262144))
 
 
@@ -36,3 +41,28 @@ def answer_vector(answer: dict[str, Any]) -> list[float]:
 
 def close(a: list[float], b: list[float], tol: float = 1e-9) -> bool:
     return len(a) == len(b) and all(math.isclose(x, y, abs_tol=tol) for x, y in zip(a, b, strict=True))
+
+
+NOUL = {"type": "noul", "instructions": "Refund?"}
+
+
+def body_with(**changes: Any) -> dict[str, Any]:
+    """The README request with some fields replaced."""
+    return {**README_REQUEST, **changes}
+
+
+def assert_validation(response: httpx.Response, loc_prefix: list[str | int]) -> None:
+    """A 422 in FastAPI's shape, every location under `body`, one of them under `loc_prefix`."""
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert isinstance(detail, list) and detail
+    assert all(set(d) == {"loc", "msg", "type"} and d["loc"][0] == "body" for d in detail)
+    assert any(d["loc"][: len(loc_prefix)] == loc_prefix for d in detail), detail
+
+
+def assert_error(response: httpx.Response, status: int, error_type: str) -> None:
+    """A non-422 error in the `{"detail": {"error_type", "message"}}` shape."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    detail = response.json()["detail"]
+    assert detail["error_type"] == error_type and isinstance(detail["message"], str)

@@ -8,18 +8,20 @@ surrogate as `\\ud800`; `1e400` is a valid JSON number).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluations.parsing import NESTING_MAX, body_parse, document_problems
-from tests.api.test_errors import NOUL, assert_error, assert_validation, body_with
+from evaluations.errors import problems_render
+from evaluations.json_body import NESTING_MAX, body_parse, document_problems
+from tests.api.helpers import NOUL, assert_error, assert_validation, body_with
 
 HIGH, LOW = "\ud800", "\udfff"
 REPLACED = "\ufffd"
 
-SURROGATES = {
+SURROGATES: dict[str, tuple[dict[str, Any], list[str | int]]] = {
     "question id": (body_with(questions={f"q{HIGH}": NOUL}), ["body", "questions", f"q{REPLACED}"]),
     "id of an invalid question": (body_with(questions={f"q{LOW}": {"type": "box"}}),
                                   ["body", "questions", f"q{REPLACED}"]),
@@ -37,7 +39,7 @@ SURROGATES = {
     "a field nobody reads": (body_with(x_note=HIGH), ["body", "x_note"]),
 }
 
-OVERFLOWS = {
+OVERFLOWS: dict[str, tuple[str, list[str | int]]] = {
     "score level": ('{"model": "jev-latest", "state": "x", "questions": {"q": {"type": "score", '
                     '"criteria": ["low", {"at": 1e400}]}}}', ["body", "questions", "q", "criteria", 1, "at"]),
     "negative, in the state": ('{"model": "jev-latest", "state": {"t": -1e999}, "questions": {"q": {"type": "noul"}}}',
@@ -132,7 +134,7 @@ def test_the_document_check_stops_after_a_bounded_number_of_problems():
     data = body_parse(json.dumps({"state": [HIGH] * 1000}).encode())
     problems = document_problems(data=data)
     assert 0 < len(problems) <= 20
-    assert [p.loc for p in problems[:2]] == [("body", "state", 0), ("body", "state", 1)]
+    assert [d["loc"] for d in problems_render(problems[:2])] == [["body", "state", 0], ["body", "state", 1]]
 
 
 def _encodable(value: object) -> bool:

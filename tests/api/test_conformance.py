@@ -31,11 +31,11 @@ def test_jevcompat_should_failures_are_only_our_documented_deviations(report):
 def test_jevcompat_confidence_formula_passes_with_typesafe_confidence(asgi_server, fake, settings):
     from dataclasses import replace
 
-    from evaluations.engine import engine_install
-    from tests.conftest import fake_engine
+    from evaluations.evaluator import evaluator_install
+    from testbed.evaluators import fake_evaluator
 
     settings.OPENJEV = replace(settings.OPENJEV, confidence="typesafe")
-    engine_install(fake_engine(fake, confidence="typesafe"))
+    evaluator_install(fake_evaluator(fake, confidence="typesafe"))
     report = jevcompat_run(asgi_server.url, timeout=60, only={"choice-basic", "score-levels", "multi-question"})
     formula = next(r for r in report.results if r.id == "confidence.formula")
     assert formula.status == "pass", [f.message for f in formula.findings]

@@ -11,8 +11,8 @@ import httpx
 import pytest
 from django.conf import settings
 
-from evaluations.engine import engine_build, engine_install
-from inference.backends.local import LocalBackend, local_backend_create
+from evaluations.evaluator import evaluator_build, evaluator_install
+from inference.backends.llamacpp import LlamaCppBackend, llamacpp_backend_create
 from inference.gguf import DEFAULT_SOURCE
 from tests.conftest import README_REQUEST
 from tests.embedded import models_cache_dir
@@ -21,21 +21,21 @@ pytestmark = pytest.mark.embedded
 
 
 @pytest.fixture(scope="module")
-def default_model() -> Iterator[LocalBackend]:
-    backend = local_backend_create(source=DEFAULT_SOURCE, cache_dir=models_cache_dir(), n_ctx=4096)
+def default_model() -> Iterator[LlamaCppBackend]:
+    backend = llamacpp_backend_create(source=DEFAULT_SOURCE, cache_dir=models_cache_dir(), n_ctx=4096)
     yield backend
     backend.close()
 
 
 @pytest.fixture
-async def api(default_model: LocalBackend) -> AsyncIterator[httpx.AsyncClient]:
+async def api(default_model: LlamaCppBackend) -> AsyncIterator[httpx.AsyncClient]:
     from openjev_site.asgi import application
 
-    engine_install(engine_build(config=replace(settings.OPENJEV, backend="local"), backend=default_model))
+    evaluator_install(evaluator_build(config=replace(settings.OPENJEV, backend="local"), backend=default_model))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://testserver",
                                  timeout=600) as client:
         yield client
-    engine_install(None)
+    evaluator_install(None)
 
 
 async def _answers(api: httpx.AsyncClient, state: object, questions: dict[str, object]) -> dict[str, dict]:

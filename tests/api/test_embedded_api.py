@@ -1,5 +1,5 @@
 """The System One API end to end on the embedded engine: the real bundled Qwen2.5-Coder-0.5B behind
-the real ASGI app (body guard, lean handler, views, runner, scoring)."""
+the real ASGI app (body reader, lean handler, views, runner, scoring)."""
 
 from __future__ import annotations
 
@@ -13,30 +13,30 @@ import httpx
 import pytest
 from django.conf import settings
 
-from evaluations.engine import engine_build, engine_install
-from inference.backends.local import LocalBackend, local_backend_create
+from evaluations.evaluator import evaluator_build, evaluator_install
+from inference.backends.llamacpp import LlamaCppBackend, llamacpp_backend_create
 from tests.conftest import README_REQUEST
 
 pytestmark = pytest.mark.embedded
 
 
 @pytest.fixture(scope="module")
-def llama() -> Iterator[LocalBackend]:
+def llama() -> Iterator[LlamaCppBackend]:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "openjev" / "models"
-    backend = local_backend_create(source="qwen2.5-coder-0.5b", cache_dir=cache, n_ctx=8192, threads=1)
+    backend = llamacpp_backend_create(source="qwen2.5-coder-0.5b", cache_dir=cache, n_ctx=8192, threads=1)
     yield backend
     backend.close()
 
 
 @pytest.fixture
-async def embedded(llama: LocalBackend) -> AsyncIterator[httpx.AsyncClient]:
+async def embedded(llama: LlamaCppBackend) -> AsyncIterator[httpx.AsyncClient]:
     from openjev_site.asgi import application
 
-    engine_install(engine_build(config=replace(settings.OPENJEV, backend="local"), backend=llama))
+    evaluator_install(evaluator_build(config=replace(settings.OPENJEV, backend="local"), backend=llama))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://testserver",
                                  timeout=600) as client:
         yield client
-    engine_install(None)
+    evaluator_install(None)
 
 
 async def test_readme_request_is_answered_with_every_branch_reusing_the_prefix(embedded):

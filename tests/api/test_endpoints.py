@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evaluations.engine import engine_install
+from evaluations.evaluator import evaluator_install
 
 
 async def test_models_lists_the_alias_first_then_the_public_id(api, settings):
@@ -47,17 +47,19 @@ async def test_health_needs_no_key_when_auth_is_on(api, fake, settings):
 
 async def test_a_failed_engine_startup_is_reported_by_health_and_requests_and_logged_with_its_reason(
         api, fake, monkeypatch, caplog):
-    from evaluations import engine as engine_module
-    from evaluations.engine import STARTUP_FAILED
+    from evaluations import evaluator as evaluator_module
+    from evaluations.evaluator import STARTUP_FAILED
     from inference.errors import StartupError
 
     def broken(*, config, backend=None):
         raise StartupError("no such model file")
 
-    engine_install(None)
-    monkeypatch.setattr(engine_module, "engine_build", broken)
-    engine_module.engine_start()
-    engine_module._slot.thread.join()
+    evaluator_install(None)
+    monkeypatch.setattr(evaluator_module, "evaluator_build", broken)
+    evaluator_module.evaluator_start()
+    building = evaluator_module._slot.thread
+    assert building is not None
+    building.join()
     health = await api.get("/health")
     assert health.status_code == 503 and health.json()["message"] == STARTUP_FAILED  # open to anyone: no reason
     assert "no such model file" in caplog.text
@@ -79,9 +81,11 @@ def test_api_paths_are_recognised_under_a_root_path_or_forced_script_name():
 
 
 def test_question_budget_is_clamped_to_a_backend_context(fake, settings):
-    from evaluations.engine import engine_build
-    from tests.conftest import fake_engine
+    from evaluations.evaluator import evaluator_build
+    from inference.backends.sglang import SGLangBackend
+    from testbed.evaluators import fake_evaluator
 
-    backend = fake_engine(fake).backend
+    backend = fake_evaluator(fake).backend
+    assert isinstance(backend, SGLangBackend)
     backend.context_tokens = 4096
-    assert engine_build(config=settings.OPENJEV, backend=backend).budget.max_input_tokens == 4096
+    assert evaluator_build(config=settings.OPENJEV, backend=backend).budget.max_input_tokens == 4096

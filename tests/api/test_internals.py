@@ -8,14 +8,14 @@ from dataclasses import replace
 
 import pytest
 
-from evaluations.engine import engine_build, engine_install
+from evaluations.config import config_describe, config_from_env
 from evaluations.errors import PUBLIC_MESSAGES
+from evaluations.evaluator import evaluator_build, evaluator_install
+from evaluations.redaction import RedactingFormatter, text_redact
 from inference.backends.sglang import SGLangBackend
-from openjev_site.config import config_describe, config_from_env
-from openjev_site.redaction import RedactingFormatter, text_redact
-from tests.api.test_errors import assert_error
+from testbed.qwen3 import qwen3_tokenizer
+from tests.api.helpers import assert_error
 from tests.conftest import README_REQUEST
-from tests.qwen3 import qwen3_tokenizer
 
 SECRET = "hunter2-backend-password"
 BACKEND_KEY = "sk-backend-key-0123456789"
@@ -26,7 +26,7 @@ def credentialed_engine(fake, settings):
     url = fake.url.replace("http://", f"http://openjev:{SECRET}@")
     settings.OPENJEV = replace(settings.OPENJEV, backend="sglang", backend_url=url, backend_api_key=BACKEND_KEY)
     backend = SGLangBackend(url=url, model="Qwen/Qwen3.6-35B-A3B", tokenizer=qwen3_tokenizer(), api_key=BACKEND_KEY)
-    engine_install(engine_build(config=settings.OPENJEV, backend=backend))
+    evaluator_install(evaluator_build(config=settings.OPENJEV, backend=backend))
 
 
 FAULTS = {
@@ -70,12 +70,12 @@ async def test_the_same_fault_gives_the_same_message_but_for_the_id(api, fake):
 
 
 async def test_a_bug_answers_500_with_the_request_id_and_no_exception_text(api, fake, monkeypatch):
-    from evaluations import services
+    from evaluations import systemone
 
     async def broken(**kwargs):
         raise KeyError(f"http://admin:{SECRET}@db.internal/")
 
-    monkeypatch.setattr(services, "evaluation_run", broken)
+    monkeypatch.setattr(systemone, "evaluation_run", broken)
     response = await api.post("/v1/systemone", json=README_REQUEST)
     assert_error(response, 500, "internal_error")
     assert SECRET not in response.text and "KeyError" not in response.text
@@ -83,14 +83,14 @@ async def test_a_bug_answers_500_with_the_request_id_and_no_exception_text(api, 
 
 
 async def test_classify_faults_are_generic_too(api, fake, monkeypatch):
-    from evaluations import classify
+    from evaluations.classify import service
 
     async def unavailable(*, name):
         from inference.errors import BackendUnavailable
 
         raise BackendUnavailable(f"SGLang at http://u:{SECRET}@10.0.0.1 is unreachable")
 
-    monkeypatch.setattr(classify, "classifier_find", unavailable)
+    monkeypatch.setattr(service, "classifier_find", unavailable)
     response = await api.post("/v1/classify", json={"model": "sentiment", "input": "hi"})
     assert response.status_code == 503
     body = response.json()

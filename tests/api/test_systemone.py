@@ -7,9 +7,10 @@ import math
 
 import pytest
 
-from evaluations.engine import engine_install
+from evaluations.evaluator import evaluator_install
+from testbed.evaluators import fake_evaluator
 from tests.api.helpers import answer_vector, close, expected_probabilities, plan_for
-from tests.conftest import README_REQUEST, fake_engine
+from tests.conftest import README_REQUEST
 
 
 async def test_readme_request_answers_all_three_types_with_the_documented_shape(api, fake):
@@ -74,7 +75,7 @@ async def test_request_ids_are_fresh_per_request(api, fake):
 
 
 async def test_warm_up_finishes_strictly_before_any_branch_starts(api, fake, branch_mode):
-    engine_install(fake_engine(fake, branch_mode=branch_mode))
+    evaluator_install(fake_evaluator(fake, branch_mode=branch_mode))
     await api.post("/v1/systemone", json=README_REQUEST)
     warm, *branches = fake.requests
     plan = plan_for(README_REQUEST)
@@ -86,9 +87,9 @@ async def test_warm_up_finishes_strictly_before_any_branch_starts(api, fake, bra
 
 
 async def test_both_branch_modes_give_identical_answers(api, fake):
-    engine_install(fake_engine(fake, branch_mode="batched"))
+    evaluator_install(fake_evaluator(fake, branch_mode="batched"))
     batched = (await api.post("/v1/systemone", json=README_REQUEST)).json()
-    engine_install(fake_engine(fake, branch_mode="parallel"))
+    evaluator_install(fake_evaluator(fake, branch_mode="parallel"))
     parallel = (await api.post("/v1/systemone", json=README_REQUEST)).json()
     assert batched["answers"] == parallel["answers"]
 
@@ -166,7 +167,7 @@ async def test_choice_with_maximum_options_is_answered(api, fake):
 
 async def test_typesafe_confidence_setting_switches_the_formula(api, fake, settings):
     settings.OPENJEV = settings.OPENJEV.__class__(**{**settings.OPENJEV.__dict__, "confidence": "typesafe"})
-    engine_install(fake_engine(fake, confidence="typesafe"))
+    evaluator_install(fake_evaluator(fake, confidence="typesafe"))
     team = (await api.post("/v1/systemone", json=README_REQUEST)).json()["answers"]["team"]
     p = list(team["probabilities"].values())
     assert team["confidence"] == pytest.approx((3 * max(p) - 1) / 2)

@@ -8,18 +8,20 @@ with storage on and stop the writer at the end, like `tests/storage/`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 
-from evaluations import classify
-from evaluations.classify import ClassifierSpec, classifier_spec_build
-from evaluations.storage import storage_writer_stop
-from inference.prompts import Budget, plan_compile
+from evaluations.classify import registry
+from evaluations.classify.registry import ClassifierSpec, classifier_spec_build
+from evaluations.storage.writer import writer_stop
+from fake_sglang import FakeSGLang
+from inference.prompts import Budget, Plan, plan_compile
+from inference.requests import conversation_of_text
 from inference.scoring import probabilities_compute
-from tests.fakes.sglang import FakeSGLang
-from tests.qwen3 import qwen3_labels, qwen3_tokenizer
+from testbed.qwen3 import qwen3_labels, qwen3_tokenizer
 
 SENTIMENT_LABELS = (("positive", "The text expresses a positive opinion or feeling"),
                     ("negative", "The text expresses a negative opinion or feeling"),
@@ -58,28 +60,34 @@ def classifiers(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
 
     def install(*definitions: Definition) -> None:
         specs = {d.name: spec_of(d) for d in definitions}
-        monkeypatch.setattr(classify, "_classifiers_fetch", lambda: dict(specs))
-        classify.classifier_cache_forget()
+        monkeypatch.setattr(registry, "_classifiers_fetch", lambda: dict(specs))
+        registry.classifier_cache_forget()
 
     return install
+
+REVIEW = "Loved the new café—coffee was great."
+TEXTS = ["Loved the new café—coffee was great.", "The delivery was late and the box was crushed.",
+         "The parcel arrived on Tuesday.", "Worst support I have ever dealt with."]
+
+
+def plan_of(definition: Definition, text: str) -> Plan:
+    """The plan the server compiles for `text` with this classifier."""
+    question = spec_of(definition).question
+    assert question is not None
+    return plan_compile(conversation=conversation_of_text(text=text), questions=(question,),
+                        tokenizer=qwen3_tokenizer(), labels=qwen3_labels(), budget=Budget(32768, 262144))
 
 
 def expected_probs(fake: FakeSGLang, definition: Definition, text: str) -> list[float]:
     """What the server must answer for `text` against the fake SGLang: its label log-probs, renormalised."""
-    question = spec_of(definition).question
-    assert question is not None
-    plan = plan_compile(state=text, questions=(question,), tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
-                        budget=Budget(32768, 262144))
+    plan = plan_of(definition, text)
     (branch,) = plan.branches
     logprobs = [fake.predict_logprob(plan.branch_ids(branch), t) for t in branch.label_ids]
     return probabilities_compute(logprobs=logprobs, temperature=1.0)
 
 
 def expected_prompt_tokens(definition: Definition, text: str) -> int:
-    question = spec_of(definition).question
-    assert question is not None
-    return plan_compile(state=text, questions=(question,), tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
-                        budget=Budget(32768, 262144)).input_tokens
+    return plan_of(definition, text).input_tokens
 
 
 @pytest.fixture(autouse=True)
@@ -88,15 +96,21 @@ def _writer_stopped(request: pytest.FixtureRequest) -> Iterator[None]:
     able to drop the test database)."""
     yield
     if request.node.get_closest_marker("django_db") is not None:
-        assert storage_writer_stop(timeout=30), "the storage writer did not stop"
+        assert writer_stop(timeout=30), "the storage writer did not stop"
 
 
 @pytest.fixture
-def store(settings: Any) -> Callable[[str], None]:
-    """Set the storage level for this test: store("full" | "metadata" | "off")."""
+def sentiment(classifiers: Callable[..., None]) -> None:
+    """The three example classifiers, saved."""
+    classifiers(SENTIMENT, SPAM, URGENCY)
 
-    def set_level(level: str) -> None:
-        settings.OPENJEV = replace(settings.OPENJEV, store_evaluations=level)
 
-    set_level("full")
-    return set_level
+def assert_classify_error(response: httpx.Response, status: int, error_type: str) -> dict[str, Any]:
+    """SGLang's error body, exactly: `{"error": message, "type": ..., "code": status}`."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert set(body) == {"error", "type", "code"}, body
+    assert isinstance(body["error"], str) and body["error"]
+    assert body["type"] == error_type and body["code"] == status and type(body["code"]) is int
+    return body

@@ -4,17 +4,18 @@ Runs on SQLite and, with `-m postgres`, PostgreSQL."""
 
 from __future__ import annotations
 
-import asyncio
 import re
-from typing import Any
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 import pytest
-from django.db import connections
 from django.urls import reverse
 
 from evaluations.models import Classifier, ClassifierLabel, Evaluation, EvaluationAnswer
 from tests.classify.conftest import SENTIMENT_LABELS
 from tests.conftest import README_REQUEST
+from tests.database import db
+from tests.html import matched
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -23,8 +24,8 @@ CHANGELIST = "/admin/evaluations/classifier/"
 
 
 def form_data(*, name: str = "sentiment", type: str = "choice", labels: list[tuple[str, str]] | None = None,
-              instructions: str = "What is the sentiment of this text?", existing: list[ClassifierLabel] = (),
-              positions: dict[str, int] | None = None, delete: set[str] = frozenset()) -> dict[str, str]:
+              instructions: str = "What is the sentiment of this text?", existing: Sequence[ClassifierLabel] = (),
+              positions: dict[str, int] | None = None, delete: AbstractSet[str] = frozenset()) -> dict[str, str]:
     """The admin's add/change form with its label inline (`existing` rows first, as the page renders them)."""
     labels = list(SENTIMENT_LABELS) if labels is None else labels
     positions = positions or {}
@@ -53,18 +54,6 @@ def errors_of(response) -> str:
 def labels_of(name: str) -> list[tuple[int | None, str, str]]:
     return [(row.position, row.name, row.description)
             for row in ClassifierLabel.objects.filter(classifier__name=name)]
-
-
-def orm[T](fn: Any) -> T:
-    try:
-        return fn()
-    finally:
-        connections.close_all()
-
-
-async def db[T](fn: Any) -> T:
-    """Sync ORM or test-client code from an async test, in a worker thread that closes its connection."""
-    return await asyncio.to_thread(orm, fn)
 
 
 def test_add_change_and_delete_a_classifier_in_the_admin(admin_client):
@@ -133,22 +122,22 @@ def test_a_noul_classifier_needs_no_label_rows(admin_client):
     assert "true, false" in admin_client.get(CHANGELIST).content.decode()
 
 
-def test_try_it_on_the_detail_page_shows_the_distribution_and_is_stored(admin_client, engine, fake, store):
+def test_try_it_on_the_detail_page_shows_the_distribution_and_is_stored(admin_client, evaluator, fake, store):
     assert admin_client.post(ADD, form_data()).status_code == 302
     classifier = Classifier.objects.get()
     url = reverse("admin:evaluations_classifier_try", args=[classifier.pk])
     page = admin_client.post(url, {"text": "Loved the new café—coffee was great."})
     assert page.status_code == 200
     html = page.content.decode()
-    label = re.search(r'id="oj-try-label">(\w+)<', html).group(1)
+    label = matched(r'id="oj-try-label">(\w+)<', html)
     assert label in ("positive", "negative", "neutral")
     table = html[html.index('id="oj-try-result"'):]
     assert all(name in table for name in ("positive", "negative", "neutral", "The text expresses a positive"))
     assert re.search(rf'<tr class="oj-chosen">\s*<td class="oj-key" title="{label}">', table)
-    request_id = re.search(r"(classify-[0-9a-f]{32})", table).group(1)
-    from evaluations.storage import evaluation_store_drain
+    request_id = matched(r"(classify-[0-9a-f]{32})", table)
+    from evaluations.storage.writer import writer_drain
 
-    assert evaluation_store_drain(timeout=30)
+    assert writer_drain(timeout=30)
     row = Evaluation.objects.get(request_id=request_id)
     assert (row.classifier_id, row.api_key_label, row.status_code) == (classifier.pk, "admin", 200)
     assert admin_client.post(url, {"text": ""}).status_code == 200  # an empty form is redisplayed, not run

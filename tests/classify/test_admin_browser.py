@@ -9,22 +9,19 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from evaluations.models import Classifier, Evaluation
-from evaluations.storage import evaluation_store_drain
+from evaluations.storage.writer import writer_drain
 from tests.classify.conftest import SENTIMENT_LABELS
-from tests.storage.test_admin_browser import chromium_page, orm, shot
+from tests.database import orm
+from tests.storage.test_admin_browser import ADMIN_PASSWORD, chromium_page, shot, signed_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_define_and_try_a_classifier_in_headless_chromium(asgi_server, fake, store, tmp_path):
-    get_user_model().objects.create_superuser("admin", "admin@example.com", "correct horse battery")
+    get_user_model().objects.create_superuser("admin", "admin@example.com", ADMIN_PASSWORD)
     base = asgi_server.url
     with chromium_page(tmp_path / "chromium-profile") as page:
-        page.goto(f"{base}/admin/login/?next=/admin/evaluations/classifier/add/")
-        page.fill("#id_username", "admin")
-        page.fill("#id_password", "correct horse battery")
-        page.click("input[type=submit]")
-        page.wait_for_url("**/admin/evaluations/classifier/add/")
+        signed_in(page, base=base, then="/admin/evaluations/classifier/add/")
         page.fill("#id_name", "sentiment")
         page.fill("#id_instructions", "What is the sentiment of this text?")
         for i, (name, description) in enumerate(SENTIMENT_LABELS):
@@ -50,6 +47,6 @@ def test_define_and_try_a_classifier_in_headless_chromium(asgi_server, fake, sto
     response = httpx.post(f"{base}/v1/classify", json={"model": "sentiment", "input": "Loved the new café—coffee "
                                                                                        "was great."})
     assert response.status_code == 200 and response.json()["data"][0]["label"] == label
-    assert evaluation_store_drain(timeout=30)
+    assert writer_drain(timeout=30)
     assert sorted(orm(lambda: list(Evaluation.objects.values_list("api_key_label", "classifier_name")))) == [
         ("", "sentiment"), ("admin", "sentiment")]

@@ -12,18 +12,17 @@ batch of concurrent inputs (asserted below).
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import httpx
 import pytest
 from django.conf import settings
 
-from evaluations.engine import engine_build, engine_install
-from inference.backends.local import LocalBackend, local_backend_create
+from evaluations.evaluator import evaluator_build, evaluator_install
+from inference.backends.llamacpp import LlamaCppBackend, llamacpp_backend_create
 from tests.classify.conftest import Definition
+from tests.embedded import models_cache_dir
 
 pytestmark = pytest.mark.embedded
 
@@ -42,29 +41,23 @@ CLEAR = {
 }
 
 
-def _cache_dir() -> Path:
-    """The user cache, shared with tests/inference: the 490 MB assembly happens once per machine."""
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "openjev" / "models"
-
-
 @pytest.fixture(scope="module")
-def llama() -> Iterator[LocalBackend]:
-    backend = local_backend_create(source="qwen2.5-coder-0.5b", cache_dir=_cache_dir(), n_ctx=4096, threads=1)
+def llama() -> Iterator[LlamaCppBackend]:
+    backend = llamacpp_backend_create(source="qwen2.5-coder-0.5b", cache_dir=models_cache_dir(), n_ctx=4096, threads=1)
     yield backend
     backend.close()
 
 
 @pytest.fixture
-async def embedded_api(llama: LocalBackend, classifiers) -> AsyncIterator[httpx.AsyncClient]:
+async def embedded_api(llama: LlamaCppBackend, classifiers) -> AsyncIterator[httpx.AsyncClient]:
     from openjev_site.asgi import application
 
-    engine_install(engine_build(config=replace(settings.OPENJEV, backend="local"), backend=llama))
+    evaluator_install(evaluator_build(config=replace(settings.OPENJEV, backend="local"), backend=llama))
     classifiers(SENTIMENT)
     transport = httpx.ASGITransport(app=application)
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=600) as client:
         yield client
-    engine_install(None)
+    evaluator_install(None)
 
 
 async def test_a_sentiment_classifier_labels_clear_texts_right(embedded_api):

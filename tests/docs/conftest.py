@@ -2,7 +2,7 @@
 
 `wire_server` runs the real application under uvicorn behind `WireRecorder`, an ASGI middleware
 that records each request as it arrived on the socket (headers, raw body, response status) before
-the body guard decodes it: the only honest way to show the SDK really compressed a body.
+the body reader decodes it: the only honest way to show the SDK really compressed a body.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
-from evaluations.reference import schema_document
-from inference.runner import Engine
-from tests.conftest import LiveServer
+from evaluations.openapi.document import schema_document
+from inference.runner import Evaluator
+from testbed.live_server import LiveServer
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -75,7 +75,7 @@ AppServer = LiveServer  # any ASGI app under uvicorn on loopback (here: the app 
 
 
 @pytest.fixture
-def wire_server(engine: Engine) -> Iterator[tuple[AppServer, WireRecorder]]:
+def wire_server(evaluator: Evaluator) -> Iterator[tuple[AppServer, WireRecorder]]:
     from openjev_site.asgi import application
 
     recorder = WireRecorder(application)

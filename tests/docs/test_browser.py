@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Route, sync_playwright
 
-from evaluations.schema import REQUEST_EXAMPLES
-from openjev_site.config import BASE_DIR
-from tests.conftest import LiveServer
+from evaluations.config import BASE_DIR
+from evaluations.openapi.examples import REQUEST_EXAMPLES
+from testbed.live_server import LiveServer
 
 pytestmark = pytest.mark.browser
 

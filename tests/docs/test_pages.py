@@ -12,8 +12,8 @@ import httpx
 import pytest
 from django.conf import settings as django_settings
 
-from evaluations.reference import SCALAR_JS, SCALAR_VERSION, SWAGGER_DIST
-from openjev_site.config import BASE_DIR, ConfigError, config_from_env
+from evaluations.config import BASE_DIR, ConfigError, config_from_env
+from evaluations.openapi.pages import SCALAR_JS, SCALAR_VERSION, SWAGGER_DIST
 from tests.conftest import README_REQUEST
 from tests.docs.conftest import openapi
 
@@ -120,7 +120,7 @@ def test_each_vendored_package_has_its_licence_and_is_listed_with_its_checksum()
 
 
 @pytest.fixture
-async def prefixed(engine):
+async def prefixed(evaluator):
     """The app as a gateway that forwards /jev/... and sets the ASGI root_path would call it."""
     from openjev_site.asgi import application
 

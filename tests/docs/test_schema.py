@@ -8,8 +8,9 @@ import pytest
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.validation import validate_schema
 
-from evaluations import reference
-from evaluations.schema import ERROR_TYPES, README_REQUEST
+from evaluations.openapi import document as openapi_document
+from evaluations.openapi.examples import README_REQUEST
+from evaluations.openapi.fields import ERROR_TYPES
 from tests.conftest import README_REQUEST as TESTS_README_REQUEST
 from tests.docs.conftest import component_validator, openapi
 
@@ -148,8 +149,8 @@ async def test_the_document_is_generated_once_per_process(api, monkeypatch):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(SchemaGenerator, "get_schema", counting)
-    reference.schema_document.cache_clear()
-    reference.schema_render.cache_clear()
+    openapi_document.schema_document.cache_clear()
+    openapi_document.schema_render.cache_clear()
     bodies = [(await api.get(path)).content for path in ("/openapi.json", "/openapi.json", "/openapi.json")]
     assert len(calls) == 1 and bodies[0] == bodies[1] == bodies[2]
 

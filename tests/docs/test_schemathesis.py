@@ -18,7 +18,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from inference.runner import Engine
+from inference.runner import Evaluator
 from openjev_site.asgi import application
 
 MAX_EXAMPLES = 40
@@ -35,5 +35,5 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", application)
 @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.filter_too_much, HealthCheck.data_too_large])
-def test_generated_requests_get_documented_responses_and_never_a_5xx(case: Any, engine: Engine) -> None:
+def test_generated_requests_get_documented_responses_and_never_a_5xx(case: Any, evaluator: Evaluator) -> None:
     case.call_and_validate(checks=CHECKS)

@@ -27,14 +27,14 @@ from typesafe_sdk import (
 )
 from typesafe_sdk._core.compression import MIN_COMPRESSED_BODY_LENGTH
 
-from evaluations.engine import engine_install
-from evaluations.schema import API_DESCRIPTION
-from tests.conftest import fake_engine
+from evaluations.evaluator import evaluator_install
+from evaluations.openapi.document import API_DESCRIPTION
+from testbed.evaluators import fake_evaluator
 
 # Over 2 KiB of state, so the whole body is well over the SDK's 1 KiB compression threshold.
 LONG_STATE = ("Hi, I was charged twice for my March invoice (INV-2031) and the refund still hasn't arrived. "
               "I have written to you three times. ") * 24
-QUESTIONS = {
+QUESTIONS: dict[str, Noul | Choice | Score] = {
     "refund": Noul(instructions="Is the customer asking for money back?"),
     "team": Choice(instructions="Which team should handle this?",
                    criteria={"Billing": "Payments, invoices, refunds", "Technical": "Bugs", "Sales": None}),
@@ -118,10 +118,10 @@ def test_an_overload_takes_the_sdks_retry_path_and_succeeds_once_there_is_room(w
     """The gate is held by the test; it is released when the first 529 leaves the server. The SDK
     waits the `Retry-After` second, retries (saying so in a header) and gets its answer."""
     server, recorder = wire_server
-    engine = fake_engine(fake, max_concurrent_requests=1)
-    engine_install(engine)
+    evaluator = fake_evaluator(fake, max_concurrent_requests=1)
+    evaluator_install(evaluator)
     hold = contextlib.ExitStack()
-    hold.enter_context(engine.gate.admit())
+    hold.enter_context(evaluator.gate.admit())
     released = threading.Event()
 
     def release_on_overload(record: Any) -> None:
@@ -140,9 +140,9 @@ def test_an_overload_takes_the_sdks_retry_path_and_succeeds_once_there_is_room(w
 
 async def test_an_overload_that_lasts_ends_in_the_sdks_server_error_after_its_retries(wire_server, fake):
     server, recorder = wire_server
-    engine = fake_engine(fake, max_concurrent_requests=1)
-    engine_install(engine)
-    with engine.gate.admit():
+    evaluator = fake_evaluator(fake, max_concurrent_requests=1)
+    evaluator_install(evaluator)
+    with evaluator.gate.admit():
         async with AsyncTypeSafeClient(api_key="any", base_url=server.url,
                                        retry=RetryPolicy(max_retries=1, timeout=30)) as client:
             with pytest.raises(TypeSafeInternalServerError) as caught:

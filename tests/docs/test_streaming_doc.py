@@ -7,8 +7,8 @@ import re
 import subprocess
 import sys
 
-from openjev_site.config import BASE_DIR
-from tests.conftest import LiveServer
+from evaluations.config import BASE_DIR
+from testbed.live_server import LiveServer
 
 
 def python_example() -> str:

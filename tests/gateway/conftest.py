@@ -7,11 +7,12 @@ from collections.abc import AsyncIterator, Callable, Iterator
 import httpx
 import pytest
 
-from evaluations.engine import engine_install
-from inference.runner import Engine
-from tests.conftest import url_engine
-from tests.fakes.sglang import FakeSGLang
-from tests.gateway.smg import FAST_HEALTH, Gateway
+from evaluations.evaluator import evaluator_install
+from fake_sglang import FakeSGLang
+from inference.backends.sglang import BranchMode
+from inference.runner import Evaluator
+from testbed.evaluators import url_evaluator
+from testbed.smg import FAST_HEALTH, Gateway
 
 MODEL = "Qwen/Qwen3.6-35B-A3B"
 
@@ -27,12 +28,12 @@ def workers(worker_pair: tuple[FakeSGLang, FakeSGLang]) -> Iterator[tuple[FakeSG
     """Both workers alive, with fresh records, controls and caches, before and after each test."""
     for worker in worker_pair:
         worker.reset()
-        if worker._uvicorn is None:
+        if not worker.listening:
             worker.revive()
     yield worker_pair
     for worker in worker_pair:
         worker.reset()
-        if worker._uvicorn is None:
+        if not worker.listening:
             worker.revive()
 
 
@@ -56,19 +57,19 @@ def empty_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]
         yield running
 
 
-def gateway_engine(gateway: Gateway, *, branch_mode: str = "batched", **overrides: object) -> Engine:
-    return url_engine(gateway.url, branch_mode=branch_mode, **overrides)
+def gateway_evaluator(gateway: Gateway, *, branch_mode: BranchMode = "batched", **overrides: object) -> Evaluator:
+    return url_evaluator(gateway.url, branch_mode=branch_mode, **overrides)
 
 
 @pytest.fixture
-async def api_on() -> AsyncIterator[Callable[[Engine], httpx.AsyncClient]]:
-    """A factory: `api_on(engine)` installs the engine and gives an ASGI client of the API."""
+async def api_on() -> AsyncIterator[Callable[[Evaluator], httpx.AsyncClient]]:
+    """A factory: `api_on(evaluator)` installs the evaluator and gives an ASGI client of the API."""
     from openjev_site.asgi import application
 
     clients: list[httpx.AsyncClient] = []
 
-    def make(engine: Engine) -> httpx.AsyncClient:
-        engine_install(engine)
+    def make(evaluator: Evaluator) -> httpx.AsyncClient:
+        evaluator_install(evaluator)
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://testserver")
         clients.append(client)
         return client
@@ -76,4 +77,4 @@ async def api_on() -> AsyncIterator[Callable[[Engine], httpx.AsyncClient]]:
     yield make
     for client in clients:
         await client.aclose()
-    engine_install(None)
+    evaluator_install(None)

@@ -11,10 +11,12 @@ import time
 import httpx
 import pytest
 
-from evaluations.engine import engine_install
-from tests.conftest import README_REQUEST, LiveServer, url_engine
-from tests.fakes.sglang import FakeSGLang
-from tests.gateway.smg import wait_until
+from evaluations.evaluator import evaluator_install
+from fake_sglang import FakeSGLang
+from testbed.evaluators import url_evaluator
+from testbed.live_server import LiveServer
+from testbed.smg import wait_until
+from tests.conftest import README_REQUEST
 
 CLIENTS = 16
 QUESTIONS = 64
@@ -45,7 +47,7 @@ def branches_in_flight(workers: tuple[FakeSGLang, FakeSGLang], branch_mode: str)
 @pytest.mark.parametrize("target", ["sglang", "gateway"])
 def test_sixteen_clients_cut_off_mid_request_leave_the_server_free_at_once(target, branch_mode, workers, request):
     url = request.getfixturevalue("live_gateway").url if target == "gateway" else workers[0].url
-    engine_install(url_engine(url, branch_mode=branch_mode))
+    evaluator_install(url_evaluator(url, branch_mode=branch_mode))
     try:
         with LiveServer() as server:
             for worker in workers:
@@ -66,4 +68,4 @@ def test_sixteen_clients_cut_off_mid_request_leave_the_server_free_at_once(targe
             assert sum(len(w.disconnected) for w in workers) >= (CLIENTS if branch_mode == "batched" else 64)
             assert all(w.aborted == [] for w in workers)  # no /abort_request storm
     finally:
-        engine_install(None)
+        evaluator_install(None)

@@ -10,16 +10,17 @@ import time
 import httpx
 import pytest
 
+from fake_sglang import FakeSGLang
 from inference.backends.sglang import SGLangBackend
 from inference.runner import plan_run
-from inference.supervisor import StartupTimeout, health_wait
+from serving.supervisor import StartupTimeout, health_wait
+from testbed.evaluators import url_evaluator
+from testbed.qwen3 import qwen3_tokenizer
+from testbed.smg import Gateway, wait_until
 from tests.api.helpers import answer_vector, close, expected_probabilities, plan_for
-from tests.conftest import README_REQUEST, url_engine
-from tests.fakes.sglang import FakeSGLang
-from tests.gateway.conftest import MODEL, gateway_engine
-from tests.gateway.smg import Gateway, wait_until
+from tests.conftest import README_REQUEST
+from tests.gateway.conftest import MODEL, gateway_evaluator
 from tests.ops.helpers import Serve
-from tests.qwen3 import qwen3_tokenizer
 
 
 def request_with_state(i: int) -> dict[str, object]:
@@ -37,9 +38,9 @@ def rids_of(worker: FakeSGLang) -> list[str]:
 
 
 async def test_answers_through_the_gateway_equal_a_direct_connection(live_gateway, workers, branch_mode, api_on):
-    via = await api_on(gateway_engine(live_gateway, branch_mode=branch_mode)).post("/v1/systemone",
+    via = await api_on(gateway_evaluator(live_gateway, branch_mode=branch_mode)).post("/v1/systemone",
                                                                                    json=README_REQUEST)
-    direct = await api_on(url_engine(workers[0].url, branch_mode=branch_mode)).post("/v1/systemone",
+    direct = await api_on(url_evaluator(workers[0].url, branch_mode=branch_mode)).post("/v1/systemone",
                                                                                     json=README_REQUEST)
     assert via.status_code == direct.status_code == 200, via.text
     assert via.json() == direct.json()
@@ -49,7 +50,7 @@ async def test_answers_through_the_gateway_equal_a_direct_connection(live_gatewa
 
 
 async def test_batched_mode_sends_one_flat_label_list_and_one_rid_the_gateway_accepts(live_gateway, workers, api_on):
-    response = await api_on(gateway_engine(live_gateway)).post("/v1/systemone", json=README_REQUEST)
+    response = await api_on(gateway_evaluator(live_gateway)).post("/v1/systemone", json=README_REQUEST)
     assert response.status_code == 200, response.text
     (batch,) = [r["body"] for w in workers for r in w.requests if isinstance(r["body"]["input_ids"][0], list)]
     plan = plan_for(README_REQUEST)
@@ -59,7 +60,7 @@ async def test_batched_mode_sends_one_flat_label_list_and_one_rid_the_gateway_ac
 
 
 async def test_distinct_states_use_both_workers(live_gateway, workers, branch_mode, api_on):
-    api = api_on(gateway_engine(live_gateway, branch_mode=branch_mode))
+    api = api_on(gateway_evaluator(live_gateway, branch_mode=branch_mode))
     for i in range(6):
         assert (await api.post("/v1/systemone", json=request_with_state(i))).status_code == 200
     assert all(w.generate_calls >= 2 for w in workers), [w.generate_calls for w in workers]
@@ -70,7 +71,7 @@ async def test_every_evaluation_runs_its_branches_on_its_warm_ups_worker(live_ga
     """The cache-aware gateway routes a batch on its first item, which starts with the warm-up's prefix:
     every branch reads the whole prefix from the cache of the worker that prefilled it (a branch on the
     other worker, which never saw this state, would find only the chat template's first tokens)."""
-    api = api_on(gateway_engine(live_gateway, branch_mode=branch_mode))
+    api = api_on(gateway_evaluator(live_gateway, branch_mode=branch_mode))
     for i in range(6):
         response = await api.post("/v1/systemone", json=request_with_state(i))
         assert response.status_code == 200
@@ -83,7 +84,7 @@ async def test_every_evaluation_runs_its_branches_on_its_warm_ups_worker(live_ga
 async def test_a_worker_killed_mid_run_fails_over_or_fails_fast_with_503(live_gateway, workers, branch_mode, api_on):
     for worker in workers:
         worker.delay = 0.5
-    api = api_on(gateway_engine(live_gateway, branch_mode=branch_mode))
+    api = api_on(gateway_evaluator(live_gateway, branch_mode=branch_mode))
     started = time.monotonic()
     tasks = [asyncio.create_task(api.post("/v1/systemone", json=request_with_state(i))) for i in range(6)]
     await asyncio.to_thread(wait_until, lambda: workers[0].waiting_calls > 0, what="a call on the first worker")
@@ -97,7 +98,7 @@ async def test_a_worker_killed_mid_run_fails_over_or_fails_fast_with_503(live_ga
 
 
 async def test_all_workers_down_is_503_and_readiness_follows_them_down_and_up(live_gateway, workers, api_on):
-    api = api_on(gateway_engine(live_gateway))
+    api = api_on(gateway_evaluator(live_gateway))
     for worker in workers:
         worker.dead()
     assert_unavailable(await api.post("/v1/systemone", json=README_REQUEST))  # 500 call_upstream_connection_failed
@@ -112,7 +113,7 @@ async def test_all_workers_down_is_503_and_readiness_follows_them_down_and_up(li
 async def test_a_gateway_without_workers_is_not_ready(empty_gateway: Gateway, api_on):
     assert httpx.get(empty_gateway.url + "/health").status_code == 200  # why /health cannot be the check
     assert httpx.get(empty_gateway.url + "/readiness").status_code == 503
-    api = api_on(gateway_engine(empty_gateway))
+    api = api_on(gateway_evaluator(empty_gateway))
     health = await api.get("/health")
     assert health.status_code == 503 and health.headers["retry-after"]
     assert_unavailable(await api.post("/v1/systemone", json=README_REQUEST))  # the gateway's 404 model_not_found
@@ -147,7 +148,7 @@ async def test_cancelling_an_evaluation_aborts_its_call_on_the_worker(live_gatew
         worker.delay = 1.0
     backend = SGLangBackend(url=live_gateway.url, model=MODEL, tokenizer=qwen3_tokenizer(), branch_mode=branch_mode)
     task = asyncio.create_task(plan_run(plan=plan_for(README_REQUEST), backend=backend,
-                                        scoring=url_engine(live_gateway.url).scoring, timeout=60))
+                                        scoring=url_evaluator(live_gateway.url).scoring, timeout=60))
     await asyncio.to_thread(wait_until, lambda: sum(w.waiting_calls for w in workers) > 0, what="the warm-up")
     for worker in workers:
         worker.delay = 30  # the warm-up keeps its 1 s; the branches then wait until they are cut

@@ -16,11 +16,13 @@ from inference.backends.sglang import SGLangBackend
 from inference.cancellation import abort_schedule
 from inference.errors import EvaluationTimeout
 from inference.questions import question_build
+from inference.requests import EvaluationRequest, conversation_of_text
 from inference.runner import evaluation_run
-from tests.conftest import fake_engine
-from tests.qwen3 import qwen3_tokenizer
+from testbed.evaluators import fake_evaluator
+from testbed.qwen3 import qwen3_tokenizer
 
-QUESTIONS = [question_build(id="q", type="noul", instructions="Is it urgent?", criteria=None)]
+QUESTION = question_build(id="q", type="noul", instructions="Is it urgent?", criteria=None)
+REQUEST = EvaluationRequest(conversation=conversation_of_text(text="A ticket."), questions=(QUESTION,))
 
 
 class AbortHangs(SGLangBackend):
@@ -43,12 +45,12 @@ async def test_a_backend_hanging_on_abort_neither_extends_the_deadline_nor_holds
     monkeypatch.setattr(cancellation, "ABORT_TIMEOUT", 0.3)
     fake.delay = 5
     backend = hanging(fake)
-    engine = replace(fake_engine(fake, request_timeout=0.3), backend=backend)
+    evaluator = replace(fake_evaluator(fake, request_timeout=0.3), backend=backend)
     started = time.monotonic()
     with pytest.raises(EvaluationTimeout):
-        await evaluation_run(engine=engine, state="A ticket.", questions=QUESTIONS)
+        await evaluation_run(evaluator=evaluator, request=REQUEST)
     assert time.monotonic() - started < 1.5  # the 0.3 s deadline, not the deadline plus a hanging abort
-    assert engine.gate.active == 0 and backend.asked == []  # the abort has not even started yet
+    assert evaluator.gate.active == 0 and backend.asked == []  # the abort has not even started yet
     with caplog.at_level(logging.WARNING, logger="inference.cancellation"):
         await asyncio.sleep(0.5)
     assert len(backend.asked) == 1  # it ran in the background, was given up, and said so
@@ -58,13 +60,13 @@ async def test_a_backend_hanging_on_abort_neither_extends_the_deadline_nor_holds
 async def test_a_cancelled_evaluation_returns_before_its_abort_does(fake):
     fake.delay = 5
     backend = hanging(fake)
-    engine = replace(fake_engine(fake), backend=backend)
-    task = asyncio.create_task(evaluation_run(engine=engine, state="A ticket.", questions=QUESTIONS))
+    evaluator = replace(fake_evaluator(fake), backend=backend)
+    task = asyncio.create_task(evaluation_run(evaluator=evaluator, request=REQUEST))
     await asyncio.to_thread(fake.wait_in_flight, 1)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, timeout=1)
-    assert engine.gate.active == 0
+    assert evaluator.gate.active == 0
     await asyncio.sleep(0.05)
     assert len(backend.asked) == 1
 

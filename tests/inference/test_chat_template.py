@@ -27,7 +27,7 @@ def test_a_transcript_the_template_refuses_is_a_request_problem_at_the_state(mes
     with pytest.raises(RequestInvalid) as raised:
         ChatTemplate(STRICT).render(messages)
     (problem,) = raised.value.problems
-    assert problem.loc == ("body", "state") and problem.type == "chat_template" and reason in problem.msg
+    assert problem.loc == ("state",) and problem.type == "chat_template" and reason in problem.msg
 
 
 def test_a_template_that_cannot_render_any_chat_is_a_startup_error_not_the_clients():

@@ -12,12 +12,16 @@ from inference.prompts import (
     prompt_ending,
     prompt_split,
     question_text,
-    state_messages,
 )
 from inference.questions import question_build
-from tests.qwen3 import qwen3_labels, qwen3_tokenizer
+from inference.requests import Message, conversation_of_text
+from testbed.qwen3 import qwen3_labels, qwen3_tokenizer
 
 BUDGET = Budget(max_input_tokens=32768, max_total_input_tokens=262144)
+
+
+def said(text: str) -> tuple[Message, ...]:
+    return conversation_of_text(text=text)
 
 
 def test_qwen3_has_255_distinct_single_token_labels_that_decode_to_themselves():
@@ -36,7 +40,7 @@ def test_label_ids_read_are_the_natural_continuation_of_the_prompt():
     we read: a prompt ending in a lone space token (the old cue "Answer: ") fails this."""
     tok, labels = qwen3_tokenizer(), qwen3_labels()
     q = question_build(id="q", type="choice", instructions="Team?", criteria={"a": "Billing", "b": "Tech"})
-    plan = plan_compile(state="Charged twice.", questions=[q], tokenizer=tok, labels=labels, budget=BUDGET)
+    plan = plan_compile(conversation=said("Charged twice."), questions=[q], tokenizer=tok, labels=labels, budget=BUDGET)
     prompt = tok.decode(plan.branch_ids(plan.branches[0]))
     for label in labels:
         assert tok.encode(prompt + LABEL_LEAD + label.text) == [*plan.branch_ids(plan.branches[0]), label.token_id]
@@ -55,7 +59,7 @@ def test_label_alphabet_too_small_fails_startup():
 
 def test_template_split_is_exact_and_thinking_is_disabled():
     tok = qwen3_tokenizer()
-    prefix, ending = prompt_split(tokenizer=tok, messages=state_messages("I want my money back."))
+    prefix, ending = prompt_split(tokenizer=tok, conversation=said("I want my money back."))
     assert prefix.startswith("<|im_start|>user\nI want my money back.<|im_end|>\n<|im_start|>user\n")
     assert ending == "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
     assert MARKER not in prefix + ending
@@ -64,11 +68,11 @@ def test_template_split_is_exact_and_thinking_is_disabled():
 def test_prefix_plus_suffix_ids_round_trip_to_the_rendered_text():
     tok = qwen3_tokenizer()
     labels = qwen3_labels()
-    state = [{"role": "system", "content": "Support desk."}, {"role": "user", "content": "Charged twice! 😡"}]
+    state = (Message(role="system", content="Support desk."), Message(role="user", content="Charged twice! 😡"))
     q = question_build(id="team", type="choice", instructions={"ask": "Which team?"},
                        criteria={"Billing": "Payments,\ninvoices", "Tech": None})
-    plan = plan_compile(state=state, questions=[q], tokenizer=tok, labels=labels, budget=BUDGET)
-    prefix, ending = prompt_split(tokenizer=tok, messages=state_messages(state))
+    plan = plan_compile(conversation=state, questions=[q], tokenizer=tok, labels=labels, budget=BUDGET)
+    prefix, ending = prompt_split(tokenizer=tok, conversation=state)
     suffix = question_text(question=q, labels=labels) + ending + ANSWER_CUE
     assert tok.decode(plan.branch_ids(plan.branches[0])) == prefix + suffix
     assert list(plan.branches[0].suffix_ids) == tok.encode(suffix)
@@ -90,43 +94,20 @@ def test_null_description_shows_the_key_itself():
     assert "A: Billing\nB: New deals" in question_text(question=q, labels=qwen3_labels())
 
 
-def test_structured_state_becomes_compact_json_with_metadata_and_unicode_kept():
-    messages = state_messages({"messages": [{"role": "user", "content": "hi"}], "ticket": "Ünïcode"})
-    assert messages == [{"role": "user", "content": '{"messages":[{"role":"user","content":"hi"}],"ticket":"Ünïcode"}'}]
-
-
-def test_chat_transcript_keeps_messages_and_extra_keys():
-    transcript = [{"role": "user", "content": "a", "name": "x"}, {"role": "assistant", "content": "b"}]
-    assert state_messages({"messages": transcript}) == transcript
-    assert state_messages(transcript) == transcript
-
-
-@pytest.mark.parametrize("message, loc_tail", [
-    ({"role": "wizard", "content": "x"}, "role"),
-    ({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:"}}]}, 0),
-    ({"role": "user", "content": 5}, "content"),
-])
-def test_bad_roles_and_non_text_content_are_rejected(message, loc_tail):
-    with pytest.raises(RequestInvalid) as err:
-        state_messages([message])
-    assert err.value.problems[0].loc[:2] == ("body", "state")
-    assert err.value.problems[0].loc[-1] == loc_tail
-
-
 def test_branch_over_the_per_question_budget_is_rejected_before_any_call():
     q = question_build(id="q", type="noul", instructions="Long?", criteria=None)
     with pytest.raises(RequestInvalid) as err:
-        plan_compile(state="word " * 500, questions=[q], tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
-                     budget=Budget(max_input_tokens=200, max_total_input_tokens=10_000))
-    assert err.value.problems[0].loc == ("body", "questions", "q")
+        plan_compile(conversation=said("word " * 500), questions=[q], tokenizer=qwen3_tokenizer(),
+                     labels=qwen3_labels(), budget=Budget(max_input_tokens=200, max_total_input_tokens=10_000))
+    assert err.value.problems[0].loc == ("questions", "q")
 
 
 def test_request_over_the_total_budget_is_rejected():
     qs = [question_build(id=str(i), type="noul", instructions="Q?", criteria=None) for i in range(10)]
     with pytest.raises(RequestInvalid) as err:
-        plan_compile(state="word " * 300, questions=qs, tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
+        plan_compile(conversation=said("word " * 300), questions=qs, tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
                      budget=Budget(max_input_tokens=1000, max_total_input_tokens=2000))
-    assert err.value.problems[0].loc == ("body",)
+    assert err.value.problems[0].loc == ()
 
 
 def test_suffixes_do_not_depend_on_question_id_or_other_questions():
@@ -134,8 +115,8 @@ def test_suffixes_do_not_depend_on_question_id_or_other_questions():
     a = question_build(id="one", type="noul", instructions="Refund?", criteria=None)
     b = question_build(id="two", type="noul", instructions="Refund?", criteria=None)
     c = question_build(id="other", type="score", instructions="Angry?", criteria=["no", "yes"])
-    alone = plan_compile(state="s", questions=[a], tokenizer=tok, labels=labels, budget=BUDGET)
-    mixed = plan_compile(state="s", questions=[c, b], tokenizer=tok, labels=labels, budget=BUDGET)
+    alone = plan_compile(conversation=said("s"), questions=[a], tokenizer=tok, labels=labels, budget=BUDGET)
+    mixed = plan_compile(conversation=said("s"), questions=[c, b], tokenizer=tok, labels=labels, budget=BUDGET)
     assert alone.branch_ids(alone.branches[0]) == mixed.branch_ids(mixed.branches[1])
 
 
@@ -143,7 +124,8 @@ def test_permutations_add_one_branch_per_cyclic_shift_with_the_options_reordered
     tok, labels = qwen3_tokenizer(), qwen3_labels()
     q = question_build(id="q", type="choice", instructions="Team?",
                        criteria={"a": "Billing", "b": "Tech", "c": "Sales"})
-    plan = plan_compile(state="s", questions=[q], tokenizer=tok, labels=labels, budget=BUDGET, permutations=3)
+    plan = plan_compile(conversation=said("s"), questions=[q], tokenizer=tok, labels=labels, budget=BUDGET,
+                        permutations=3)
     assert [b.order for b in plan.branches] == [(0, 1, 2), (1, 2, 0), (2, 0, 1)]
     assert "A: Tech\nB: Sales\nC: Billing" in tok.decode(plan.branches[1].suffix_ids)
     assert option_orders(count=2, permutations=4) == ((0, 1), (1, 0))
@@ -153,6 +135,6 @@ def test_permutations_add_one_branch_per_cyclic_shift_with_the_options_reordered
 def test_an_over_long_state_is_refused_by_its_length_before_tokenizing():
     q = question_build(id="q", type="noul", instructions="Long?", criteria=None)
     with pytest.raises(RequestInvalid) as err:
-        plan_compile(state="x" * 5000, questions=[q], tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
+        plan_compile(conversation=said("x" * 5000), questions=[q], tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
                      budget=Budget(max_input_tokens=10, max_total_input_tokens=100, max_token_chars=128))
-    assert err.value.problems[0].loc == ("body", "state")
+    assert err.value.problems[0].loc == ("state",)

@@ -11,17 +11,18 @@ from inference.debias import Priors
 from inference.errors import BackendFailed, Overloaded
 from inference.prompts import Budget, content_free_prefix, plan_compile
 from inference.questions import question_build
+from inference.requests import conversation_of_text
 from inference.runner import AdmissionGate, Scoring, plan_run
 from inference.scoring import answer_compute
-from tests.qwen3 import qwen3_labels, qwen3_tokenizer
+from testbed.qwen3 import qwen3_labels, qwen3_tokenizer
 
 SCORING = Scoring(temperature=1.0, confidence="entropy")
 
 
 def plan_of(n: int):
     questions = [question_build(id=str(i), type="noul", instructions=f"Question {i}?", criteria=None) for i in range(n)]
-    return plan_compile(state="A ticket.", questions=questions, tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
-                        budget=Budget(32768, 262144))
+    return plan_compile(conversation=conversation_of_text(text="A ticket."), questions=questions,
+                        tokenizer=qwen3_tokenizer(), labels=qwen3_labels(), budget=Budget(32768, 262144))
 
 
 def backend_for(fake, **kw):

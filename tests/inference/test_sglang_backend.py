@@ -11,8 +11,8 @@ from inference.backends.base import BranchCall
 from inference.backends.sglang import SGLangBackend, failure_classify
 from inference.errors import BackendFailed, BackendUnavailable
 from inference.redaction import url_credentials_redact
+from testbed.qwen3 import qwen3_tokenizer
 from tests.ops.helpers import free_port
-from tests.qwen3 import qwen3_tokenizer
 
 PREFIX = list(range(1000, 1040))
 

@@ -14,11 +14,12 @@ from inference.backends.sglang import SGLangBackend
 from inference.debias import Priors
 from inference.prompts import Budget, Plan, content_free_prefix, plan_compile
 from inference.questions import question_build
+from inference.requests import Message
 from inference.runner import Outcome, Scoring, plan_run
 from inference.scoring import Answer
 from inference.streaming import AnswerStream
+from testbed.qwen3 import qwen3_labels, qwen3_tokenizer
 from tests.holding_proxy import Hold, ends_with, holding_proxy
-from tests.qwen3 import qwen3_labels, qwen3_tokenizer
 
 SCORING = Scoring(temperature=1.0, confidence="entropy")
 
@@ -26,8 +27,9 @@ SCORING = Scoring(temperature=1.0, confidence="entropy")
 def plan_of(n: int, *, permutations: int = 1) -> Plan:
     questions = [question_build(id=str(i), type="choice", instructions=f"Question {i}?",
                                 criteria={"Yes": "It is", "No": "It is not", "Maybe": "Unclear"}) for i in range(n)]
-    return plan_compile(state="A ticket.", questions=questions, tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
-                        budget=Budget(32768, 262144), permutations=permutations)
+    return plan_compile(conversation=(Message(role="user", content="A ticket."),), questions=questions,
+                        tokenizer=qwen3_tokenizer(), labels=qwen3_labels(), budget=Budget(32768, 262144),
+                        permutations=permutations)
 
 
 async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:

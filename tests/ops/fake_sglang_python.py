@@ -14,7 +14,7 @@ Controlled by environment variables, which the launched SGLang inherits from `se
 - `FAKE_SGLANG_FAVOR_WORDS=Payments,Yes`: a "model" that reads its prompt and strongly prefers the
   label of the first answer line holding one of these words (see `keyword_model`), so the smoke
   test's semantic checks have a predictable outcome.
-Otherwise it serves `tests.fakes.sglang.FakeSGLang` on the requested host and port.
+Otherwise it serves `fake_sglang.FakeSGLang` on the requested host and port.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ def keyword_model(words: Sequence[str], tokenizer_dir: Path | None = None) -> Ca
     """Log-probs of a "model" that decodes its prompt, finds the answer lines (`LABEL: text`, as the
     prompt compiler writes them) and is sure of the label of the first line that holds one of `words`
     (in the order given); where none does, the fake's usual spread of log-probs."""
+    from fake_sglang import fake_logprob
     from inference.tokenizer import hf_tokenizer_load
-    from tests.fakes.sglang import fake_logprob
-    from tests.qwen3 import qwen3_dir
+    from testbed.qwen3 import qwen3_dir
 
     tokenizer = hf_tokenizer_load(directory=tokenizer_dir or Path(os.environ.get("OPENJEV_TOKENIZER") or qwen3_dir()))
 
@@ -96,7 +96,7 @@ def main(argv: list[str]) -> int:
         signal.signal(signal.SIGUSR1, crash)
     time.sleep(float(env.get("FAKE_SGLANG_START_DELAY", "0")))
 
-    from tests.fakes.sglang import FakeSGLang
+    from fake_sglang import FakeSGLang
 
     server = FakeSGLang(host=args.host, port=args.port, served_model_name=args.served_model_name,
                         model_path=args.model_path or "fake", context_length=args.context_length, keep_records=False)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,16 +12,11 @@ from typing import Self
 
 import httpx
 
-from tests.qwen3 import qwen3_dir
+from testbed.ports import free_port
+from testbed.qwen3 import qwen3_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_PYTHON_SCRIPT = Path(__file__).with_name("fake_sglang_python.py")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def fake_python_write(directory: Path) -> Path:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from inference.profiles import DEFAULT_PROFILE, PROFILES, sglang_command
+from serving.profiles import DEFAULT_PROFILE, PROFILES, sglang_command
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

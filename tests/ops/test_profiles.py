@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from evaluations.config import ConfigError, config_from_env
 from inference.errors import StartupError
-from inference.profiles import DEFAULT_PROFILE, PROFILES, profile_get, sglang_command
-from openjev_site.config import ConfigError, config_from_env
+from serving.profiles import DEFAULT_PROFILE, PROFILES, profile_get, sglang_command
 
 PY = "/opt/sglang/bin/python"
 

@@ -18,9 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from inference.profiles import DEFAULT_PROFILE, PROFILES, sglang_command
+from serving.profiles import DEFAULT_PROFILE, PROFILES, sglang_command
+from testbed.ports import free_port
 from tests.conftest import README_REQUEST
-from tests.ops.helpers import ROOT, Serve, fake_python_write, free_port, pid_alive, serve_env
+from tests.ops.helpers import ROOT, Serve, fake_python_write, pid_alive, serve_env
 
 
 def _wait_for(path: Path, timeout: float = 30.0) -> str:

@@ -14,11 +14,13 @@ import httpx
 import pytest
 from django.core.management import CommandError, call_command
 
-from evaluations.engine import engine_install
+from evaluations.evaluator import evaluator_install
 from evaluations.smoke import TYPES_QUESTIONS, SmokeFailed, smoke_run, startup_wait
-from tests.conftest import LiveServer, fake_engine
+from testbed.evaluators import fake_evaluator
+from testbed.live_server import LiveServer
+from testbed.ports import free_port
 from tests.ops.fake_sglang_python import keyword_model
-from tests.ops.helpers import ROOT, Serve, fake_python_write, free_port, serve_env
+from tests.ops.helpers import ROOT, Serve, fake_python_write, serve_env
 
 
 def _quiet(line: str) -> None:
@@ -73,12 +75,12 @@ def test_smoke_fails_clearly_against_a_model_that_answers_wrong(fake, asgi_serve
 
 def test_smoke_fails_when_one_option_too_many_is_accepted(right, settings, tmp_path):
     settings.OPENJEV = replace(settings.OPENJEV, max_answers=300)
-    engine_install(fake_engine(right, max_answers=300))
+    evaluator_install(fake_evaluator(right, max_answers=300))
     try:
         with LiveServer() as server, pytest.raises(SmokeFailed, match="256 options is refused with 422"):
             smoke_run(url=server.url, max_answers=255, output=tmp_path / "r.json", timeout=30, say=_quiet)
     finally:
-        engine_install(None)
+        evaluator_install(None)
 
 
 def test_the_command_uses_openjev_api_key(right, asgi_server, settings, tmp_path, monkeypatch, capsys):

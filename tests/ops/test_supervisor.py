@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from inference.supervisor import (
+from serving.supervisor import (
     ChildExited,
     StartupCancelled,
     StartupTimeout,
@@ -23,7 +23,8 @@ from inference.supervisor import (
     process_watch,
     returncode_describe,
 )
-from tests.ops.helpers import free_port, pid_alive
+from testbed.ports import free_port
+from tests.ops.helpers import pid_alive
 
 # A leader that starts a grandchild in its group, writes its pid to a file, then waits (optionally deaf
 # to SIGTERM, like a wedged server).

@@ -12,10 +12,11 @@ from dataclasses import replace
 import pytest
 from django.conf import settings as django_settings
 
-from evaluations.management.commands.serve import _Uvicorn
-from openjev_site.bodyguard import BodyGuard
-from openjev_site.requestid import RequestIds
-from tests.ops.helpers import free_port
+from evaluations.management.commands.serve import server_options
+from evaluations.request_body import RequestBodyReader
+from evaluations.requestids import RequestIds
+from serving.servers import server_create
+from testbed.ports import free_port
 
 HEADER_TIMEOUT = 0.5
 BODY_TIMEOUT = 0.5
@@ -28,10 +29,12 @@ def served(settings) -> Iterator[int]:
     from openjev_site.asgi import _is_api, router
 
     settings.OPENJEV = replace(settings.OPENJEV, header_timeout=HEADER_TIMEOUT)
-    app = RequestIds(BodyGuard(router, max_bytes=django_settings.OPENJEV.max_body_bytes, read_timeout=BODY_TIMEOUT),
-                     applies=_is_api)
+    app = RequestIds(RequestBodyReader(router, max_bytes=django_settings.OPENJEV.max_body_bytes,
+                                       read_timeout=BODY_TIMEOUT), applies=_is_api)
     port = free_port()
-    server = _Uvicorn(app=app, host="127.0.0.1", port=port, drain=1, keep_alive=KEEP_ALIVE, access_log=False)
+    options = server_options(config=django_settings.OPENJEV, options={"host": "127.0.0.1", "port": port, "drain": 1,
+                                                                      "keep_alive": KEEP_ALIVE, "access_log": False})
+    server = server_create(kind="uvicorn", app=app, options=options)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

@@ -9,7 +9,13 @@ from typing import Any
 
 from django.utils import timezone
 
-from evaluations.storage import _EvaluationJob, _rows_insert, evaluation_rows_build
+from evaluations.callers import Caller
+from evaluations.config import StoreLevel
+from evaluations.models import ApiKey
+from evaluations.storage.records import Failure, StoredEvaluation
+from evaluations.storage.rows import evaluation_rows_build
+from evaluations.storage.sql import rows_insert
+from evaluations.systemone import received_of_body
 from inference.questions import question_build
 from inference.runner import Outcome, Timings, Usage
 from inference.scoring import Answer, BranchScore, answer_compute
@@ -43,16 +49,27 @@ def outcome_make(*, team: dict[str, float] | None = None, total: float = 10.0) -
 
 
 def evaluation_make(*, status: int = 200, created_at: datetime | None = None, total_ms: float = 10.0,
-                    api_key: str | None = None, level: str = "full", data: Any = None,
+                    key_label: str | None = None, level: StoreLevel = "full", data: Any = None,
                     model: str = "Qwen/Qwen3.6-35B-A3B", outcome: Outcome | None = None,
                     error_message: str = "") -> str:
-    """Insert one evaluation (sync, on the calling thread's connection); returns its request id."""
+    """Insert one evaluation (sync, on the calling thread's connection); returns its request id. `data` is
+    the body as received; `key_label` the label of the key that made it."""
     request_id = f"req_test{next(_ids):06d}{timezone.now().timestamp():.0f}"
-    job = _EvaluationJob(
-        request_id=request_id, created_at=created_at or timezone.now(), level=level, api_key=api_key,
-        data=README_REQUEST if data is None else data, served_model=model, backend="sglang", total_ms=total_ms,
-        status=status, error_type={200: "", 422: "validation_error", 529: "overloaded", 502: "backend_error"}
-        .get(status, "internal_error"), error_message=error_message or ("" if status == 200 else "it failed"),
-        outcome=(outcome or outcome_make(total=total_ms)) if status == 200 else None)
-    _rows_insert([evaluation_rows_build(job=job)])
+    failure = None if status == 200 else Failure(
+        status=status, error_type={422: "validation_error", 529: "overloaded", 502: "backend_error"}
+        .get(status, "internal_error"), message=error_message or "it failed")
+    record = StoredEvaluation(
+        request_id=request_id, created_at=created_at or timezone.now(), level=level, caller=_caller(key_label),
+        received=received_of_body(data=README_REQUEST if data is None else data), served_model=model,
+        backend="sglang", total_ms=total_ms, outcome=(outcome or outcome_make(total=total_ms)) if failure is None
+        else None, failure=failure)
+    rows_insert([evaluation_rows_build(record=record)])
     return request_id
+
+
+def _caller(label: str | None) -> Caller | None:
+    """The caller a key label stands for (an issued key's row, if it still exists)."""
+    if label is None:
+        return None
+    key = ApiKey.objects.filter(prefix=label.removeprefix("oj_")).first() if label.startswith("oj_") else None
+    return Caller(label=label, key_id=key.pk if key else None)

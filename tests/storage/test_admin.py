@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from evaluations.keys import apikey_hash, apikey_issue
 from evaluations.models import ApiKey, Evaluation
+from tests.html import matched
 from tests.storage.factories import LABEL_MASS, evaluation_make, outcome_make
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -31,7 +32,7 @@ def test_evaluation_pages_need_a_staff_login(client):
 
 def test_changelist_lists_searches_and_filters(admin_client):
     key = apikey_issue(name="support bot", owner="team-a")
-    ok = evaluation_make(api_key=key.label)
+    ok = evaluation_make(key_label=key.label)
     overloaded = evaluation_make(status=529)
     invalid = evaluation_make(status=422, data={"model": "x", "state": "s", "questions": {"q": {"type": "score"}}})
     old = evaluation_make(created_at=timezone.now() - timedelta(days=400))
@@ -122,7 +123,7 @@ def test_issuing_a_key_in_the_admin_shows_the_secret_once_and_stores_only_its_ha
     assert response.status_code == 200, response.content.decode()[:2000]
     assert "no-store" in response["Cache-Control"]
     html = response.content.decode()
-    secret = re.search(r'id="oj-secret">(oj_[a-z0-9]{8}_[A-Za-z0-9]{40})<', html).group(1)
+    secret = matched(r'id="oj-secret">(oj_[a-z0-9]{8}_[A-Za-z0-9]{40})<', html)
     key = ApiKey.objects.get()
     assert (key.name, key.owner, key.label) == ("billing service", "payments team", secret[:11])
     assert key.secret_hash == apikey_hash(secret=secret)

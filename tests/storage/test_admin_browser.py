@@ -5,8 +5,7 @@ uvicorn, and saves a screenshot of each under `test-artifacts/`."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -15,13 +14,13 @@ from typing import Any
 import httpx
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connections
 
+from evaluations.config import BASE_DIR
 from evaluations.keys import apikey_issue
 from evaluations.models import ApiKey, Evaluation
-from evaluations.storage import evaluation_store_drain
-from openjev_site.config import BASE_DIR
+from evaluations.storage.writer import writer_drain
 from tests.conftest import README_REQUEST
+from tests.database import orm
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -50,22 +49,11 @@ def chromium_page(profile: Path) -> Iterator[Any]:
         page = context.pages[0] if context.pages else context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.errors = errors
+        setattr(page, "errors", errors)  # noqa: B010 - the tests read the page's script errors from it
         try:
             yield page
         finally:
             context.close()
-
-
-def orm[T](fn: Callable[[], T]) -> T:
-    def run() -> T:
-        try:
-            return fn()
-        finally:
-            connections.close_all()
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(run).result()
 
 
 def shot(page: Any, name: str) -> Path:
@@ -76,25 +64,33 @@ def shot(page: Any, name: str) -> Path:
     return path
 
 
+ADMIN_PASSWORD = "correct horse battery"
+
+
+def signed_in(page: Any, *, base: str, then: str) -> None:
+    """Sign in as the superuser `admin` through the login form, landing on `then`."""
+    page.goto(f"{base}/admin/login/?next={then}")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", ADMIN_PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"**{then}")
+
+
 def test_admin_pages_render_in_headless_chromium(asgi_server, fake, store, settings, tmp_path):
-    get_user_model().objects.create_superuser("admin", "admin@example.com", "correct horse battery")
+    get_user_model().objects.create_superuser("admin", "admin@example.com", ADMIN_PASSWORD)
     key = apikey_issue(name="support bot", owner="team-a")
     settings.OPENJEV = replace(settings.OPENJEV, require_api_key=True)
     with httpx.Client(base_url=asgi_server.url, headers={"Authorization": f"Bearer {key.secret}"}) as client:
         for body in (README_REQUEST, {**README_REQUEST, "state": "Thanks, all sorted!"},
                      {**README_REQUEST, "model": "gpt-4"}):
             client.post("/v1/systemone", json=body)
-    assert evaluation_store_drain(timeout=30)
+    assert writer_drain(timeout=30)
     answered = Evaluation.objects.filter(status_code=200).first()
     assert answered is not None and Evaluation.objects.count() == 3
 
     base = asgi_server.url
     with chromium_page(tmp_path / "chromium-profile") as page:
-        page.goto(f"{base}/admin/login/?next=/admin/evaluations/evaluation/")
-        page.fill("#id_username", "admin")
-        page.fill("#id_password", "correct horse battery")
-        page.click("input[type=submit]")
-        page.wait_for_url("**/admin/evaluations/evaluation/")
+        signed_in(page, base=base, then="/admin/evaluations/evaluation/")
         # The admin's own CSS is served (unstyled pages would still "render").
         header = page.eval_on_selector("#header", "e => getComputedStyle(e).backgroundColor")
         assert header not in ("", "rgba(0, 0, 0, 0)")

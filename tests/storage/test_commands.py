@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from evaluations.dashboard import percentiles_compute, window_stats_compute
+from evaluations.admin.dashboard import percentiles_compute, window_stats_compute
 from evaluations.models import Evaluation, EvaluationAnswer
 from tests.storage.factories import evaluation_make
 

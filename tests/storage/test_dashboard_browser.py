@@ -12,10 +12,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import Route
 
-from evaluations.storage import evaluation_store_drain
+from evaluations.storage.writer import writer_drain
 from tests.conftest import README_REQUEST
 from tests.docs.test_browser import LOOPBACK
-from tests.storage.test_admin_browser import chromium_page, shot
+from tests.storage.test_admin_browser import ADMIN_PASSWORD, chromium_page, shot, signed_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -38,12 +38,12 @@ SERIES = {"oj-chart-rate": "#1565c0", "oj-chart-latency": "#1565c0", "oj-chart-s
 
 def test_the_live_dashboard_draws_the_last_hour_offline_and_moves_with_each_evaluation(
         asgi_server: Any, fake: Any, store: Any, tmp_path: Path) -> None:
-    get_user_model().objects.create_superuser("admin", "admin@example.com", "correct horse battery")
+    get_user_model().objects.create_superuser("admin", "admin@example.com", ADMIN_PASSWORD)
     with httpx.Client(base_url=asgi_server.url) as client:
         for body in (README_REQUEST, {**README_REQUEST, "state": "Thanks, all sorted!"},
                      {**README_REQUEST, "model": "gpt-4"}):
             client.post("/v1/systemone", json=body)
-    assert evaluation_store_drain(timeout=30)
+    assert writer_drain(timeout=30)
 
     blocked: list[str] = []
 
@@ -57,11 +57,7 @@ def test_the_live_dashboard_draws_the_last_hour_offline_and_moves_with_each_eval
 
     with chromium_page(tmp_path / "chromium-profile") as page:
         page.context.route("**/*", loopback_only)
-        page.goto(f"{asgi_server.url}/admin/login/?next=/admin/evaluations/evaluation/dashboard/")
-        page.fill("#id_username", "admin")
-        page.fill("#id_password", "correct horse battery")
-        page.click("input[type=submit]")
-        page.wait_for_url("**/admin/evaluations/evaluation/dashboard/")
+        signed_in(page, base=asgi_server.url, then="/admin/evaluations/evaluation/dashboard/")
         page.locator("#oj-live-state[data-state=live]").wait_for()
         page.wait_for_function("document.getElementById('oj-live-total').textContent === '3'")
         for chart, colour in SERIES.items():

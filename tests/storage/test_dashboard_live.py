@@ -19,13 +19,14 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin
 
+from evaluations.config import ConfigError, config_from_env
 from evaluations.dashboard_live import BUCKET_SECONDS, dashboard_snapshot
 from evaluations.livefeed import LATENCY_BUCKETS_PER_DECADE, SEND_TIMEOUT_SECONDS, LiveFeed, Tally, latency_bucket
 from openjev_site.channel_layers import channel_layers_config
-from openjev_site.config import ConfigError, config_from_env
+from testbed.ports import free_port
 from tests.conftest import README_REQUEST
-from tests.ops.helpers import Serve, free_port, serve_env
-from tests.storage.conftest import db
+from tests.database import db
+from tests.ops.helpers import Serve, serve_env
 from tests.storage.factories import evaluation_make
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

@@ -1,11 +1,12 @@
-"""Short form of `bench/load_storage.py`: concurrency above the admission limit, storage on, the real
-app under uvicorn. Every response is 200 or 529 and the stored rows match the responses one for one."""
+"""Short form of the storage load check (`testbed/storage_load.py`, run at length by `bench/load_storage.py`):
+concurrency above the admission limit, storage on, the real app under uvicorn. Every response is 200 or 529
+and the stored rows match the responses one for one."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.load_storage import storage_load_check
+from testbed.storage_load import storage_load_check
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -6,22 +6,22 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import threading
-import time
-from dataclasses import replace
 
+import httpx
 import pytest
-from django.db import OperationalError, connection
-from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from evaluations import storage
-from evaluations.engine import engine_install
+from evaluations.evaluator import evaluator_install
 from evaluations.models import Evaluation, EvaluationAnswer
-from evaluations.services import request_id_new, systemone_evaluate
+from evaluations.requestids import request_id_assign
+from evaluations.storage import rows
+from evaluations.storage import store as storing
+from evaluations.systemone import systemone_evaluate
+from testbed.evaluators import fake_evaluator
 from tests.api.helpers import close, expected_probabilities
-from tests.conftest import README_REQUEST, fake_engine
-from tests.storage.conftest import db, drained
+from tests.conftest import README_REQUEST
+from tests.database import db
+from tests.storage.conftest import drained
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -38,13 +38,17 @@ def server_timing(header: str) -> dict[str, float]:
     return {part.split(";")[0]: float(part.split("dur=")[1]) for part in header.split(", ")}
 
 
-async def test_an_answered_evaluation_is_stored_with_everything_the_client_got(api, fake, store):
+async def answered_and_stored(api: httpx.AsyncClient) -> tuple[httpx.Response, Evaluation, list[EvaluationAnswer]]:
+    """The README request answered, then its stored row and answers once the writer has written them."""
     response = await api.post("/v1/systemone", json=README_REQUEST)
     assert response.status_code == 200
     await drained()
     request_id = response.headers["x-typesafe-request-id"]
-    row = await db(lambda: evaluation_get(request_id))
-    answers = await db(lambda: answers_of(request_id))
+    return response, await db(lambda: evaluation_get(request_id)), await db(lambda: answers_of(request_id))
+
+
+async def test_an_answered_evaluation_is_stored_with_everything_the_client_got(api, fake, store):
+    response, row, answers = await answered_and_stored(api)
     body = response.json()
 
     assert row.status_code == 200 and row.error_type == "" and row.error_message == ""
@@ -54,7 +58,7 @@ async def test_an_answered_evaluation_is_stored_with_everything_the_client_got(a
     assert abs((timezone.now() - row.created_at).total_seconds()) < 30
     # State and questions exactly as sent, key order included (jsonb would reorder the options).
     assert row.state == README_REQUEST["state"]
-    assert row.questions == README_REQUEST["questions"]
+    assert row.questions is not None and row.questions == README_REQUEST["questions"]
     assert list(row.questions) == ["refund", "team", "anger"]
     assert list(row.questions["team"]["criteria"]) == ["Billing", "Technical", "Sales"]
     assert row.question_count == 3 and row.question_types == "choice,noul,score"
@@ -65,6 +69,7 @@ async def test_an_answered_evaluation_is_stored_with_everything_the_client_got(a
     assert row.prepare_ms == pytest.approx(timing["prepare"], abs=0.01)
     assert row.prefill_ms == pytest.approx(timing["prefill"], abs=0.01)
     assert row.branches_ms == pytest.approx(timing["branches"], abs=0.01)
+    assert row.total_ms is not None and row.prefill_ms is not None and row.branches_ms is not None
     assert row.total_ms >= row.prefill_ms + row.branches_ms
 
     assert [(a.position, a.question_id, a.type) for a in answers] == [
@@ -100,12 +105,8 @@ async def test_per_question_results_can_be_queried_across_evaluations(api, fake,
 
 async def test_metadata_level_keeps_answers_and_figures_but_no_state_or_question_text(api, fake, store):
     store("metadata")
-    response = await api.post("/v1/systemone", json=README_REQUEST)
-    assert response.status_code == 200
-    await drained()
-    request_id = response.headers["x-typesafe-request-id"]
-    row = await db(lambda: evaluation_get(request_id))
-    answers = await db(lambda: answers_of(request_id))
+    response, row, answers = await answered_and_stored(api)
+    request_id = row.request_id
     assert row.store_level == "metadata" and row.state is None and row.questions is None
     assert row.question_count == 3 and row.question_types == "choice,noul,score" and row.input_tokens
     assert [a.question_id for a in answers] == ["refund", "team", "anger"]
@@ -121,7 +122,7 @@ async def test_off_level_stores_nothing(api, fake, store):
     assert response.status_code == 200
     await drained()
     assert await db(lambda: Evaluation.objects.count()) == 0
-    assert storage.storage_stats()["pending"] == 0
+    assert storing.storage_stats()["pending"] == 0
 
 
 async def test_a_validation_failure_is_stored_as_422_with_its_problems(api, fake, store):
@@ -150,7 +151,7 @@ async def test_input_no_text_or_number_can_hold_is_stored_as_the_422_the_client_
     row = await db(lambda: evaluation_get(response.headers["x-typesafe-request-id"]))
     assert (row.status_code, row.error_type) == (422, "validation_error")
     assert row.error_detail == response.json()["detail"] and loc in [d["loc"] for d in row.error_detail]
-    assert row.requested_model == "jev-latest" and row.question_count == 1
+    assert row.requested_model == "jev-latest" and row.question_count == 1 and row.questions is not None
     if "ud800" in text:  # no database driver encodes a lone surrogate: stored as U+FFFD, like a NUL
         assert row.state == "Refund \ufffd" and list(row.questions) == ["q\ufffd"]
     else:
@@ -166,10 +167,11 @@ async def test_a_failed_request_stores_a_capped_state_and_problem_list_with_a_ma
     assert response.status_code == 422 and len(response.json()["detail"]) == 64 * 255
     await drained()
     row = await db(lambda: evaluation_get(response.headers["x-typesafe-request-id"]))
-    kept = row.state[storage.TRUNCATED_KEY]
-    assert kept["json_chars"] == len(json.dumps(state)) and kept["head"] == json.dumps(state)[:storage.FAILED_JSON_MAX]
-    assert row.questions[storage.TRUNCATED_KEY]["json_chars"] > storage.FAILED_JSON_MAX
-    assert len(row.error_detail[storage.TRUNCATED_KEY]["head"]) == storage.FAILED_JSON_MAX
+    assert row.state is not None and row.questions is not None and row.error_detail is not None
+    kept = row.state[rows.TRUNCATED_KEY]
+    assert kept["json_chars"] == len(json.dumps(state)) and kept["head"] == json.dumps(state)[:rows.FAILED_JSON_MAX]
+    assert row.questions[rows.TRUNCATED_KEY]["json_chars"] > rows.FAILED_JSON_MAX
+    assert len(row.error_detail[rows.TRUNCATED_KEY]["head"]) == rows.FAILED_JSON_MAX
     assert row.question_count == 64 and row.error_message
 
 
@@ -180,18 +182,18 @@ async def test_a_failed_request_stores_a_capped_state_and_problem_list_with_a_ma
     ("overloaded", 529, "overloaded"),
     ("budget", 422, "validation_error"),
 ])
-async def test_engine_failures_are_stored_with_the_status_the_client_got(api, fake, store, failure, status, error_type):
+async def test_failures_are_stored_with_the_status_the_client_got(api, fake, store, failure, status, error_type):
     if failure == "backend_status":
         fake.fail_status = 500
     elif failure == "dead":
         fake.dead()
     elif failure == "timeout":
-        engine_install(fake_engine(fake, request_timeout=0.2))
+        evaluator_install(fake_evaluator(fake, request_timeout=0.2))
         fake.delay = 5
     elif failure == "overloaded":
-        engine_install(fake_engine(fake, max_concurrent_requests=0))
+        evaluator_install(fake_evaluator(fake, max_concurrent_requests=0))
     else:
-        engine_install(fake_engine(fake, max_input_tokens=50, max_total_input_tokens=100))
+        evaluator_install(fake_evaluator(fake, max_input_tokens=50, max_total_input_tokens=100))
     response = await api.post("/v1/systemone", json=README_REQUEST)
     assert response.status_code == status
     await drained()
@@ -206,10 +208,10 @@ async def test_engine_failures_are_stored_with_the_status_the_client_got(api, fa
     assert row.total_ms is not None and row.input_tokens is None
 
 
-async def test_a_client_that_hangs_up_is_stored_as_499(engine, fake, store):
+async def test_a_client_that_hangs_up_is_stored_as_499(evaluator, fake, store):
     fake.delay = 5
-    request_id = request_id_new()
-    task = asyncio.create_task(systemone_evaluate(data=README_REQUEST, request_id=request_id, api_key=None))
+    request_id = request_id_assign(path="/v1/systemone")
+    task = asyncio.create_task(systemone_evaluate(data=README_REQUEST, request_id=request_id, caller=None))
     await asyncio.to_thread(fake.wait_in_flight, 1)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -217,117 +219,3 @@ async def test_a_client_that_hangs_up_is_stored_as_499(engine, fake, store):
     await drained()
     row = await db(lambda: evaluation_get(request_id))
     assert (row.status_code, row.error_type) == (499, "client_closed")
-
-
-async def test_a_database_outage_still_returns_the_answer_and_is_counted(api, fake, store, monkeypatch):
-    monkeypatch.setattr(storage, "RETRY_DELAYS", (0.01,))
-    expected = (await api.post("/v1/systemone", json=README_REQUEST)).json()
-    await drained()
-    before = storage.storage_stats()
-
-    def refuse(self, *args, **kwargs):
-        raise OperationalError("connection refused (simulated outage)")
-
-    storage.storage_writer_stop()  # the next write opens a fresh connection, into the outage
-    monkeypatch.setattr(BaseDatabaseWrapper, "ensure_connection", refuse)
-    response = await api.post("/v1/systemone", json=README_REQUEST)
-    assert response.status_code == 200
-    assert response.json() == expected
-    await drained()
-    monkeypatch.undo()
-
-    after = storage.storage_stats()
-    assert after["failed"] == before["failed"] + 1 and after["stored"] == before["stored"]
-    assert await db(lambda: Evaluation.objects.count()) == 1  # only the one before the outage
-
-
-async def test_a_slow_database_does_not_delay_the_answer(api, fake, store, monkeypatch):
-    real_insert = storage._rows_insert
-
-    def slow_insert(rows):
-        time.sleep(1.0)
-        real_insert(rows)
-
-    monkeypatch.setattr(storage, "_rows_insert", slow_insert)
-    await api.post("/v1/systemone", json=README_REQUEST)  # warm pools
-    start = time.perf_counter()
-    for _ in range(3):
-        assert (await api.post("/v1/systemone", json=README_REQUEST)).status_code == 200
-    assert time.perf_counter() - start < 1.0  # three answers while the first write still sleeps
-    await drained()
-    assert await db(lambda: Evaluation.objects.count()) == 4
-
-
-async def test_a_failed_batch_is_retried_row_by_row_so_one_bad_row_loses_nothing_else(api, fake, store):
-    # PostgreSQL refuses NUL characters in text and jsonb: that row is stored scrubbed, the others untouched.
-    nul_key = {**README_REQUEST, "questions": {"pick": {"type": "choice", "criteria": {"a\x00b": None, "c": None}}}}
-    responses = await asyncio.gather(*(api.post("/v1/systemone", json=body)
-                                       for body in (README_REQUEST, nul_key, README_REQUEST)))
-    assert [r.status_code for r in responses] == [200, 200, 200]
-    await drained()
-    assert await db(lambda: Evaluation.objects.count()) == 3
-    choice = await db(lambda: EvaluationAnswer.objects.get(question_id="pick"))
-    stored_key = "a\ufffdb" if connection.vendor == "postgresql" else "a\x00b"
-    assert choice.option_keys == [stored_key, "c"]
-
-
-async def test_a_full_queue_drops_and_counts_instead_of_blocking(api, fake, store, monkeypatch):
-    monkeypatch.setattr(storage, "QUEUE_SIZE", 1)
-    writer = storage._Writer()
-    monkeypatch.setattr(storage, "_writer", writer)
-    gate = asyncio.Event()
-    release = threading.Event()
-    real_process = writer._process
-
-    def blocked_process(jobs):
-        gate_set()
-        release.wait(10)
-        real_process(jobs)
-
-    loop = asyncio.get_running_loop()
-
-    def gate_set():
-        loop.call_soon_threadsafe(gate.set)
-
-    monkeypatch.setattr(writer, "_process", blocked_process)
-    assert (await api.post("/v1/systemone", json=README_REQUEST)).status_code == 200  # taken by the writer
-    await asyncio.wait_for(gate.wait(), 5)
-    statuses = [(await api.post("/v1/systemone", json=README_REQUEST)).status_code for _ in range(3)]
-    assert statuses == [200, 200, 200]  # one queued, two dropped, all answered
-    release.set()
-    assert await asyncio.to_thread(writer.drain, timeout=10)
-    stats = writer.stats
-    assert (stats.stored, stats.dropped) == (2, 2)
-    writer.stop(timeout=10)
-    assert await db(lambda: Evaluation.objects.count()) == 2
-
-
-def test_storage_errors_never_escape_evaluation_store(monkeypatch, settings):
-    settings.OPENJEV = replace(settings.OPENJEV, store_evaluations="full")
-
-    def broken_submit(job):
-        raise RuntimeError("boom")
-
-    before = storage.storage_stats()["failed"]
-    monkeypatch.setattr(storage._writer, "submit", broken_submit)
-    storage.evaluation_store(request_id="req_x", created_at=timezone.now(), api_key=None, data={}, served_model="m",
-                             backend="sglang", total_ms=1.0)
-    assert storage.storage_stats()["failed"] == before + 1
-
-
-async def test_missing_tables_fail_fast_with_one_hint_not_row_by_row_retries(api, fake, store, monkeypatch):
-    from django.db import ProgrammingError
-
-    calls = []
-
-    def unmigrated(rows):
-        calls.append(len(rows))
-        raise ProgrammingError('relation "evaluations_evaluation" does not exist')
-
-    monkeypatch.setattr(storage, "_rows_insert", unmigrated)
-    before = storage.storage_stats()["failed"]
-    responses = await asyncio.gather(*(api.post("/v1/systemone", json=README_REQUEST) for _ in range(3)))
-    assert [r.status_code for r in responses] == [200, 200, 200]
-    await drained()
-    assert storage.storage_stats()["failed"] == before + 3
-    assert sum(calls) == 3  # each row tried once, in its batch; no retries against a schema that is not there

@@ -13,7 +13,8 @@ from websockets.asyncio.client import connect
 from evaluations.keys import apikey_issue
 from evaluations.models import Evaluation, EvaluationAnswer
 from tests.conftest import README_REQUEST
-from tests.storage.conftest import db, drained
+from tests.database import db
+from tests.storage.conftest import drained
 from tests.stream.conftest import of, send, until_ended
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -45,7 +46,7 @@ async def test_a_streamed_evaluation_is_stored_exactly_like_the_same_request_ove
     assert {f: getattr(ws_row, f) for f in COMPARED} == {f: getattr(http_row, f) for f in COMPARED}
     assert ws_answers == http_answers and len(ws_answers) == 3
     assert ws_row.api_key_label == key.label and ws_row.api_key_id == key.id
-    assert "id" not in ws_row.questions and ws_row.state == README_REQUEST["state"]
+    assert ws_row.questions == README_REQUEST["questions"] and ws_row.state == README_REQUEST["state"]
 
 
 async def test_a_cancelled_stream_evaluation_is_stored_as_499(asgi_server, fake, store):

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from websockets.asyncio.client import ClientConnection
 
-from tests.conftest import LiveServer
+from testbed.live_server import LiveServer
 
 TERMINAL = ("done", "error")
 

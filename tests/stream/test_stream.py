@@ -9,15 +9,16 @@ from typing import Any
 
 import httpx
 import pytest
+from django.conf import settings
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from evaluations.engine import engine_install
-from evaluations.parsing import Limits, request_parse
-from evaluations.services import models_accepted
+from evaluations.evaluator import evaluator_install
+from evaluations.parsing import Limits, systemone_request_parse
 from inference.prompts import plan_compile
-from inference.runner import Engine
-from tests.conftest import README_REQUEST, fake_engine, url_engine
+from inference.runner import Evaluator
+from testbed.evaluators import fake_evaluator, url_evaluator
+from tests.conftest import README_REQUEST
 from tests.holding_proxy import ends_with, holding_proxy
 from tests.stream.conftest import of, receive, send, until_ended, ws_url
 
@@ -50,12 +51,12 @@ async def test_a_batch_job_pipelines_many_evaluations_over_one_socket(stream_url
     assert len({m["request_id"] for m in messages if m["type"] == "done"}) == len(ids)
 
 
-async def test_in_parallel_branch_mode_an_answer_arrives_while_another_branch_is_unanswered(fake, engine,
+async def test_in_parallel_branch_mode_an_answer_arrives_while_another_branch_is_unanswered(fake, evaluator,
                                                                                           asgi_server):
     held = {"type": "noul", "instructions": "Is the customer asking for money back before Friday?"}
     body = {**README_REQUEST, "questions": {**README_REQUEST["questions"], "held": held}}
-    with holding_proxy(upstream=fake.url, hold=ends_with(branch_suffix(engine, body, "held"))) as (proxy, url):
-        engine_install(url_engine(url, branch_mode="parallel"))
+    with holding_proxy(upstream=fake.url, hold=ends_with(branch_suffix(evaluator, body, "held"))) as (proxy, url):
+        evaluator_install(url_evaluator(url, branch_mode="parallel"))
         async with connect(ws_url(asgi_server)) as ws:
             await send(ws, {"id": 1, **body})
             await asyncio.to_thread(proxy.wait_held, 1)
@@ -66,11 +67,12 @@ async def test_in_parallel_branch_mode_an_answer_arrives_while_another_branch_is
     assert [m["type"] for m in rest] == ["answer", "done"] and rest[0]["question_id"] == "held"
 
 
-def branch_suffix(engine: Engine, body: dict[str, Any], question_id: str) -> tuple[int, ...]:
-    """The token ids that end the branch of `question_id` in the plan `engine` compiles for `body`."""
-    request = request_parse(data=body, limits=Limits(64, 255), models=models_accepted())
-    plan = plan_compile(state=request.state, questions=request.questions, tokenizer=engine.backend.tokenizer(),
-                        labels=engine.labels, budget=engine.budget)
+def branch_suffix(evaluator: Evaluator, body: dict[str, Any], question_id: str) -> tuple[int, ...]:
+    """The token ids that end the branch of `question_id` in the plan `evaluator` compiles for `body`."""
+    request = systemone_request_parse(data=body, limits=Limits(64, 255),
+                                      models=settings.OPENJEV.language_model_names).evaluation
+    plan = plan_compile(conversation=request.conversation, questions=request.questions,
+                        tokenizer=evaluator.backend.tokenizer(), labels=evaluator.labels, budget=evaluator.budget)
     return next(b.suffix_ids for b in plan.branches if b.question.id == question_id)
 
 
@@ -113,7 +115,7 @@ async def test_a_missing_or_wrong_key_closes_the_socket_with_4401_and_a_reason(s
 
 
 async def test_over_the_admission_limit_an_evaluation_gets_529_at_once_never_a_queue(stream_url, fake):
-    engine_install(fake_engine(fake, max_concurrent_requests=1))
+    evaluator_install(fake_evaluator(fake, max_concurrent_requests=1))
     fake.delay = 0.5
     async with connect(stream_url) as ws:
         await send(ws, {"id": "first", **README_REQUEST})

@@ -8,15 +8,16 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import httpx
 import pytest
 from django.conf import settings
 from websockets.asyncio.client import connect
 
-from evaluations.engine import engine_build, engine_install
-from inference.backends.local import LocalBackend, local_backend_create
-from tests.conftest import LiveServer
+from evaluations.evaluator import evaluator_build, evaluator_install
+from inference.backends.llamacpp import LlamaCppBackend, llamacpp_backend_create
+from testbed.live_server import LiveServer
 from tests.embedded import models_cache_dir
 from tests.stream.conftest import of, receive, send, until_ended, ws_url
 
@@ -30,20 +31,21 @@ BODY = {"model": "jev-latest", "state": "Hi, I was charged twice for March and t
 
 
 @pytest.fixture(scope="module")
-def llama() -> Iterator[LocalBackend]:
-    backend = local_backend_create(source="qwen2.5-coder-0.5b", cache_dir=models_cache_dir(), n_ctx=8192, threads=1)
+def llama() -> Iterator[LlamaCppBackend]:
+    backend = llamacpp_backend_create(source="qwen2.5-coder-0.5b", cache_dir=models_cache_dir(), n_ctx=8192,
+                                      threads=1)
     yield backend
     backend.close()
 
 
 @pytest.fixture
-def embedded_server(llama: LocalBackend) -> Iterator[LiveServer]:
-    engine = engine_build(config=replace(settings.OPENJEV, backend="local"), backend=llama)
-    assert engine.priors is not None  # debiasing: the model's measured default
-    engine_install(engine)
+def embedded_server(llama: LlamaCppBackend) -> Iterator[LiveServer]:
+    evaluator = evaluator_build(config=replace(settings.OPENJEV, backend="local"), backend=llama)
+    assert evaluator.priors is not None  # debiasing: the model's measured default
+    evaluator_install(evaluator)
     with LiveServer() as server:
         yield server
-    engine_install(None)
+    evaluator_install(None)
 
 
 async def test_answers_leave_as_branches_finish_and_a_cancel_stops_the_remaining_branches(embedded_server):
@@ -54,7 +56,8 @@ async def test_answers_leave_as_branches_finish_and_a_cancel_stops_the_remaining
 
         started = time.monotonic()
         await send(ws, {"id": "streamed", **BODY})
-        streamed, arrivals = [], []
+        streamed: list[dict[str, Any]] = []
+        arrivals: list[int] = []
         while not streamed or streamed[-1]["type"] == "answer":
             streamed.append(await receive(ws))
             arrivals.append(round((time.monotonic() - started) * 1000))

@@ -1,7 +1,7 @@
 """`manage.py export_schema`: write the OpenAPI document exactly as `/openapi.json` serves it.
 
 For client generators, API gateways and docs sites that need the document at build time: it needs
-no model and no backend (the engine is never started), only the settings. `manage.py spectacular`
+no model and no backend (the evaluator is never built), only the settings. `manage.py spectacular`
 gives the same document without the `servers` entry.
 """
 
@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluations.reference import schema_render
+from evaluations.openapi.document import schema_render
 
 
 class Command(BaseCommand):

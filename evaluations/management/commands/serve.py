@@ -2,7 +2,7 @@
 
     manage.py serve --host 0.0.0.0 --port 8000 --connect http://gateway:30000
     manage.py serve --host 0.0.0.0 --sglang-python /opt/sglang/bin/python [-- extra SGLang arguments]
-    manage.py serve                   # whatever OPENJEV_* says (the embedded engine by default)
+    manage.py serve                   # whatever OPENJEV_* says (the embedded llama.cpp backend by default)
 
 Order of a start: launch SGLang (its own process group), wait until the backend is ready (a gateway's
 `/readiness`, else SGLang's `/health`; up to `--startup-timeout`), load the tokenizer and validate the
@@ -14,164 +14,78 @@ so a load balancer or Modal never sees a port that answers before the model can.
 - SIGTERM or SIGINT stop the API first (in-flight requests get `--drain` seconds), then SIGTERM
   SGLang's process group, SIGKILL after `--grace` seconds, and exit 0.
 
-The ASGI server runs in this process (uvicorn by default: `bench/server.py` measured it ahead of
-daphne on the API's workloads, see docs/operations.md; `--server daphne` is supported), so signals,
-exit statuses and the engine are all in one place.
+The ASGI server runs in this process (`serving.servers`: uvicorn by default, `--server daphne` is
+supported), so signals, exit statuses and the evaluator are all in one place.
+
+Options that change the configuration (`--connect`, `--sglang-python`, `--profile`) become `OPENJEV_*`
+variables, and the command re-executes itself with them before anything starts: settings are read
+once per process, from the environment, so defaults that depend on them (the model from the profile,
+the backend from the URL) follow, and a launched SGLang sees the same values.
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import shlex
-import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
-from types import FrameType
-from typing import Any, Protocol
+from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.module_loading import import_string
 
-from evaluations.engine import engine_build, engine_install, startup_error_message
+from evaluations.config import DEFAULT_SECRET_KEY, ConfigError, OpenJevConfig, config_from_env
+from evaluations.errors import ApiError, error_body, json_bytes
+from evaluations.evaluator import evaluator_build, evaluator_install, startup_error_message
+from evaluations.redaction import text_redact
 from evaluations.stream import stream_transport_limit
 from inference.backends.sglang import HEALTH_PATH, READINESS_PATH
 from inference.errors import StartupError
-from inference.profiles import profile_get, sglang_command
-from inference.supervisor import (
+from serving.profiles import profile_get, sglang_command
+from serving.servers import DEFAULT_SERVER, SERVERS, ServerFailed, ServerOptions, StopSignal, server_create
+from serving.supervisor import (
     ChildExited,
     StartupCancelled,
     SupervisorError,
     exit_status,
     health_wait,
+    parent_death_signal,
     process_group_stop,
     process_launch,
     process_watch,
     returncode_describe,
 )
-from openjev_site.config import DEFAULT_SECRET_KEY, ConfigError, OpenJevConfig, config_from_env
-from openjev_site.redaction import text_redact
 
 log = logging.getLogger("openjev.serve")
 
-SERVERS = ("uvicorn", "daphne")
-DEFAULT_SERVER = "uvicorn"
 
-
-class _Server(Protocol):
-    def run(self) -> None:
-        """Serve until stopped; returns after a graceful shutdown."""
-        ...
-
-    def stop(self) -> None:
-        """Ask the server to shut down; safe from any thread, before or during `run`."""
-        ...
-
-
-class _Uvicorn:
-    def __init__(self, *, app: Any, host: str, port: int, drain: float, keep_alive: int, access_log: bool) -> None:
-        import uvicorn
-
-        from openjev_site.header_timeout import h11_protocol_with_header_timeout
-
-        # log_config=None: keep Django's LOGGING; lifespan off: the engine is built before serving.
-        config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_config=None, access_log=access_log,
-                                timeout_graceful_shutdown=max(1, round(drain)), timeout_keep_alive=keep_alive,
-                                server_header=False, proxy_headers=True,
-                                http=h11_protocol_with_header_timeout(seconds=settings.OPENJEV.header_timeout),
-                                ws_max_size=stream_transport_limit(max_body_bytes=settings.OPENJEV.max_body_bytes))
-        self._server = uvicorn.Server(config)
-
-    def run(self) -> None:
-        self._server.run()
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-
-
-class _Daphne:
-    def __init__(self, *, app: Any, host: str, port: int, drain: float, keep_alive: int, access_log: bool) -> None:
-        from daphne.endpoints import build_endpoint_description_strings
-        from daphne.server import Server
-
-        limit = stream_transport_limit(max_body_bytes=settings.OPENJEV.max_body_bytes)
-        self._server = Server(application=app, endpoints=build_endpoint_description_strings(host=host, port=port),
-                              signal_handlers=True, application_close_timeout=drain,
-                              action_logger=_daphne_access_log if access_log else None, verbosity=1,
-                              websocket_max_message_size=limit, websocket_max_frame_size=limit)
-
-    def run(self) -> None:
-        self._server.run()
-        if not self._server.listening_addresses and not self._server.abort_start:
-            raise CommandError("daphne could not listen (is the port already in use?)")
-
-    def stop(self) -> None:
-        from twisted.internet import reactor
-
-        reactor.callFromThread(self._server.stop)  # type: ignore[attr-defined]
-
-
-def _daphne_access_log(protocol: str, action: str, details: dict[str, Any]) -> None:
-    log.info("%s %s %s %s", details.get("client"), details.get("method"), details.get("path"), details.get("status"))
-
-
-def server_create(*, kind: str, **options: Any) -> _Server:
-    """The in-process ASGI server for `kind` around the site's application."""
-    from openjev_site.asgi import application
-
-    return (_Daphne if kind == "daphne" else _Uvicorn)(app=application, **options)
-
-
-def _die_with_parent() -> Callable[[], None] | None:
-    """A preexec hook asking Linux to SIGTERM the child if this process dies without stopping it
-    (SIGKILL, OOM): an orphaned SGLang would hold the GPU and the port for the next start."""
-    if not sys.platform.startswith("linux"):
-        return None
+def environment_reexec(*, overrides: dict[str, str]) -> None:
+    """Run this command again with `overrides` in its environment, unless it already has them; a bad
+    value stops here, with the message naming the variable."""
+    if all(os.environ.get(name) == value for name, value in overrides.items()):
+        return
+    env = {**os.environ, **overrides}
     try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # pragma: no cover - exotic libc
-        return None
-
-    def hook() -> None:
-        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-    return hook
-
-
-class _Stop:
-    """SIGTERM/SIGINT outside the ASGI server's own handlers: during startup they cancel the wait,
-    once a server exists they stop it (closing the gap before the server installs its handlers)."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.server: _Server | None = None
-        self.stopping = False
-        """Set once this process stops SGLang itself: its exit is then expected, not a failure."""
-
-    def install(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._handle)
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        self.event.set()
-        if self.server is not None:
-            self.server.stop()
-
-
-def env_apply(*, overrides: dict[str, str]) -> None:
-    """Put `overrides` in the environment and re-read the configuration from it, so defaults that
-    depend on them (the model from the profile, the backend from the URL) follow, and a launched
-    SGLang or any child sees the same values."""
-    os.environ.update(overrides)
-    try:
-        settings.OPENJEV = config_from_env()
+        config_from_env(env)
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
+def server_options(*, config: OpenJevConfig, options: dict[str, Any]) -> ServerOptions:
+    """The ASGI server's options: the command line's, and the header deadline with its 408 in the API's shape."""
+    late = ApiError(408, "request_timeout", f"the request headers did not arrive within {config.header_timeout:g} s")
+    return ServerOptions(host=options["host"], port=options["port"], drain=options["drain"],
+                         keep_alive=options["keep_alive"], access_log=options["access_log"],
+                         header_timeout=config.header_timeout,
+                         header_timeout_body=json_bytes(error_body(late, shape="detail")),
+                         websocket_max_bytes=stream_transport_limit(max_body_bytes=config.max_body_bytes))
 
 
 class Command(BaseCommand):
@@ -214,8 +128,6 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         started = time.monotonic()
-        stop = _Stop()
-        stop.install()
         config = settings.OPENJEV
         sglang_python = options["sglang_python"] or (None if options["connect"] else config.sglang_python)
         connect = options["connect"] or (None if sglang_python else config.backend_url)
@@ -228,8 +140,9 @@ class Command(BaseCommand):
                           "OPENJEV_BACKEND_URL": f"http://{_url_host(options['sglang_host'])}:{options['sglang_port']}"}
         elif connect:
             overrides |= {"OPENJEV_BACKEND": "sglang", "OPENJEV_BACKEND_URL": connect.rstrip("/")}
-        env_apply(overrides=overrides)
-        config = settings.OPENJEV
+        environment_reexec(overrides=overrides)
+        stop = StopSignal()
+        stop.install()
         if config.secret_key == DEFAULT_SECRET_KEY and not config.debug and not options["print_sglang_command"]:
             raise CommandError("OPENJEV_SECRET_KEY is not set: serve will not run with the public development key "
                                "(it signs admin sessions). Set it to a long random value, the same on every replica, "
@@ -251,7 +164,7 @@ class Command(BaseCommand):
             if options["print_sglang_command"]:
                 self.stdout.write(" ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join(argv)]))
                 return
-            process = process_launch(argv=argv, env=env, preexec=_die_with_parent())
+            process = process_launch(argv=argv, env=env, preexec=parent_death_signal())
         elif options["print_sglang_command"]:
             raise CommandError("--print-sglang-command needs --sglang-python (the interpreter that has SGLang)")
         try:
@@ -263,9 +176,9 @@ class Command(BaseCommand):
                     log.info("stopping SGLang (process group %d, %.0f s grace)", process.pid, options["grace"])
                 process_group_stop(process=process, grace=options["grace"])
 
-    def _serve(self, *, config: OpenJevConfig, process: subprocess.Popen[bytes] | None, stop: _Stop, started: float,
-               options: dict[str, Any]) -> None:
-        """Wait for the backend, build the engine, then serve until a signal or SGLang's exit."""
+    def _serve(self, *, config: OpenJevConfig, process: subprocess.Popen[bytes] | None, stop: StopSignal,
+               started: float, options: dict[str, Any]) -> None:
+        """Wait for the backend, build the evaluator, then serve until a signal or SGLang's exit."""
         if config.backend == "sglang" and config.backend_url:
             log.info("waiting for %s to be ready (up to %.0f s)", config.backend_url, options["startup_timeout"])
             try:
@@ -282,17 +195,17 @@ class Command(BaseCommand):
                 raise CommandError(text_redact(text=str(exc), secrets=config.secrets)) from None
             log.info("backend healthy after %.1f s", waited)
         try:
-            engine = engine_build(config=config)
+            evaluator = evaluator_build(config=config)
         except Exception as exc:
             raise CommandError(text_redact(text=f"engine startup failed: {startup_error_message(exc)}",
                                            secrets=config.secrets)) from None
         if stop.event.is_set():
             return
         startup_seconds = time.monotonic() - started
-        engine_install(engine, startup_seconds=startup_seconds)
-        server = server_create(kind=options["server"], host=options["host"], port=options["port"],
-                               drain=options["drain"], keep_alive=options["keep_alive"],
-                               access_log=options["access_log"])
+        evaluator_install(evaluator, startup_seconds=startup_seconds)
+        # The project's ASGI application, named by its settings (the app does not import the project).
+        server = server_create(kind=options["server"], app=import_string(settings.ASGI_APPLICATION),
+                               options=server_options(config=config, options=options))
         child_status: list[int] = []
         if process is not None:
             def on_exit(returncode: int) -> None:
@@ -304,12 +217,15 @@ class Command(BaseCommand):
 
             process_watch(process=process, on_exit=on_exit)
         log.info("serving %s on %s:%d with %s (%s backend, model %s), ready after %.1f s", "OpenJev",
-                 options["host"], options["port"], options["server"], engine.backend.kind, engine.backend.model,
+                 options["host"], options["port"], options["server"], evaluator.backend.kind, evaluator.backend.model,
                  startup_seconds)
         stop.server = server
-        if stop.event.is_set():  # a signal arrived while the engine was being built
+        if stop.event.is_set():  # a signal arrived while the evaluator was being built
             server.stop()
-        server.run()
+        try:
+            server.run()
+        except ServerFailed as exc:
+            raise CommandError(str(exc)) from None
         if child_status:
             code = child_status[0]
             raise CommandError(f"SGLang exited with {returncode_describe(returncode=code)} while serving; "

@@ -1,0 +1,133 @@
+"""A request body as JSON: strict decoding, and what JSON can carry but no prompt, answer or database can.
+
+Both endpoints read their bodies through here before validating their own shapes, so a lone surrogate
+or an overflowing number is refused, located, the same way on each.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from typing import Any
+
+from inference.errors import Problem
+
+Loc = tuple[str | int, ...]
+
+
+class _ConstantRejected(ValueError):
+    pass
+
+
+def _reject_constant(name: str) -> Any:
+    raise _ConstantRejected(f"{name} is not valid JSON")
+
+
+def body_parse(raw: bytes) -> Any:
+    """Strict JSON: UTF-8 only, no NaN/Infinity. Raises ValueError with a readable message.
+
+    What JSON's grammar allows but no text or number can hold (a lone surrogate escape, a number
+    beyond a double) parses here and is refused, located, by `document_problems`."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"the body is not UTF-8: {exc}") from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("the body is nested too deeply") from None
+    except (json.JSONDecodeError, _ConstantRejected) as exc:
+        raise ValueError(f"the body is not JSON: {exc}") from None
+    except ValueError:  # Python refuses to convert longer integers (a denial-of-service guard)
+        raise ValueError(f"the body has an integer of more than {sys.get_int_max_str_digits()} digits") from None
+
+
+NESTING_MAX = 128
+"""Levels of arrays and objects a body may nest: far beyond any real state, far below the depth at
+which rendering, the chat template or storage would run out of stack."""
+DOCUMENT_PROBLEMS_MAX = 20
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text_invalid(text: str) -> bool:
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+def _value_invalid(value: Any) -> bool:
+    if isinstance(value, str):
+        return _text_invalid(value)
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def _document_clean(data: Any) -> bool:
+    """The fast pass, level by level without building locations: most bodies are clean."""
+    level, depth = [data], 0
+    while level:
+        below: list[Any] = []
+        for value in level:
+            if isinstance(value, dict):
+                if depth >= NESTING_MAX or any(_text_invalid(key) for key in value):
+                    return False
+                below.extend(value.values())
+            elif isinstance(value, list):
+                if depth >= NESTING_MAX:
+                    return False
+                below.extend(value)
+            elif _value_invalid(value):
+                return False
+        level, depth = below, depth + 1
+    return True
+
+
+def text_printable(text: str) -> str:
+    """`text` with lone surrogates as U+FFFD, so it can be echoed in a UTF-8 answer (a location)."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _surrogate_problem(loc: Loc, text: str, what: str) -> Problem:
+    found = _SURROGATE.search(text)
+    code = f"\\u{ord(found.group()):04x}" if found else ""
+    return Problem(loc, f"{what} is not valid Unicode text: it holds a lone UTF-16 surrogate ({code})",
+                   "string_unicode")
+
+
+def document_problems(*, data: Any) -> list[Problem]:
+    """What JSON can carry but no prompt, answer or database can, anywhere in the body, keys included:
+    lone UTF-16 surrogates (`"\\ud800"` is valid JSON, yet UTF-8 cannot encode it), numbers beyond a
+    double (`1e400` parses as infinity, which JSON cannot say back) and nesting deeper than
+    `NESTING_MAX`. Checked before anything else reads the body; at most `DOCUMENT_PROBLEMS_MAX` reported,
+    located relative to the body."""
+    if _document_clean(data):
+        return []
+    problems: list[Problem] = []
+    stack: list[tuple[Any, Loc]] = [(data, ())]
+    while stack and len(problems) < DOCUMENT_PROBLEMS_MAX:
+        value, loc = stack.pop()
+        if isinstance(value, dict | list) and len(loc) >= NESTING_MAX:  # `loc` has one step per level
+            problems.append(Problem(loc, f"Arrays and objects may nest at most {NESTING_MAX} levels deep",
+                                    "nesting_too_deep"))
+        elif isinstance(value, dict):
+            children = []
+            for key, item in value.items():
+                if _text_invalid(key):
+                    problems.append(_surrogate_problem((*loc, text_printable(key)), key, "This key"))
+                else:
+                    children.append((item, (*loc, key)))
+            stack.extend(reversed(children))  # popped in document order
+        elif isinstance(value, list):
+            stack.extend(reversed([(item, (*loc, i)) for i, item in enumerate(value)]))
+        elif isinstance(value, str) and _text_invalid(value):
+            problems.append(_surrogate_problem(loc, value, "Input"))
+        elif _value_invalid(value):
+            problems.append(Problem(loc, "Input should be a finite number; this one overflows a 64-bit float",
+                                    "finite_number"))
+    return problems
+
+
+def json_kind(value: Any) -> str:
+    """The JSON name of a value's type, as validation messages say it."""
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number"
+    )

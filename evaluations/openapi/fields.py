@@ -1,0 +1,78 @@
+"""Field shapes the serializers cannot say on their own, shared by the endpoints' documentation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+ERROR_TYPES = (
+    "invalid_request", "authentication_error", "permission_denied", "not_found", "method_not_allowed",
+    "not_acceptable", "unsupported_media_type", "request_too_large", "request_timeout", "rate_limited", "overloaded",
+    "backend_unavailable", "backend_error", "timeout", "internal_error",
+)
+
+_TEXT_TYPES = ["string", "object", "array"]
+
+
+@extend_schema_field({"type": _TEXT_TYPES, "items": {}})
+class TextField(serializers.JSONField):
+    """A string, or structured text (an object or array the model reads as compact JSON)."""
+
+
+@extend_schema_field({"type": [*_TEXT_TYPES, "null"], "items": {}})
+class NullableTextField(serializers.JSONField):
+    """Text that may also be null (meaning: use the default, or show the option key)."""
+
+
+@extend_schema_field({"type": "array", "items": {"type": ["string", "integer"]}, "minItems": 1})
+class LocField(serializers.JSONField):
+    """A FastAPI-style location: `["body", "questions", <id>, ...]`, with integers for array indexes."""
+
+
+@extend_schema_field({"type": "string", "enum": list(ERROR_TYPES)})
+class ErrorTypeField(serializers.CharField):
+    """The machine-readable error kind; see the error table in the API description."""
+
+
+@extend_schema_field({"type": "string", "examples": ["jev-latest"]})
+class ModelField(serializers.CharField):
+    """A model name; not an enum, since any `jev-*` alias is accepted."""
+
+
+@extend_schema_field({"type": "string", "enum": ["ok", "unavailable"]})
+class HealthStatusField(serializers.CharField):
+    """`ok`, or `unavailable` with a `message`."""
+
+
+def const_field(value: str) -> type[serializers.CharField]:
+    """A discriminator field: JSON Schema `const`, so each union member is unambiguous to generators."""
+
+    @extend_schema_field({"type": "string", "const": value, "enum": [value]})
+    class ConstField(serializers.CharField):
+        pass
+
+    ConstField.__name__ = f"Const{value.title()}Field"
+    return ConstField
+
+
+
+def probability_field(**kwargs: Any) -> serializers.FloatField:
+    return serializers.FloatField(min_value=0.0, max_value=1.0, **kwargs)
+
+
+@extend_schema_field({"type": ["string", "array"], "items": {"type": "string"}, "minItems": 1})
+class ClassifyInputField(serializers.JSONField):
+    """One text, or a list of texts (one result each, in order)."""
+
+
+@extend_schema_field({"type": "null"})
+class NullField(serializers.JSONField):
+    """Always null."""
+
+
+@extend_schema_field({"type": "integer", "const": 0, "enum": [0]})
+class ZeroField(serializers.IntegerField):
+    """Always 0."""
+

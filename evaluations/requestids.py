@@ -1,0 +1,85 @@
+"""One request id per API request, assigned before anything else runs and put on every response.
+
+The outermost ASGI wrapper assigns the id, so the body reader's own refusals (400/408/413/415), Django's
+404, DRF's 405, OPTIONS and every view's answer carry `x-typesafe-request-id` without per-view code.
+Views, storage and the error mapping read the same id (`request_id_current`), so the header, the
+stored evaluation and the id quoted in a 5xx message are one value a client can hand to an operator.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+HEADER = b"x-typesafe-request-id"
+CLASSIFY_PATH = "/v1/classify"
+"""The route whose clients were written for SGLang and vLLM: their id format and error shape."""
+
+_current: ContextVar[str | None] = ContextVar("openjev_request_id", default=None)
+
+
+def request_id_assign(*, path: str) -> str:
+    """`classify-<hex>` on `POST /v1/classify` (SGLang's id format, which its clients read back from
+    the body), `req_<hex>` everywhere else."""
+    prefix = "classify-" if path_is_classify(path) else "req_"
+    return f"{prefix}{uuid.uuid4().hex}"
+
+
+def path_is_classify(path: str) -> bool:
+    """Whether `path` is `POST /v1/classify`'s, under whatever prefix a gateway mounts the API."""
+    return path.endswith(CLASSIFY_PATH)
+
+
+def request_id_current() -> str | None:
+    """The id of the API request being served in this task, None outside one (admin, commands)."""
+    return _current.get()
+
+
+@contextmanager
+def request_id_bound(*, request_id: str) -> Iterator[None]:
+    """`request_id` as the current id inside the block: for an evaluation that arrives without an HTTP
+    request of its own (one message of the WebSocket stream), so its logs and 5xx messages quote it."""
+    token = _current.set(request_id)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+class RequestIds:
+    """Assigns the id for the requests `applies` selects and adds the header to their responses
+    (unless the app already set it). Django runs each view in a task created inside this call, and a
+    task copies the context it was created in, so the id is visible everywhere below."""
+
+    def __init__(self, app: ASGIApp, *, applies: Callable[[Scope], bool]) -> None:
+        self.app = app
+        self.applies = applies
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self.applies(scope):
+            await self.app(scope, receive, send)
+            return
+        request_id = request_id_assign(path=str(scope.get("path", "")))
+        value = request_id.encode()
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", ()))
+                if not any(name.lower() == HEADER for name, _ in headers):
+                    message = {**message, "headers": [*headers, (HEADER, value)]}
+            await send(message)
+
+        token = _current.set(request_id)
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            _current.reset(token)

@@ -1,0 +1,71 @@
+"""What storage keeps of one API call, as typed values: built by the endpoint that served the call.
+
+Each endpoint knows what it received and what it answered, so it describes the call once, here, and
+storage never reads a request body again: no question is recounted from JSON, no endpoint's body is
+special-cased. The request's JSON as sent is kept beside the counts because the audit shows exactly
+what the model was asked (key order included).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from evaluations.callers import Caller
+from evaluations.config import StoreLevel
+from inference.runner import Outcome
+
+
+@dataclass(frozen=True)
+class ClassifierLink:
+    """The classifier a `POST /v1/classify` asked for: its row (None when there is none) and its name
+    as requested, kept after the classifier is renamed or deleted."""
+
+    id: int | None
+    name: str
+
+
+@dataclass(frozen=True)
+class Received:
+    """The request as received: what it asked, and its JSON as sent (kept at level `full`)."""
+
+    requested_model: str
+    question_count: int
+    question_types: tuple[str, ...]
+    """Sorted and distinct."""
+    state: Any
+    questions: Any
+    classifier: ClassifierLink | None = None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """How the call failed, with the status and error type the client got."""
+
+    status: int
+    error_type: str
+    message: str
+    """What operators need: where the client got a generic 5xx, the redacted cause."""
+    detail: list[dict[str, Any]] | None = None
+    """The validation problems of a 422, as the client got them."""
+
+
+@dataclass(frozen=True)
+class StoredEvaluation:
+    """One call that reached an evaluation service, answered (`outcome`) or failed (`failure`)."""
+
+    request_id: str
+    created_at: datetime
+    level: StoreLevel
+    caller: Caller | None
+    received: Received
+    served_model: str
+    backend: str
+    total_ms: float
+    outcome: Outcome | None = None
+    failure: Failure | None = None
+
+    @property
+    def status(self) -> int:
+        return self.failure.status if self.failure else 200

@@ -1,0 +1,58 @@
+"""`POST /v1/systemone` behind its view: one evaluation, parsed once, recorded however it ends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from evaluations.callers import Caller
+from evaluations.evaluator import evaluator_get
+from evaluations.parsing import Limits, SystemOneRequest, systemone_request_parse
+from evaluations.recording import evaluation_recorded
+from evaluations.storage.records import Received
+from inference.questions import QUESTION_TYPES
+from inference.runner import Outcome, evaluation_run
+from inference.streaming import AnswerSink
+
+
+@dataclass(frozen=True)
+class Served:
+    request_id: str
+    request: SystemOneRequest
+    model: str
+    """The model the backend served (not the name the request used)."""
+    outcome: Outcome
+
+
+def received_of(*, request: SystemOneRequest) -> Received:
+    return Received(requested_model=request.model, question_count=len(request.evaluation.questions),
+                    question_types=tuple(sorted({q.type for q in request.evaluation.questions})),
+                    state=request.state, questions=request.questions)
+
+
+def received_of_body(*, data: Any) -> Received:
+    """What a body claims to ask, read from its JSON: for the audit of a request that could not be parsed."""
+    body = data if isinstance(data, dict) else {}
+    model, questions = body.get("model"), body.get("questions")
+    asked = list(questions.values()) if isinstance(questions, dict) else []
+    types = sorted(t for t in QUESTION_TYPES if any(isinstance(q, dict) and q.get("type") == t for q in asked))
+    return Received(requested_model=model if isinstance(model, str) else "", question_count=len(asked),
+                    question_types=tuple(types), state=body.get("state"), questions=questions)
+
+
+async def systemone_evaluate(*, data: Any, request_id: str, caller: Caller | None,
+                             on_answer: AnswerSink | None = None) -> Served:
+    """Validate (RequestInvalid), then evaluate on the process's evaluator (Overloaded, BackendUnavailable,
+    BackendFailed, EvaluationTimeout); `on_answer` gets each answer as soon as it is scored (the stream)."""
+    config = settings.OPENJEV
+    with evaluation_recorded(request_id=request_id, caller=caller,
+                             unparsed=lambda: received_of_body(data=data)) as call:
+        request = systemone_request_parse(data=data, limits=Limits(config.max_questions, config.max_answers),
+                                          models=config.language_model_names)
+        call.received = received_of(request=request)
+        call.evaluator = evaluator = await evaluator_get()
+        call.outcome = outcome = await evaluation_run(evaluator=evaluator, request=request.evaluation,
+                                                      on_answer=on_answer)
+    return Served(request_id=request_id, request=request, model=evaluator.backend.model, outcome=outcome)
