@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from evaluations.redaction import REDACTED, text_redact
 from inference.backends.sglang import BranchMode
-from inference.gguf import BUNDLED
+from inference.gguf import BUNDLED, DEFAULT_SOURCE
 from inference.scoring import ConfidenceFormula
 from serving.profiles import DEFAULT_PROFILE, PROFILES
 
@@ -169,7 +169,7 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
     backend = _get(env, "BACKEND", default_backend, _choice("local", "sglang"), rule="one of local, sglang")
     if backend == "sglang" and not backend_url and not s("SGLANG_PYTHON"):
         raise ConfigError("OPENJEV_BACKEND=sglang needs OPENJEV_BACKEND_URL (or OPENJEV_SGLANG_PYTHON to launch one)")
-    local_model = s("LOCAL_MODEL", "qwen2.5-coder-0.5b")
+    local_model = s("LOCAL_MODEL", DEFAULT_SOURCE)
     bundled = BUNDLED.get(local_model)
     if bundled is None and not local_model.endswith(".gguf"):
         raise ConfigError(f"OPENJEV_LOCAL_MODEL={local_model!r}: use one of {', '.join(BUNDLED)} or a .gguf path")

@@ -33,6 +33,7 @@ PROMPTS = {
     "choice": "Question: {instructions}",
     "score": "Question: {instructions}\nThe options are levels from lowest to highest.",
 }
+SCORE_REVERSED = "Question: {instructions}\nThe options are levels from highest to lowest."
 CLOSING = "Reply with the letter of the correct option only."
 """Naming the letter keeps the model from answering with an option's own words ("Yes", "Negative"):
 on the bundled 1.5B it raised the label mass of such questions from 0.6-0.8 to 0.95."""
@@ -102,12 +103,15 @@ def content_free_prefix(*, tokenizer: Tokenizer) -> tuple[int, ...]:
     return tuple(tokenizer.encode(prefix))
 
 
-def option_orders(*, count: int, permutations: int) -> tuple[tuple[int, ...], ...]:
+def option_orders(*, count: int, permutations: int, ordinal: bool = False) -> tuple[tuple[int, ...], ...]:
     """Up to `permutations` cyclic shifts of `count` options, evenly spaced (the first is the order sent).
 
     Averaging over shifts cancels a model's preference for a label position: every option is shown
-    behind as many different labels as there are shifts.
+    behind as many different labels as there are shifts. Levels of a score must stay in order, so an
+    `ordinal` question gets at most two orders: lowest first, and highest first.
     """
+    if ordinal:
+        return ((*range(count),), (*reversed(range(count)),)) if permutations > 1 else ((*range(count),),)
     k = min(permutations, count)
     shifts = sorted({round(i * count / k) % count for i in range(k)})
     return tuple(tuple((s + j) % count for j in range(count)) for s in shifts)
@@ -116,7 +120,9 @@ def option_orders(*, count: int, permutations: int) -> tuple[tuple[int, ...], ..
 def question_text(*, question: Question, labels: Sequence[Label], order: Sequence[int] | None = None) -> str:
     """The question block of a suffix: instructions, then one `LABEL: text` line per option."""
     instructions = question.instructions if question.instructions else DEFAULT_INSTRUCTIONS[question.type]
-    lines = [PROMPTS[question.type].format(instructions=instructions), "", "Options:"]
+    reversed_levels = question.type == "score" and order is not None and len(order) > 1 and order[0] > order[1]
+    template = SCORE_REVERSED if reversed_levels else PROMPTS[question.type]
+    lines = [template.format(instructions=instructions), "", "Options:"]
     options = question.options if order is None else [question.options[i] for i in order]
     for label, option in zip(labels, options, strict=False):
         body = option.text.replace("\n", "\n" + " " * (len(label.text) + 2))
@@ -174,7 +180,7 @@ def plan_compile(
             order=order,
         )
         for q in questions
-        for order in option_orders(count=len(q.options), permutations=permutations)
+        for order in option_orders(count=len(q.options), permutations=permutations, ordinal=q.type == "score")
     )
     plan = Plan(prefix_ids=prefix_ids, branches=branches)
     _budget_check(plan=plan, budget=budget)

@@ -1,5 +1,6 @@
-"""The System One API end to end on the embedded engine: the real bundled Qwen2.5-Coder-0.5B behind
-the real ASGI app (body reader, lean handler, views, runner, scoring)."""
+"""The System One API end to end on the embedded engine: the real bundled Qwen2.5-Coder-0.5B (the small
+model, fast enough for plumbing) behind the real ASGI app (body reader, lean handler, views, runner,
+scoring, debiasing)."""
 
 from __future__ import annotations
 
@@ -40,8 +41,11 @@ async def embedded(llama: LlamaCppBackend) -> AsyncIterator[httpx.AsyncClient]:
 
 
 async def test_readme_request_is_answered_with_every_branch_reusing_the_prefix(embedded):
+    first = await embedded.post("/v1/systemone", json=README_REQUEST)  # measures the questions' priors
     response = await embedded.post("/v1/systemone", json=README_REQUEST)
     assert response.status_code == 200, response.text
+    assert first.json()["usage"]["input_tokens"] > body_tokens(response)  # the priors are cached now
+    assert first.json()["answers"] == response.json()["answers"]
     body = response.json()
     assert [a["type"] for a in body["answers"].values()] == ["noul", "choice", "score"]
     for answer in body["answers"].values():
@@ -52,6 +56,11 @@ async def test_readme_request_is_answered_with_every_branch_reusing_the_prefix(e
     assert prefix > 20
     assert int(response.headers["x-openjev-cached-tokens"]) == 3 * prefix
     assert response.headers["x-openjev-model"].startswith("Qwen/Qwen2.5-Coder-0.5B-Instruct")
+    assert float(response.headers["x-openjev-label-mass"]) >= 0.9
+
+
+def body_tokens(response: httpx.Response) -> int:
+    return int(response.json()["usage"]["input_tokens"])
 
 
 @pytest.mark.parametrize(("review", "positive"), [
@@ -59,7 +68,8 @@ async def test_readme_request_is_answered_with_every_branch_reusing_the_prefix(e
     ("Broke after two days, support ignored me. Terrible, avoid it.", False),
 ])
 async def test_clearly_worded_yes_no_lands_on_the_right_side(embedded, review, positive):
-    """The 0.5B model's margins here are thin (P(true) about 0.61 and 0.49): see the README."""
+    """The small model, debiased as `auto` serves it; the default model's answers are tested in
+    test_embedded_answers.py."""
     body = {"model": "jev-latest", "state": f"Review: {review}",
             "questions": {"q": {"type": "noul", "instructions": "Is this review positive?"}}}
     response = await embedded.post("/v1/systemone", json=body)

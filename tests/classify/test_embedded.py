@@ -1,13 +1,8 @@
-"""`POST /v1/classify` end to end on the embedded engine: the real bundled Qwen2.5-Coder-0.5B (llama.cpp,
-CPU) behind the real API, with a sentiment classifier positive / negative / neutral.
-
-The 0.5B model is small: its three-way distributions are flat (the winning label gets about 0.36–0.58)
-and it leans towards the last option. With this classifier, as an admin would plausibly write it, it
-labelled 13 of 15 clearly-worded texts right when this test was written (wrong: "Thank you so much,
-your team was wonderful and fixed everything!" → neutral, "Paris is the capital of France." → positive);
-the texts below are among the ones it gets right, with margins well above llama.cpp's numeric noise.
-Results are deterministic for a given model: the same text gets the same probabilities alone or in a
-batch of concurrent inputs (asserted below).
+"""`POST /v1/classify` end to end on the embedded engine: the default bundled model (Qwen2.5-Coder-1.5B,
+llama.cpp, CPU, debiased at its fitted temperature as `runserver` serves it) behind the real API, with a
+sentiment classifier positive / negative / neutral as an admin would plausibly write it, on clearly
+worded texts. Results are deterministic for a given model: the same text gets the same probabilities
+alone or in a batch of concurrent inputs (asserted below).
 """
 
 from __future__ import annotations
@@ -21,6 +16,7 @@ from django.conf import settings
 
 from evaluations.evaluator import evaluator_build, evaluator_install
 from inference.backends.llamacpp import LlamaCppBackend, llamacpp_backend_create
+from inference.gguf import BUNDLED, DEFAULT_SOURCE
 from tests.classify.conftest import Definition
 from tests.embedded import models_cache_dir
 
@@ -43,7 +39,7 @@ CLEAR = {
 
 @pytest.fixture(scope="module")
 def llama() -> Iterator[LlamaCppBackend]:
-    backend = llamacpp_backend_create(source="qwen2.5-coder-0.5b", cache_dir=models_cache_dir(), n_ctx=4096, threads=1)
+    backend = llamacpp_backend_create(source=DEFAULT_SOURCE, cache_dir=models_cache_dir(), n_ctx=4096)
     yield backend
     backend.close()
 
@@ -65,7 +61,7 @@ async def test_a_sentiment_classifier_labels_clear_texts_right(embedded_api):
     response = await embedded_api.post("/v1/classify", json={"model": "sentiment", "input": texts})
     assert response.status_code == 200, response.text
     body = response.json()
-    assert response.headers["x-openjev-model"].startswith("Qwen/Qwen2.5-Coder-0.5B-Instruct")
+    assert response.headers["x-openjev-model"] == BUNDLED[DEFAULT_SOURCE].served_name
     got = {text: item["label"] for text, item in zip(texts, body["data"], strict=True)}
     assert got == CLEAR
     for item in body["data"]:

@@ -123,11 +123,13 @@ def test_yes_no_orders_positive_above_negative(llama: LlamaCppBackend, labels: t
     assert _p_true(llama, labels, POSITIVE_REVIEW) > _p_true(llama, labels, NEGATIVE_REVIEW)
 
 
-@pytest.mark.parametrize(("review", "positive"), [(POSITIVE_REVIEW, True), (NEGATIVE_REVIEW, False)])
-def test_yes_no_lands_on_the_right_side(llama: LlamaCppBackend, labels: tuple[Label, ...], review: str,
-                                        positive: bool) -> None:
-    """Depends on the prompt wording: the 0.5B model leans towards label A, and the margin is thin.
-
-    With the current prompts P(true) is about 0.61 and 0.49; with no answer cue both land near 0.7.
-    """
-    assert (_p_true(llama, labels, review) > 0.5) is positive
+@pytest.mark.parametrize("review", [POSITIVE_REVIEW, NEGATIVE_REVIEW])
+def test_the_probability_lands_on_the_labels_read(llama: LlamaCppBackend, labels: tuple[Label, ...],
+                                                  review: str) -> None:
+    """The labels read are the model's natural next token: they hold nearly all of its probability.
+    (With the first release's cue "Answer: " they held about 1 %; the small model's raw answers lean
+    towards label A, which the service's debiasing removes: test_embedded_api.py.)"""
+    question = noul("Is this review positive?")
+    plan = plan_of(llama, labels, f"Review: {review}", [question])
+    _, (generation,) = run(evaluate(llama, plan, "mass"))
+    assert answer_of(question, generation).label_mass >= 0.9

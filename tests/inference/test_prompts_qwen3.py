@@ -138,3 +138,13 @@ def test_an_over_long_state_is_refused_by_its_length_before_tokenizing():
         plan_compile(conversation=said("x" * 5000), questions=[q], tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
                      budget=Budget(max_input_tokens=10, max_total_input_tokens=100, max_token_chars=128))
     assert err.value.problems[0].loc == ("state",)
+
+
+def test_score_levels_are_only_ever_shown_lowest_first_or_highest_first():
+    tok, labels = qwen3_tokenizer(), qwen3_labels()
+    q = question_build(id="q", type="score", instructions="Angry?", criteria=["Calm", "Cross", "Furious"])
+    plan = plan_compile(conversation=said("s"), questions=[q], tokenizer=tok, labels=labels, budget=BUDGET,
+                        permutations=3)
+    assert [b.order for b in plan.branches] == [(0, 1, 2), (2, 1, 0)]
+    reversed_text = tok.decode(plan.branches[1].suffix_ids)
+    assert "levels from highest to lowest" in reversed_text and "A: Furious\nB: Cross\nC: Calm" in reversed_text
