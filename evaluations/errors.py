@@ -109,6 +109,8 @@ def api_error_of(exc: BaseException) -> ApiError:
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
         return ApiError(status, DRF_ERROR_TYPES.get(status, "invalid_request"), str(exc.detail), headers)
     if isinstance(exc, asyncio.CancelledError):
+        if exc.args:  # cancelled on purpose, with the reason (a cancel message on the WebSocket stream)
+            return ApiError(499, "cancelled", str(exc.args[0]))
         return ApiError(499, "client_closed", "the client disconnected before the answer was ready")
     return ApiError(500, "internal_error", PUBLIC_MESSAGES[500], internal=error_text(error=exc))
 

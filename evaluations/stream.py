@@ -30,7 +30,7 @@ from rest_framework.exceptions import AuthenticationFailed
 
 from evaluations.authentication import caller_authenticate
 from evaluations.callers import Caller
-from evaluations.errors import ApiError, exception_detail
+from evaluations.errors import exception_detail
 from evaluations.json_body import body_parse, document_problems
 from evaluations.requestids import request_id_assign, request_id_bound
 from evaluations.systemone import systemone_evaluate
@@ -51,7 +51,8 @@ TRANSPORT_LIMIT_FACTOR = 2
 """The ASGI server refuses (closes with 1009) a message over this many times the body limit, and hands
 anything smaller to the consumer, which answers one over the limit with a 413 error message: a
 client gets told, and a runaway client cannot make the server buffer without bound."""
-CANCELLED = ApiError(499, "cancelled", "the evaluation was cancelled by the client")
+CANCEL_REASON = "the evaluation was cancelled by the client"
+"""Given to the evaluation's task on a cancel: the client and the stored row both read it (499 cancelled)."""
 
 
 def stream_transport_limit(*, max_body_bytes: int) -> int:
@@ -212,7 +213,7 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
         task = self.in_flight.get(key)
         if task is not None:
             self.cancelled.add(key)
-            task.cancel()
+            task.cancel(CANCEL_REASON)
 
     async def _evaluate(self, *, eid: Any, key: str, body: dict[str, Any]) -> None:
         request_id = request_id_assign(path=STREAM_PATH)
@@ -225,9 +226,9 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
             with request_id_bound(request_id=request_id):
                 served = await systemone_evaluate(data=body, request_id=request_id, caller=self.caller,
                                                   on_answer=on_answer)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
             if key in self.cancelled:  # the client's cancel; a socket that closed hears nothing more
-                self._error_send(eid=eid, request_id=request_id, exc=CANCELLED)
+                self._error_send(eid=eid, request_id=request_id, exc=exc)
         except Exception as exc:
             with request_id_bound(request_id=request_id):
                 self._error_send(eid=eid, request_id=request_id, exc=exc)

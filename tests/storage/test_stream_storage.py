@@ -10,8 +10,10 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
+from evaluations.evaluator import evaluator_install
 from evaluations.keys import apikey_issue
 from evaluations.models import Evaluation, EvaluationAnswer
+from testbed.evaluators import fake_evaluator
 from tests.conftest import README_REQUEST
 from tests.database import db
 from tests.storage.conftest import drained
@@ -49,7 +51,8 @@ async def test_a_streamed_evaluation_is_stored_exactly_like_the_same_request_ove
     assert ws_row.questions == README_REQUEST["questions"] and ws_row.state == README_REQUEST["state"]
 
 
-async def test_a_cancelled_stream_evaluation_is_stored_as_499(asgi_server, fake, store):
+async def test_a_cancelled_stream_evaluation_is_stored_as_499_cancelled(asgi_server, fake, store, branch_mode):
+    evaluator_install(fake_evaluator(fake, branch_mode=branch_mode))
     fake.delay = 10
     async with connect(asgi_server.url.replace("http", "ws") + "/v1/systemone/stream") as ws:
         await send(ws, {"id": 9, **README_REQUEST})
@@ -58,4 +61,6 @@ async def test_a_cancelled_stream_evaluation_is_stored_as_499(asgi_server, fake,
         (cancelled,) = await until_ended(ws, [9])
     await drained()
     row = await db(lambda: Evaluation.objects.get(request_id=cancelled["request_id"]))
-    assert row.status_code == 499 and row.error_type == "client_closed"
+    assert (cancelled["status"], cancelled["detail"]["error_type"]) == (499, "cancelled")
+    assert (row.status_code, row.error_type) == (499, "cancelled")
+    assert row.error_message == cancelled["detail"]["message"] == "the evaluation was cancelled by the client"
