@@ -100,12 +100,14 @@ def test_replicas_share_a_redis_channel_layer_and_the_balancer_passes_websockets
     websockets = nginx.split("location ~ ")[1].split("}")[0]
     assert "v1/systemone/stream" in websockets and "dashboard/live" in websockets
     assert "proxy_set_header Upgrade websocket;" in websockets and "Connection upgrade;" in websockets
+    assert "proxy_set_header Host $$http_host;" in websockets
 
 
 def test_the_load_balancer_spreads_over_the_api_replicas(compose):
     nginx = compose["configs"]["nginx"]["content"]
     assert re.search(r"server api:8000\b", nginx) and "proxy_pass http://openjev;" in nginx
-    assert "$" not in nginx  # compose would interpolate it
+    assert "$" not in nginx.replace("$$", "")  # compose interpolates a lone $ ($$ is its escape)
+    assert nginx.count("proxy_set_header Host $$http_host;") == 2  # the admin's Origin checks see the browser's Host
     assert compose["services"]["lb"]["ports"] == ["8000:8000"]
 
 

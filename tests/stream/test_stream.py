@@ -18,6 +18,7 @@ from evaluations.parsing import Limits, systemone_request_parse
 from inference.prompts import plan_compile
 from inference.runner import Evaluator
 from testbed.evaluators import fake_evaluator, url_evaluator
+from testbed.live_server import LiveServer
 from tests.conftest import README_REQUEST
 from tests.holding_proxy import ends_with, holding_proxy
 from tests.stream.conftest import of, receive, send, until_ended, ws_url
@@ -196,6 +197,19 @@ async def test_a_socket_that_closes_mid_evaluation_aborts_it_on_the_backend(stre
         await asyncio.to_thread(fake.wait_in_flight, 1)
     await asyncio.to_thread(fake.wait_idle, 2)
     assert fake.disconnected
+
+
+async def test_the_stream_follows_the_asgi_root_path(evaluator):
+    """As uvicorn --root-path /jev passes a request a gateway forwarded without its prefix."""
+    from openjev_site.asgi import application
+
+    async def mounted(scope, receive, send):
+        await application({**scope, "root_path": "/jev", "path": "/jev" + scope["path"]}, receive, send)
+
+    with LiveServer(mounted) as server:
+        async with connect(ws_url(server)) as ws:
+            await send(ws, {"id": 1, **README_REQUEST})
+            assert of(await until_ended(ws, [1]), 1, "done")
 
 
 async def test_the_stream_follows_a_forced_script_name_and_unknown_paths_are_closed_with_4404(asgi_server,
