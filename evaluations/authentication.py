@@ -34,21 +34,28 @@ def bearer_token(header: str | None) -> str | None:
     return token.strip()
 
 
+async def caller_authenticate(*, authorization: str | None) -> Caller | None:
+    """The caller an `Authorization` header names, or None while auth is off; raises AuthenticationFailed
+    (401). The API's views and the WebSocket stream (header or `auth` message) both ask this."""
+    config = settings.OPENJEV
+    if not config.auth_required:
+        return None
+    token = bearer_token(authorization)
+    if token is None:
+        raise AuthenticationFailed("missing API key: send Authorization: Bearer <key>")
+    if config.api_key and hmac.compare_digest(token.encode(), config.api_key.encode()):
+        return ENV_CALLER
+    caller = await apikey_verify(secret=token)
+    if caller is None:
+        raise AuthenticationFailed("invalid API key")
+    return caller
+
+
 class BearerKeyAuthentication(BaseAuthentication):
     async def authenticate(self, request: Request) -> tuple[None, Caller] | None:  # type: ignore[override]
         """(no user, the caller), or None while auth is off; raises AuthenticationFailed (401)."""
-        config = settings.OPENJEV
-        if not config.auth_required:
-            return None
-        token = bearer_token(request.headers.get("Authorization"))
-        if token is None:
-            raise AuthenticationFailed("missing API key: send Authorization: Bearer <key>")
-        if config.api_key and hmac.compare_digest(token.encode(), config.api_key.encode()):
-            return None, ENV_CALLER
-        caller = await apikey_verify(secret=token)
-        if caller is None:
-            raise AuthenticationFailed("invalid API key")
-        return None, caller
+        caller = await caller_authenticate(authorization=request.headers.get("Authorization"))
+        return None if caller is None else (None, caller)
 
     def authenticate_header(self, request: Any) -> str:
         return "Bearer"

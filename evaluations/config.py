@@ -95,6 +95,12 @@ class OpenJevConfig:
     """Bytes of one image file (decoded), at most the body limit."""
     max_request_image_bytes: int = 2 << 20
     """Bytes of all images of one request (decoded), at most the body limit."""
+    channel_layer_url: str | None = None
+    """`redis://...`: the channel layer several processes share (the live dashboard); None: in-memory."""
+    stream_max_in_flight: int = 16
+    """Evaluations in flight on one `/v1/systemone/stream` socket."""
+    stream_idle_timeout: float = 300.0
+    """Seconds a stream socket may stay silent, with nothing in flight, before it is closed."""
 
     @property
     def auth_required(self) -> bool:
@@ -215,6 +221,10 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
         request_timeout=_get(env, "REQUEST_TIMEOUT", 120.0, float, _positive, "a positive number of seconds"),
         header_timeout=_get(env, "HEADER_TIMEOUT", 20.0, float, _positive, "a positive number of seconds"),
         body_timeout=_get(env, "BODY_TIMEOUT", 60.0, float, _positive, "a positive number of seconds"),
+        channel_layer_url=_get(env, "CHANNEL_LAYER_URL", None, str, lambda v: v is None or v.startswith(
+            ("redis://", "rediss://", "unix://")), "a redis://, rediss:// or unix:// URL of a Redis server"),
+        stream_max_in_flight=_get(env, "STREAM_MAX_IN_FLIGHT", 16, int, _positive, "a positive integer"),
+        stream_idle_timeout=_get(env, "STREAM_IDLE_TIMEOUT", 300.0, float, _positive, "a positive number of seconds"),
         temperature=_get(env, "TEMPERATURE", None, float, lambda v: v is None or v > 0, "a positive number"),
         confidence=_get(env, "CONFIDENCE", "entropy", _choice("entropy", "typesafe"), rule="entropy or typesafe"),
         debias=_get(env, "DEBIAS", "auto", _choice("auto", "on", "off"), rule="auto, on or off"),

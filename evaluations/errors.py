@@ -116,6 +116,8 @@ def api_error_of(exc: BaseException) -> ApiError:
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
         return ApiError(status, DRF_ERROR_TYPES.get(status, "invalid_request"), str(exc.detail), headers)
     if isinstance(exc, asyncio.CancelledError):
+        if exc.args:  # cancelled on purpose, with the reason (a cancel message on the WebSocket stream)
+            return ApiError(499, "cancelled", str(exc.args[0]))
         return ApiError(499, "client_closed", "the client disconnected before the answer was ready")
     return ApiError(500, "internal_error", PUBLIC_MESSAGES[500], internal=error_text(error=exc))
 
@@ -146,11 +148,23 @@ def json_response(body: Any, *, status: int = 200, headers: dict[str, str] | Non
 
 
 def error_response(error: ApiError, *, shape: Shape = "detail") -> HttpResponse:
-    """The response for `error`. A 5xx is logged here, once, with the detail the client does not get,
-    and its message names the request id, which finds that log line and the stored row."""
+    """The response for `error`, logged as `error_message` says."""
     headers = dict(error.headers)
     if error.status in RETRY_AFTER:
         headers.setdefault("Retry-After", RETRY_AFTER[error.status])
+    body = error_body(error, shape=shape, message=error_message(error))
+    response = json_response(body, status=error.status, headers=headers)
+    # Marked as logged: Django would log every 5xx (each 529 under overload) at ERROR; ours are logged
+    # once, at the right level, in `error_message`.
+    response._has_been_logged = True  # type: ignore[attr-defined]
+    if response.status_code in REASONS:
+        response.reason_phrase = REASONS[response.status_code]
+    return response
+
+
+def error_message(error: ApiError) -> str:
+    """What the client reads. A 5xx is logged here, once, with the detail the client does not get, and
+    its message names the request id, which finds that log line and the stored row."""
     message = error.message
     if error.status >= 500:  # overload is expected behaviour, not a fault
         request_id = request_id_current()
@@ -158,21 +172,26 @@ def error_response(error: ApiError, *, shape: Shape = "detail") -> HttpResponse:
                 error.error_type, request_id or "no request id", error.internal or error.message)
         if error.status != 529 and request_id:
             message = f"{message} (request id {request_id})"
-    response = json_response(error_body(error, shape=shape, message=message), status=error.status, headers=headers)
-    # Marked as logged: Django would log every 5xx (each 529 under overload) at ERROR; ours are logged
-    # once, at the right level, above.
-    response._has_been_logged = True  # type: ignore[attr-defined]
-    if response.status_code in REASONS:
-        response.reason_phrase = REASONS[response.status_code]
-    return response
+    return message
 
 
 def exception_response(exc: Exception, *, shape: Shape = "detail") -> HttpResponse:
-    """The one place that turns any exception from an API view into a response; a bug is logged with
-    its traceback and answered as a bare 500."""
-    if not isinstance(exc, ApiError | InferenceError | drf_exceptions.APIException):
+    """The one place that turns any exception from an API view into a response."""
+    return error_response(_api_error_logged(exc), shape=shape)
+
+
+def exception_detail(exc: BaseException) -> tuple[int, Any]:
+    """(status, `detail`) exactly as a System One view would answer `exc`, for a transport without an
+    HTTP response of its own (the WebSocket stream's error messages); logged as a response would be."""
+    error = _api_error_logged(exc)
+    return error.status, error_body(error, shape="detail", message=error_message(error))["detail"]
+
+
+def _api_error_logged(exc: BaseException) -> ApiError:
+    """`api_error_of`, with a bug logged with its traceback (answered as a bare 500)."""
+    if not isinstance(exc, ApiError | InferenceError | drf_exceptions.APIException | asyncio.CancelledError):
         log.exception("unhandled error in an API view", exc_info=exc)
-    return error_response(api_error_of(exc), shape=shape)
+    return api_error_of(exc)
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse:

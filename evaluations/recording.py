@@ -21,6 +21,7 @@ from django.utils import timezone
 from evaluations.callers import Caller
 from evaluations.errors import api_error_of, problems_render
 from evaluations.evaluator import evaluator_ready
+from evaluations.livefeed import live_feed
 from evaluations.storage.records import Failure, Received, StoredEvaluation
 from evaluations.storage.store import evaluation_store
 from inference.runner import Evaluator, Outcome
@@ -52,18 +53,21 @@ def failure_of(*, error: BaseException) -> Failure:
 
 
 def _stored(recording: Recording, *, error: BaseException | None) -> None:
-    """Hand the call to storage; never raises (the answer must go out whatever storage thinks of it)."""
+    """Hand the call to storage and count it for the live dashboard (at every storage level); never
+    raises (the answer must go out whatever storage thinks of it)."""
     try:
         # A request refused before it asked for the evaluator still names the one running, if any.
         evaluator = recording.evaluator or evaluator_ready()
         config = settings.OPENJEV
-        evaluation_store(record=StoredEvaluation(
+        record = StoredEvaluation(
             request_id=recording.request_id, created_at=recording.created_at, level=config.store_evaluations,
             caller=recording.caller, received=recording.received or recording.unparsed(),
             served_model=evaluator.backend.model if evaluator else "",
             backend=evaluator.backend.kind if evaluator else config.backend,
             total_ms=(time.perf_counter() - recording.started) * 1000.0, outcome=recording.outcome,
-            failure=None if error is None else failure_of(error=error)))
+            failure=None if error is None else failure_of(error=error))
+        live_feed.record(status=record.status, total_ms=record.total_ms, outcome=record.outcome)
+        evaluation_store(record=record)
     except Exception:
         log.exception("could not describe evaluation %s for storage", recording.request_id)
 

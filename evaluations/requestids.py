@@ -9,7 +9,8 @@ stored evaluation and the id quoted in a 5xx message are one value a client can 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -41,6 +42,17 @@ def path_is_classify(path: str) -> bool:
 def request_id_current() -> str | None:
     """The id of the API request being served in this task, None outside one (admin, commands)."""
     return _current.get()
+
+
+@contextmanager
+def request_id_bound(*, request_id: str) -> Iterator[None]:
+    """`request_id` as the current id inside the block: for an evaluation that arrives without an HTTP
+    request of its own (one message of the WebSocket stream), so its logs and 5xx messages quote it."""
+    token = _current.set(request_id)
+    try:
+        yield
+    finally:
+        _current.reset(token)
 
 
 class RequestIds:

@@ -15,6 +15,7 @@ from evaluations.recording import evaluation_recorded
 from evaluations.storage.records import Received
 from inference.questions import QUESTION_TYPES
 from inference.runner import Outcome, evaluation_run
+from inference.streaming import AnswerSink
 
 
 @dataclass(frozen=True)
@@ -46,9 +47,10 @@ def received_of_body(*, data: Any) -> Received:
 
 
 async def systemone_evaluate(*, data: Any, request_id: str, caller: Caller | None,
-                             parts: dict[str, bytes] | None = None) -> Served:
+                             on_answer: AnswerSink | None = None, parts: dict[str, bytes] | None = None) -> Served:
     """Validate (RequestInvalid), then evaluate on the process's evaluator (Overloaded, BackendUnavailable,
-    BackendFailed, EvaluationTimeout). `parts` are a multipart body's image parts."""
+    BackendFailed, EvaluationTimeout); `on_answer` gets each answer as soon as it is scored (the stream);
+    `parts` are a multipart body's image parts."""
     config = settings.OPENJEV
     limits = Limits(config.max_questions, config.max_answers,
                     ImageLimits(config.max_images, config.max_image_bytes, config.max_request_image_bytes))
@@ -57,5 +59,6 @@ async def systemone_evaluate(*, data: Any, request_id: str, caller: Caller | Non
         request = systemone_request_parse(data=data, limits=limits, models=config.language_model_names, parts=parts)
         call.received = received_of(request=request)
         call.evaluator = evaluator = await evaluator_get()
-        call.outcome = outcome = await evaluation_run(evaluator=evaluator, request=request.evaluation)
+        call.outcome = outcome = await evaluation_run(evaluator=evaluator, request=request.evaluation,
+                                                      on_answer=on_answer)
     return Served(request_id=request_id, request=request, model=evaluator.backend.model, outcome=outcome)

@@ -22,10 +22,11 @@ from inference.cancellation import abort_schedule
 from inference.debias import Priors
 from inference.errors import EvaluationTimeout, Overloaded
 from inference.labels import Label
-from inference.prompts import Branch, Budget, Plan, plan_compile
+from inference.prompts import Budget, Plan, plan_compile
 from inference.questions import Question
 from inference.requests import EvaluationRequest
 from inference.scoring import Answer, BranchScore, ConfidenceFormula, answer_compute
+from inference.streaming import AnswerSink, AnswerStream, branch_score_build
 from inference.vision import Vision
 
 _rid_counter = itertools.count()
@@ -52,6 +53,8 @@ class Outcome:
     prefix_tokens: int
     cached_tokens: int | None
     timings: Timings
+    generations: int
+    """Backend generations run: the warm-up, every branch and every prior measured."""
 
 
 @dataclass(frozen=True)
@@ -114,11 +117,13 @@ OFF_LOOP_CHARACTERS = 16_384
 text takes a second to tokenise, and the event loop must keep answering meanwhile."""
 
 
-async def evaluation_run(*, evaluator: Evaluator, request: EvaluationRequest) -> Outcome:
+async def evaluation_run(*, evaluator: Evaluator, request: EvaluationRequest,
+                         on_answer: AnswerSink | None = None) -> Outcome:
     """Admit (Overloaded), compile (RequestInvalid on budgets), then run the plan under the deadline.
 
     Admission comes first so the work a request can cause (tokenising up to the body limit) is
     bounded by the number of admitted evaluations, and large requests tokenise off the event loop.
+    `on_answer` receives each answer as soon as its branches are scored (`inference.streaming`).
     """
     start = time.perf_counter()
     with evaluator.gate.admit():
@@ -131,6 +136,7 @@ async def evaluation_run(*, evaluator: Evaluator, request: EvaluationRequest) ->
             timeout=evaluator.timeout,
             priors=evaluator.priors,
             prepare_ms=_ms(start, prepared),
+            on_answer=on_answer,
         )
 
 
@@ -167,9 +173,10 @@ def text_size(*, value: Any, limit: int) -> int:
 
 async def plan_run(
     *, plan: Plan, backend: Backend, scoring: Scoring, timeout: float, priors: Priors | None = None,
-    prepare_ms: float = 0.0,
+    prepare_ms: float = 0.0, on_answer: AnswerSink | None = None,
 ) -> Outcome:
-    """Warm-up, then every branch (and the content-free prior of each question not measured yet)."""
+    """Warm-up, then every branch (and the content-free prior of each question not measured yet);
+    with `on_answer`, each answer is also handed over as soon as the generations it needs are in."""
     known, unmeasured = priors.lookup(branches=plan.branches) if priors else ({}, [])
     warm_rid = _rid()
     calls = [
@@ -183,13 +190,16 @@ async def plan_run(
         for b in unmeasured if priors
     ]
     pending = [warm_rid, *(c.rid for c in calls)]
+    stream = None if on_answer is None else AnswerStream(
+        plan=plan, prior_branches=unmeasured, priors=known if priors else None, temperature=scoring.temperature,
+        confidence=scoring.confidence, sink=on_answer)
     try:
         async with asyncio.timeout(timeout):
             t0 = time.perf_counter()
             warm = await backend.warm(rid=warm_rid, prefix_ids=plan.prefix_ids, image_data=plan.image_data)
             pending.remove(warm_rid)
             t1 = time.perf_counter()
-            generations = await backend.score(calls=calls)
+            generations = await backend.score(calls=calls, scored=stream.scored if stream else None)
             pending.clear()
             t2 = time.perf_counter()
     except TimeoutError as exc:
@@ -198,6 +208,9 @@ async def plan_run(
     except BaseException:
         await _abort(backend, pending)
         raise
+    finally:
+        if stream is not None:
+            stream.close()
     branch_generations = generations[: len(plan.branches)]
     for branch, generation in zip(unmeasured, generations[len(plan.branches):], strict=True):
         known[branch.suffix_ids] = generation.label_logprobs
@@ -214,6 +227,7 @@ async def plan_run(
         prefix_tokens=len(plan.prefix_ids),
         cached_tokens=_cached_sum(generations),
         timings=Timings(prepare_ms=prepare_ms, prefill_ms=_ms(t0, t1), branches_ms=_ms(t1, t2)),
+        generations=1 + len(generations),
     )
 
 
@@ -229,18 +243,12 @@ def answers_compute(*, plan: Plan, generations: Sequence[Generation],
     grouped: dict[str, tuple[Question, list[BranchScore]]] = {}
     for branch, generation in zip(plan.branches, generations, strict=True):
         scores = grouped.setdefault(branch.question.id, (branch.question, []))[1]
-        scores.append(_branch_score(branch=branch, generation=generation, priors=priors))
+        scores.append(branch_score_build(branch=branch, generation=generation, priors=priors))
     return tuple(
         answer_compute(question=question, branches=scores, temperature=scoring.temperature,
                        confidence=scoring.confidence)
         for question, scores in grouped.values()
     )
-
-
-def _branch_score(*, branch: Branch, generation: Generation,
-                  priors: dict[tuple[int, ...], tuple[float, ...]] | None) -> BranchScore:
-    return BranchScore(order=branch.order, label_logprobs=generation.label_logprobs,
-                       prior_logprobs=None if priors is None else priors[branch.suffix_ids])
 
 
 def _cached_sum(generations: Sequence[Generation]) -> int | None:

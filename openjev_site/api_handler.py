@@ -36,9 +36,13 @@ API_PREFIXES = ("/v1/", "/health")
 
 def path_is_api(scope: Any, *, script_name: str | None = None) -> bool:
     """Whether the request is for the API, under the ASGI root path or a forced script name."""
+    return path_unprefixed(scope, script_name=script_name).startswith(API_PREFIXES)
+
+
+def path_unprefixed(scope: Any, *, script_name: str | None = None) -> str:
+    """The path below the ASGI root path or the forced script name, whichever it starts with."""
     path: str = scope.get("path", "")
     for root in (scope.get("root_path", ""), script_name or ""):
         if root and path.startswith(root):
-            path = path[len(root.rstrip("/")):]
-            break
-    return path.startswith(API_PREFIXES)
+            return path[len(root.rstrip("/")):]
+    return path

@@ -1,4 +1,4 @@
-"""ASGI entry point: request ids and the body reader in front of Django.
+"""ASGI entry point: request ids and the body reader in front of Django; WebSockets to channels.
 
 The evaluator is built on first use (any API call, or the load balancer's first `/health` probe), in a
 worker thread, so importing the application stays fast and side-effect free.
@@ -13,11 +13,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openjev_site.settings")
 
 django_application = get_asgi_application()
 
+from channels.routing import ProtocolTypeRouter  # noqa: E402
 from django.conf import settings  # noqa: E402  (settings are ready only after get_asgi_application)
 
 from evaluations.request_body import RequestBodyReader  # noqa: E402
 from evaluations.requestids import RequestIds  # noqa: E402
 from openjev_site.api_handler import ApiASGIHandler, path_is_api  # noqa: E402
+from openjev_site.sockets import websocket_application  # noqa: E402
 
 api_application = ApiASGIHandler()
 
@@ -33,5 +35,8 @@ async def router(scope: Any, receive: Any, send: Any) -> None:
 
 
 # The request id outermost, so even the body reader's refusals carry one.
-application = RequestIds(RequestBodyReader(router, max_bytes=settings.OPENJEV.max_body_bytes,
-                                           read_timeout=settings.OPENJEV.body_timeout), applies=_is_api)
+http_application = RequestIds(RequestBodyReader(router, max_bytes=settings.OPENJEV.max_body_bytes,
+                                                read_timeout=settings.OPENJEV.body_timeout), applies=_is_api)
+
+# WebSockets (the System One stream, the dashboard's live feed) beside HTTP, which is unchanged.
+application = ProtocolTypeRouter({"http": http_application, "websocket": websocket_application()})

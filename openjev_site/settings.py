@@ -5,6 +5,7 @@ from __future__ import annotations
 import dj_database_url
 
 from evaluations.config import BASE_DIR, config_from_env
+from openjev_site.channel_layers import channel_layers_config
 
 OPENJEV = config_from_env()
 
@@ -37,6 +38,7 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "openjev_site.urls"
 ASGI_APPLICATION = "openjev_site.asgi.application"
+CHANNEL_LAYERS = channel_layers_config(url=OPENJEV.channel_layer_url)
 APPEND_SLASH = False
 # Behind a gateway that mounts the service under a path: Django otherwise takes it from the ASGI root_path.
 FORCE_SCRIPT_NAME = OPENJEV.force_script_name

@@ -18,6 +18,20 @@ if ! .venv/bin/python -c "import psycopg, sys; psycopg.connect(sys.argv[1], conn
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n 1)" main start || true
 fi
 
+# Redis: the live dashboard's channel layer is tested through a real server (tests/storage/test_dashboard_live.py).
+if ! .venv/bin/python -c "import redis; redis.Redis(host='127.0.0.1', port=6379, socket_connect_timeout=2).ping()" \
+    2>/dev/null; then
+  if ! command -v redis-server >/dev/null 2>&1; then
+    echo "== installing Debian's redis-server for the channel layer tests"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null) \
+      || { echo "redis-server could not be installed (run as root, or install Debian's redis-server)" >&2; exit 1; }
+  fi
+  echo "== starting Redis"
+  mkdir -p /var/lib/redis /var/log/redis
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis \
+    --logfile /var/log/redis/ci.log
+fi
+
 echo "== ruff"
 .venv/bin/ruff check .
 echo "== mypy"

@@ -49,6 +49,8 @@ class ServerOptions:
     """Seconds a connection has to deliver a request's headers (uvicorn; daphne times out per read)."""
     header_timeout_body: bytes
     """The 408 body sent when the headers are late, in the API's error shape."""
+    websocket_max_bytes: int
+    """The largest WebSocket message the server takes (daphne's own default, 1 MiB, is under the body limit)."""
 
 
 class _Uvicorn:
@@ -61,7 +63,8 @@ class _Uvicorn:
                                 timeout_graceful_shutdown=max(1, round(options.drain)),
                                 timeout_keep_alive=options.keep_alive, server_header=False, proxy_headers=True,
                                 http=h11_protocol_with_header_timeout(seconds=options.header_timeout,
-                                                                      body=options.header_timeout_body))
+                                                                      body=options.header_timeout_body),
+                                ws_max_size=options.websocket_max_bytes)
         self._server = uvicorn.Server(config)
 
     def run(self) -> None:
@@ -79,7 +82,9 @@ class _Daphne:
         endpoints = build_endpoint_description_strings(host=options.host, port=options.port)
         self._server = DaphneServer(application=app, endpoints=endpoints, signal_handlers=True,
                                     application_close_timeout=options.drain,
-                                    action_logger=_daphne_access_log if options.access_log else None, verbosity=1)
+                                    action_logger=_daphne_access_log if options.access_log else None, verbosity=1,
+                                    websocket_max_message_size=options.websocket_max_bytes,
+                                    websocket_max_frame_size=options.websocket_max_bytes)
 
     def run(self) -> None:
         self._server.run()

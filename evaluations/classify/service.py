@@ -115,6 +115,7 @@ def _outcomes_merge(outcomes: Sequence[Outcome]) -> Outcome:
         timings=Timings(prepare_ms=sum(o.timings.prepare_ms for o in outcomes),
                         prefill_ms=max(o.timings.prefill_ms for o in outcomes),
                         branches_ms=max(o.timings.branches_ms for o in outcomes)),
+        generations=sum(o.generations for o in outcomes),
     )
 
 

@@ -6,7 +6,7 @@ the log-probs of each branch's label tokens at the first output position.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -46,6 +46,11 @@ class Generation:
     label_logprobs: tuple[float, ...] = ()
 
 
+BranchScored = Callable[[int, Generation], None]
+"""Called on the event loop with a call's index and its generation as soon as that branch is scored
+(before `score` returns), so answers can be streamed; it must not block."""
+
+
 class Backend(Protocol):
     kind: str
     """'sglang' or 'local'; stored with each evaluation."""
@@ -62,8 +67,8 @@ class Backend(Protocol):
         """Prefill exactly the prefix (with its images) with one output token, so later branches hit the cache."""
         ...
 
-    async def score(self, *, calls: Sequence[BranchCall]) -> list[Generation]:
-        """Score every branch; results in call order."""
+    async def score(self, *, calls: Sequence[BranchCall], scored: BranchScored | None = None) -> list[Generation]:
+        """Score every branch; results in call order, each also reported to `scored` as it finishes."""
         ...
 
     async def abort(self, *, rids: Sequence[str]) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from inference.backends.base import BranchCall, Generation
+from inference.backends.base import BranchCall, BranchScored, Generation
 from inference.chat_template import ChatTemplate
 from inference.errors import BackendFailed, BackendUnavailable, StartupError
 from inference.gguf import gguf_model_name, gguf_resolve
@@ -123,11 +123,20 @@ class LlamaCppBackend:
         results = await self._submit(rids=[rid], job=lambda flag: [self._generate(prefix_ids, (), (), flag)])
         return results[0]
 
-    async def score(self, *, calls: Sequence[BranchCall]) -> list[Generation]:
+    async def score(self, *, calls: Sequence[BranchCall], scored: BranchScored | None = None) -> list[Generation]:
+        """Branch by branch on the worker thread; each one is reported to `scored` on the event loop as it
+        finishes (queued before the job's result, so every report is in before this returns)."""
         calls = list(calls)
+        loop = asyncio.get_running_loop()
 
         def job(flag: threading.Event) -> list[Generation]:
-            return [self._generate(c.prefix, c.suffix, c.label_ids, flag) for c in calls]
+            generations = []
+            for index, call in enumerate(calls):
+                generation = self._generate(call.prefix, call.suffix, call.label_ids, flag)
+                if scored is not None:
+                    loop.call_soon_threadsafe(scored, index, generation)
+                generations.append(generation)
+            return generations
 
         return await self._submit(rids=[c.rid for c in calls], job=job)
 

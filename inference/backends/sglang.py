@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 import httpx
 
-from inference.backends.base import BranchCall, Generation
+from inference.backends.base import BranchCall, BranchScored, Generation
 from inference.errors import BackendFailed, BackendUnavailable
 from inference.redaction import backend_text_redact
 from inference.tokenizer import Tokenizer
@@ -136,10 +136,16 @@ class SGLangBackend:
                              images_json=_ImagesJson().of(image_data))
         return _generation_parse(await self._post("/generate", body), label_ids=(), rid=rid)
 
-    async def score(self, *, calls: Sequence[BranchCall]) -> list[Generation]:
+    async def score(self, *, calls: Sequence[BranchCall], scored: BranchScored | None = None) -> list[Generation]:
+        """Parallel mode reports each branch to `scored` as its request answers; batched mode reports them
+        all together, when the one response arrives."""
         if self.branch_mode == "parallel" or len(calls) == 1:
-            return await self._score_parallel(calls)
-        return await self._score_batched(calls)
+            return await self._score_parallel(calls, scored)
+        generations = await self._score_batched(calls)
+        if scored is not None:
+            for index, generation in enumerate(generations):
+                scored(index, generation)
+        return generations
 
     async def _score_batched(self, calls: Sequence[BranchCall]) -> list[Generation]:
         """One request under the first call's rid; SGLang names the items `<rid>_<i>`, which also proves
@@ -162,19 +168,22 @@ class SGLangBackend:
             for i, (item, call) in enumerate(zip(items, calls, strict=True))
         ]
 
-    async def _score_parallel(self, calls: Sequence[BranchCall]) -> list[Generation]:
+    async def _score_parallel(self, calls: Sequence[BranchCall], scored: BranchScored | None) -> list[Generation]:
         """A TaskGroup, not gather: the first failure must cancel the sibling branches."""
         try:
             async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(self._score_one(call)) for call in calls]
+                tasks = [group.create_task(self._score_one(call, index, scored)) for index, call in enumerate(calls)]
         except* BaseException as failures:
             raise failures.exceptions[0] from None
         return [task.result() for task in tasks]
 
-    async def _score_one(self, call: BranchCall) -> Generation:
+    async def _score_one(self, call: BranchCall, index: int, scored: BranchScored | None) -> Generation:
         body = _request_body(rid=call.rid, ids_json=f"[{_PrefixJson().of(call)}]", label_ids=call.label_ids,
                              images_json=_ImagesJson().of(call.image_data))
-        return _generation_parse(await self._post("/generate", body), label_ids=call.label_ids, rid=call.rid)
+        generation = _generation_parse(await self._post("/generate", body), label_ids=call.label_ids, rid=call.rid)
+        if scored is not None:
+            scored(index, generation)
+        return generation
 
     async def abort(self, *, rids: Sequence[str]) -> None:
         """Nothing to send: by the time the runner aborts, its cancelled calls have closed their

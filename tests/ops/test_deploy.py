@@ -91,10 +91,23 @@ def test_api_replicas_use_the_gateway_and_postgresql(compose):
     assert int(api["stop_grace_period"].rstrip("s")) > drain
 
 
+def test_replicas_share_a_redis_channel_layer_and_the_balancer_passes_websockets(compose):
+    services = compose["services"]
+    assert services["api"]["environment"]["OPENJEV_CHANNEL_LAYER_URL"] == "redis://redis:6379/0"
+    assert services["redis"]["image"].startswith("redis:")
+    assert services["api"]["depends_on"]["redis"]["condition"] == "service_healthy"
+    nginx = compose["configs"]["nginx"]["content"]
+    websockets = nginx.split("location ~ ")[1].split("}")[0]
+    assert "v1/systemone/stream" in websockets and "dashboard/live" in websockets
+    assert "proxy_set_header Upgrade websocket;" in websockets and "Connection upgrade;" in websockets
+    assert "proxy_set_header Host $$http_host;" in websockets
+
+
 def test_the_load_balancer_spreads_over_the_api_replicas(compose):
     nginx = compose["configs"]["nginx"]["content"]
     assert re.search(r"server api:8000\b", nginx) and "proxy_pass http://openjev;" in nginx
-    assert "$" not in nginx  # compose would interpolate it
+    assert "$" not in nginx.replace("$$", "")  # compose interpolates a lone $ ($$ is its escape)
+    assert nginx.count("proxy_set_header Host $$http_host;") == 2  # the admin's Origin checks see the browser's Host
     assert compose["services"]["lb"]["ports"] == ["8000:8000"]
 
 

@@ -45,7 +45,7 @@ def outcome_make(*, team: dict[str, float] | None = None, total: float = 10.0) -
         answer_make(question_id="anger", probabilities=(0.2, 0.3, 0.5)),
     )
     return Outcome(answers=answers, usage=Usage(321, 4), prefix_tokens=120, cached_tokens=360,
-                   timings=Timings(prepare_ms=0.5, prefill_ms=total / 3, branches_ms=total / 2))
+                   timings=Timings(prepare_ms=0.5, prefill_ms=total / 3, branches_ms=total / 2), generations=4)
 
 
 def evaluation_make(*, status: int = 200, created_at: datetime | None = None, total_ms: float = 10.0,

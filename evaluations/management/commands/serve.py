@@ -42,6 +42,7 @@ from evaluations.config import DEFAULT_SECRET_KEY, ConfigError, OpenJevConfig, c
 from evaluations.errors import ApiError, error_body, json_bytes
 from evaluations.evaluator import evaluator_build, evaluator_install, startup_error_message
 from evaluations.redaction import text_redact
+from evaluations.stream import stream_transport_limit
 from inference.backends.sglang import HEALTH_PATH, READINESS_PATH
 from inference.errors import StartupError
 from serving.profiles import profile_get, sglang_command
@@ -83,7 +84,8 @@ def server_options(*, config: OpenJevConfig, options: dict[str, Any]) -> ServerO
     return ServerOptions(host=options["host"], port=options["port"], drain=options["drain"],
                          keep_alive=options["keep_alive"], access_log=options["access_log"],
                          header_timeout=config.header_timeout,
-                         header_timeout_body=json_bytes(error_body(late, shape="detail")))
+                         header_timeout_body=json_bytes(error_body(late, shape="detail")),
+                         websocket_max_bytes=stream_transport_limit(max_body_bytes=config.max_body_bytes))
 
 
 class Command(BaseCommand):

@@ -1,0 +1,55 @@
+"""WebSocket routes: the System One stream and the admin dashboard's live feed.
+
+They sit under the same path prefix as the HTTP routes (the ASGI root path, or
+`OPENJEV_FORCE_SCRIPT_NAME` when a gateway mounts the service under a path and cannot pass one), so a
+client that reaches `/jev/v1/systemone` reaches `/jev/v1/systemone/stream` too. Only the dashboard
+socket gets channels' session and auth middleware (it authenticates by the admin's session cookie);
+the stream authenticates by API key, like the HTTP API. Any other path is accepted and closed at
+once with 4404 and the reason, which a client can read (a refused handshake shows only "403").
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from channels.auth import AuthMiddlewareStack
+from channels.routing import URLRouter
+from django.conf import settings
+from django.urls import path, re_path
+
+from evaluations.dashboard_live import DashboardConsumer
+from evaluations.requestids import ASGIApp, Receive, Scope, Send
+from evaluations.stream import SystemOneStreamConsumer
+from openjev_site.api_handler import path_unprefixed
+
+STREAM_PATH = "v1/systemone/stream"
+DASHBOARD_LIVE_PATH = "admin/evaluations/evaluation/dashboard/live"
+CLOSE_NOT_FOUND = 4404
+
+
+async def route_missing(scope: Scope, receive: Receive, send: Send) -> None:
+    message = await receive()
+    if message["type"] == "websocket.connect":
+        await send({"type": "websocket.accept"})
+        await send({"type": "websocket.close", "code": CLOSE_NOT_FOUND,
+                    "reason": f"no WebSocket route for {scope['path']}"[:120]})
+
+
+class ScriptPrefix:
+    """Routes on the path below the prefix, as the HTTP side does (`path_is_api`): channels' URLRouter
+    reads `path_remaining` when it is set, and otherwise knows only the ASGI root path."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        remaining = path_unprefixed(scope, script_name=settings.FORCE_SCRIPT_NAME)
+        await self.app({**scope, "path_remaining": remaining}, receive, send)
+
+
+def websocket_application() -> Any:
+    return ScriptPrefix(URLRouter([
+        path(STREAM_PATH, SystemOneStreamConsumer.as_asgi()),
+        path(DASHBOARD_LIVE_PATH, AuthMiddlewareStack(DashboardConsumer.as_asgi())),
+        re_path(r"", cast(Any, route_missing)),  # django-stubs type route targets as views
+    ]))
