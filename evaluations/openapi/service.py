@@ -33,6 +33,9 @@ class LimitsSerializer(serializers.Serializer):
     max_questions = serializers.IntegerField(min_value=1, help_text="Questions per request.")
     max_answers_per_question = serializers.IntegerField(min_value=2, help_text="Choice options or score levels.")
     max_body_bytes = serializers.IntegerField(min_value=1, help_text="Request body after decompression.")
+    max_images = serializers.IntegerField(min_value=0, help_text="Images one request may carry in its state; 0: "
+                                                                 "this deployment refuses images.")
+    max_image_bytes = serializers.IntegerField(min_value=1, help_text="Bytes of one image file, decoded.")
     max_input_tokens = serializers.IntegerField(min_value=1, help_text="Tokens of one question's prompt.")
     max_total_input_tokens = serializers.IntegerField(min_value=1, help_text="Tokens over the warm-up and every "
                                                                              "question.")

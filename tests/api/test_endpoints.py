@@ -18,6 +18,7 @@ async def test_models_lists_the_alias_first_then_the_public_id(api, settings):
 async def test_limits_lists_every_admission_limit(api):
     body = (await api.get("/v1/limits")).json()
     assert body == {"max_questions": 64, "max_answers_per_question": 255, "max_body_bytes": 2097152,
+                    "max_images": 0, "max_image_bytes": 1048576,
                     "max_input_tokens": 32768, "max_total_input_tokens": 262144, "max_concurrent_requests": 16,
                     "max_concurrent_branches": 64, "request_timeout_seconds": 120.0}
 
