@@ -36,7 +36,8 @@ class FakeSGLang(ThreadedServer):
     """The fake server: an ASGI app run by uvicorn in a background thread on 127.0.0.1.
 
     Controls (plain attributes, settable while it runs): ``delay``, ``fail_status``, ``fail_after``,
-    ``malformed``, ``healthy``, ``api_key``, ``report_cached_tokens``, ``logprob_fn``, ``clamp_token_ids``.
+    ``malformed``, ``healthy``, ``api_key``, ``report_cached_tokens``, ``logprob_fn``, ``clamp_token_ids``,
+    ``vision`` (the image markers; None: a text-only model, which refuses image_data), ``image_tokens``.
     Records: ``requests`` (unless ``keep_records`` is off), ``aborted``, ``disconnected``, ``in_flight``,
     ``max_in_flight``, ``waiting_calls``, ``generate_calls``.
     """
@@ -44,16 +45,13 @@ class FakeSGLang(ThreadedServer):
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, vocab_size: int = DEFAULT_VOCAB_SIZE,
                  model_path: str = "fake/Qwen3-0.6B", served_model_name: str | None = None,
                  context_length: int = 32768, api_key: str | None = None, delay: float = 0.0,
-                 cache_capacity_tokens: int = 2_000_000, keep_alive_s: float = 75.0, keep_records: bool = True,
-                 vision: VisionTokens | None = QWEN3_VISION, image_tokens: int = 64) -> None:
+                 cache_capacity_tokens: int = 2_000_000, keep_alive_s: float = 75.0, keep_records: bool = True) -> None:
         super().__init__(host=host, port=port, keep_alive_s=keep_alive_s, name="fake-sglang")
         self.vocab_size = vocab_size
         self.model_path = model_path
         self.served_model_name = served_model_name or model_path
         self.context_length = context_length
         self.keep_records = keep_records  # off for long benchmarks: each record holds a whole prompt
-        self.vision = vision  # None: a text-only model (or --language-only), which refuses image_data
-        self.image_tokens = image_tokens
         self.cache = PrefixCache(cache_capacity_tokens)
         self._initial_api_key = api_key
         self._initial_delay = delay
@@ -80,6 +78,8 @@ class FakeSGLang(ThreadedServer):
         self.report_cached_tokens = True
         self.logprob_fn: LogprobFn | None = None
         self.clamp_token_ids: set[int] = set()
+        self.vision: VisionTokens | None = QWEN3_VISION
+        self.image_tokens = 64  # what each image expands to (SGLang measures the image)
 
     def _reset_records(self) -> None:
         with self._lock:
@@ -239,8 +239,7 @@ class FakeSGLang(ThreadedServer):
         if failure is not None:
             return failure, dumps({"error": {"message": "fake SGLang injected failure"}}), b"application/json"
         try:
-            items, batched = generate_parse(body, self.vocab_size, self.context_length, self.vision,
-                                            self.image_tokens)
+            items, batched = generate_parse(body, self.vocab_size, self.context_length, self.vision, self.image_tokens)
         except BadRequest as exc:
             error = validation_error(exc.message) if exc.validation else {"error": {"message": exc.message}}
             return 400, dumps(error), b"application/json"

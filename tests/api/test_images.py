@@ -115,7 +115,7 @@ async def test_an_evaluator_that_cannot_see_refuses_images(api, fake, settings):
     assert fake.requests == []
 
 
-INVALID = {
+INVALID: dict[str, tuple[dict[str, Any], list[str | int], str]] = {
     "too many": (body({"images": [WEB_URL] * 4}), ["body", "state"], "too_many_images"),
     "not an image": (body({"images": ["data:image/png;base64," + base64.b64encode(b"GIF89a....").decode()]}),
                      ["body", "state", "images", 0], "image_format"),
