@@ -5,37 +5,28 @@ question type, through the real ASGI app with the engine exactly as `manage.py r
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
 
 import httpx
 import pytest
-from django.conf import settings
 
-from evaluations.evaluator import evaluator_build, evaluator_install
-from inference.backends.llamacpp import LlamaCppBackend, llamacpp_backend_create
+from inference.backends.llamacpp import LlamaCppBackend
 from inference.gguf import DEFAULT_SOURCE
 from tests.conftest import README_REQUEST
-from tests.embedded import models_cache_dir
+from tests.embedded import api_on, bundled_backend
 
 pytestmark = pytest.mark.embedded
 
 
 @pytest.fixture(scope="module")
 def default_model() -> Iterator[LlamaCppBackend]:
-    backend = llamacpp_backend_create(source=DEFAULT_SOURCE, cache_dir=models_cache_dir(), n_ctx=4096)
-    yield backend
-    backend.close()
+    with bundled_backend(source=DEFAULT_SOURCE) as backend:
+        yield backend
 
 
 @pytest.fixture
 async def api(default_model: LlamaCppBackend) -> AsyncIterator[httpx.AsyncClient]:
-    from openjev_site.asgi import application
-
-    evaluator_install(evaluator_build(config=replace(settings.OPENJEV, backend="local"), backend=default_model))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://testserver",
-                                 timeout=600) as client:
+    async with api_on(backend=default_model) as client:
         yield client
-    evaluator_install(None)
 
 
 async def _answers(api: httpx.AsyncClient, state: object, questions: dict[str, object]) -> dict[str, dict]:

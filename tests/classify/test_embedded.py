@@ -8,17 +8,14 @@ same probabilities alone or in a batch of concurrent inputs (asserted below).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
 
 import httpx
 import pytest
-from django.conf import settings
 
-from evaluations.evaluator import evaluator_build, evaluator_install
-from inference.backends.llamacpp import LlamaCppBackend, llamacpp_backend_create
+from inference.backends.llamacpp import LlamaCppBackend
 from inference.gguf import BUNDLED, DEFAULT_SOURCE
 from tests.classify.conftest import Definition
-from tests.embedded import models_cache_dir
+from tests.embedded import api_on, bundled_backend
 
 pytestmark = pytest.mark.embedded
 
@@ -38,21 +35,15 @@ positive / 0.3 neutral), a limitation of the model recorded in docs/quality.md, 
 
 @pytest.fixture(scope="module")
 def llama() -> Iterator[LlamaCppBackend]:
-    backend = llamacpp_backend_create(source=DEFAULT_SOURCE, cache_dir=models_cache_dir(), n_ctx=4096)
-    yield backend
-    backend.close()
+    with bundled_backend(source=DEFAULT_SOURCE) as backend:
+        yield backend
 
 
 @pytest.fixture
 async def embedded_api(llama: LlamaCppBackend, classifiers) -> AsyncIterator[httpx.AsyncClient]:
-    from openjev_site.asgi import application
-
-    evaluator_install(evaluator_build(config=replace(settings.OPENJEV, backend="local"), backend=llama))
     classifiers(SENTIMENT)
-    transport = httpx.ASGITransport(app=application)
-    async with httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=600) as client:
+    async with api_on(backend=llama) as client:
         yield client
-    evaluator_install(None)
 
 
 async def test_a_sentiment_classifier_labels_clear_texts_right(embedded_api):

@@ -6,26 +6,24 @@ from collections.abc import Iterator
 
 import pytest
 
-from inference.backends.llamacpp import LlamaCppBackend, llamacpp_backend_create
+from inference.backends.llamacpp import LlamaCppBackend
 from inference.gguf import gguf_resolve
 from inference.labels import Label, labels_build
 from inference.prompts import prompt_ending
-from tests.embedded import models_cache_dir
+from tests.embedded import SMALL, bundled_backend, models_cache_dir
 from tests.inference.llamacpp import THREADS
 
 
 @pytest.fixture(scope="module")
 def llama() -> Iterator[LlamaCppBackend]:
-    backend = llamacpp_backend_create(source="qwen2.5-coder-0.5b", cache_dir=models_cache_dir(), n_ctx=4096,
-                                      threads=THREADS)
-    yield backend
-    backend.close()
+    with bundled_backend(source=SMALL, threads=THREADS) as backend:
+        yield backend
 
 
 @pytest.fixture(scope="module")
 def recompute(llama: LlamaCppBackend) -> Iterator[LlamaCppBackend]:
     """The same model with prefix reuse off: every generation evaluated from scratch."""
-    path = gguf_resolve(source="qwen2.5-coder-0.5b", cache_dir=models_cache_dir())
+    path = gguf_resolve(source=SMALL, cache_dir=models_cache_dir())
     backend = LlamaCppBackend(model_path=path, n_ctx=4096, threads=THREADS, prefix_reuse=False)
     yield backend
     backend.close()

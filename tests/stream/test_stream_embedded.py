@@ -16,9 +16,9 @@ from django.conf import settings
 from websockets.asyncio.client import connect
 
 from evaluations.evaluator import evaluator_build, evaluator_install
-from inference.backends.llamacpp import LlamaCppBackend, llamacpp_backend_create
+from inference.backends.llamacpp import LlamaCppBackend
 from testbed.live_server import LiveServer
-from tests.embedded import models_cache_dir
+from tests.embedded import SMALL, bundled_backend
 from tests.stream.conftest import of, receive, send, until_ended, ws_url
 
 pytestmark = pytest.mark.embedded
@@ -32,10 +32,8 @@ BODY = {"model": "jev-latest", "state": "Hi, I was charged twice for March and t
 
 @pytest.fixture(scope="module")
 def llama() -> Iterator[LlamaCppBackend]:
-    backend = llamacpp_backend_create(source="qwen2.5-coder-0.5b", cache_dir=models_cache_dir(), n_ctx=8192,
-                                      threads=1)
-    yield backend
-    backend.close()
+    with bundled_backend(source=SMALL, n_ctx=8192, threads=1) as backend:
+        yield backend
 
 
 @pytest.fixture
