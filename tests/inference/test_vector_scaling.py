@@ -48,7 +48,8 @@ def test_temperature_above_one_flattens_and_keeps_the_winner() -> None:
 
 
 def test_biases_shift_probability_towards_an_option() -> None:
-    p = probabilities_calibrate(probabilities=[0.5, 0.5], calibrator=Calibrator(temperature=1.0, biases=(0.0, math.log(3))))
+    lean = Calibrator(temperature=1.0, biases=(0.0, math.log(3)))
+    p = probabilities_calibrate(probabilities=[0.5, 0.5], calibrator=lean)
     assert math.isclose(p[1], 0.75)
 
 
@@ -82,9 +83,10 @@ def test_fit_report_shows_held_out_log_loss_and_ece_improving() -> None:
 
 
 def test_question_key_depends_on_wording_and_options_not_on_the_id() -> None:
-    def question(qid: str, instructions: str, keys: tuple[str, ...]) -> Question:
-        return Question(id=qid, type="choice", instructions=instructions, options=tuple(Option(k, k) for k in keys))
+    def key(qid: str, instructions: str, keys: tuple[str, ...]) -> str:
+        options = tuple(Option(k, k) for k in keys)
+        return question_key(question=Question(id=qid, type="choice", instructions=instructions, options=options))
 
-    assert question_key(question=question("a", "Mood?", ("x", "y"))) == question_key(question=question("b", "Mood?", ("x", "y")))
-    assert question_key(question=question("a", "Mood?", ("x", "y"))) != question_key(question=question("a", "Mood?", ("y", "x")))
-    assert question_key(question=question("a", "Mood?", ("x", "y"))) != question_key(question=question("a", "Tone?", ("x", "y")))
+    assert key("a", "Mood?", ("x", "y")) == key("b", "Mood?", ("x", "y"))
+    assert key("a", "Mood?", ("x", "y")) != key("a", "Mood?", ("y", "x"))
+    assert key("a", "Mood?", ("x", "y")) != key("a", "Tone?", ("x", "y"))
