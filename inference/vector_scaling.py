@@ -20,13 +20,14 @@ import json
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from inference.calibration import T_MAX, T_MIN
 from inference.metrics import LOG_FLOOR, Metrics, Scored, metrics_compute, reliability_bins
 from inference.questions import Question
+from inference.scoring import Answer, ConfidenceFormula, confidence_of
 
 RIDGE = 1e-2
 """L2 penalty on the biases, per item: pins softmax's free constant and tames options seldom labelled."""
@@ -42,6 +43,8 @@ class Calibrator:
     temperature: float
     biases: tuple[float, ...] | None = None
     """Per option in the question's order (vector scaling); None for temperature scaling only."""
+    ref: int | None = None
+    """The stored calibration this is (its id), recorded on the answers it calibrates."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,13 @@ def probabilities_calibrate(*, probabilities: Sequence[float], calibrator: Calib
     weights = [math.exp(z - top) for z in logits]
     total = math.fsum(weights)
     return tuple(w / total for w in weights)
+
+
+def answer_calibrate(*, answer: Answer, calibrator: Calibrator, confidence: ConfidenceFormula) -> Answer:
+    """The answer as calibrated, keeping what it was before (`uncalibrated`) and which calibration did it."""
+    p = probabilities_calibrate(probabilities=answer.probabilities, calibrator=calibrator)
+    return replace(answer, probabilities=p, uncalibrated=answer.probabilities, calibration=calibrator.ref,
+                   confidence=confidence_of(question=answer.question, p=p, formula=confidence))
 
 
 def split_held_out(*, count: int, seed: int = SPLIT_SEED) -> tuple[list[int], list[int]]:

@@ -37,6 +37,9 @@ RESPONSE_HEADERS = [
     OpenApiParameter("Server-Timing", str, OpenApiParameter.HEADER, required=True, response=[200],
                      description="`prepare;dur=…, prefill;dur=…, branches;dur=…` in milliseconds: prompt building, "
                                  "the shared-prefix warm-up, and the questions."),
+    OpenApiParameter("x-openjev-calibrated", str, OpenApiParameter.HEADER, required=False, response=[200],
+                     description="Ids of the questions whose answers a fitted calibration adjusted, comma-separated; "
+                                 "absent when none was (`OPENJEV_CALIBRATION`, `manage.py calibrate`)."),
     OpenApiParameter("Retry-After", int, OpenApiParameter.HEADER, required=True, response=[503, 529],
                      description="Seconds to wait before retrying."),
     AUTH_HEADER,
