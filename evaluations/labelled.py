@@ -58,7 +58,7 @@ def labelled_report(*, answers: Iterable[EvaluationAnswer]) -> dict[str, Any]:
         groups.setdefault(row.question_key, []).append(row)
     masses = [a.label_mass for a in rows if a.label_mass is not None]
     report: dict[str, Any] = {
-        **_finite(asdict(metrics_compute(items=[answer_scored(answer=a, uncalibrated=False) for a in rows]))),
+        **json_finite(asdict(metrics_compute(items=[answer_scored(answer=a, uncalibrated=False) for a in rows]))),
         "label_mass": math.fsum(masses) / len(masses) if masses else None,
         "questions": [],
     }
@@ -72,6 +72,12 @@ def labelled_report(*, answers: Iterable[EvaluationAnswer]) -> dict[str, Any]:
     return report
 
 
-def _finite(values: dict[str, Any]) -> dict[str, Any]:
-    """NaN (no items) as null, so the report is valid JSON."""
-    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in values.items()}
+def json_finite(value: Any) -> Any:
+    """NaN (metrics of no items) as null, recursively, so a report is valid JSON on every database."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_finite(v) for v in value]
+    return value

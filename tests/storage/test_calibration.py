@@ -1,0 +1,127 @@
+"""Calibrations fitted from labelled stored answers (fake SGLang) and applied at serving time."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import replace
+from typing import Any
+
+import httpx
+import pytest
+from django.core.management import CommandError, call_command
+
+from evaluations.calibrations import calibration_cache_forget
+from evaluations.models import Calibration, EvaluationAnswer
+from inference.metrics import Scored
+from inference.vector_scaling import Calibrator, calibration_fit, probabilities_calibrate
+from tests.conftest import README_REQUEST
+from tests.database import db
+from tests.storage.conftest import drained
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+TEAM = README_REQUEST["questions"]["team"]
+KEYS = list(TEAM["criteria"])
+
+
+def team_request(i: int) -> dict[str, Any]:
+    return {"model": "jev-latest", "state": f"Ticket {i}: {'refund please ' * (i % 5)}the app crashed {i % 3} times",
+            "questions": {"team": TEAM}}
+
+
+async def labelled_traffic(api: httpx.AsyncClient, *, n: int) -> str:
+    """`n` answered requests whose 'team' answers are labelled: the served choice for 2 in 3, the
+    next option otherwise (an overconfident model). Returns the answers' question key."""
+    for i in range(n):
+        assert (await api.post("/v1/systemone", json=team_request(i))).status_code == 200
+    await drained()
+
+    def label_all() -> str:
+        for i, answer in enumerate(EvaluationAnswer.objects.filter(question_id="team").order_by("id")):
+            chosen = KEYS.index(answer.choice)
+            answer.label = KEYS[chosen if i % 3 else (chosen + 1) % len(KEYS)]
+            answer.save(update_fields=["label"])
+        return str(EvaluationAnswer.objects.filter(question_id="team").first().question_key)  # type: ignore[union-attr]
+
+    return await db(label_all)
+
+
+def calibrate(*args: str) -> dict[str, Any]:
+    out = io.StringIO()
+    call_command("calibrate", *args, "--json", stdout=out)
+    return dict(json.loads(out.getvalue()))
+
+
+async def test_a_fit_below_the_minimum_is_refused_saying_how_many_labels_exist_and_are_needed(api, fake, store):
+    key = await labelled_traffic(api, n=12)
+
+    with pytest.raises(CommandError, match=r"has 12 labelled answer\(s\); a fit needs at least 50"):
+        await db(lambda: calibrate("--question-key", key))
+    assert await db(Calibration.objects.count) == 0
+
+
+async def test_an_activated_fit_calibrates_served_and_stored_answers_and_names_them_in_a_header(
+        api, fake, store, settings):
+    key = await labelled_traffic(api, n=40)
+    fitted = await db(lambda: calibrate("--question-key", key, "--vector", "--activate", "--min-labels", "30"))
+    report = fitted["report"]
+    assert fitted["active"] and fitted["method"] == "vector" and len(fitted["biases"]) == 3
+    assert (report["n"], report["n_fit"], report["n_held_out"]) == (40, 28, 12)
+    assert report["after"]["log_loss"] < report["before"]["log_loss"]  # a third of the labels contradict the model
+    calibration_cache_forget()
+
+    body = {**team_request(1), "questions": {"team": TEAM, "refund": README_REQUEST["questions"]["refund"]}}
+    response = await api.post("/v1/systemone", json=body)
+    await drained()
+    rid = response.headers["x-typesafe-request-id"]
+    stored = await db(lambda: EvaluationAnswer.objects.get(evaluation__request_id=rid, question_id="team"))
+
+    assert response.headers["x-openjev-calibrated"] == "team"
+    calibrator = Calibrator(temperature=fitted["temperature"], biases=tuple(fitted["biases"]))
+    expected = probabilities_calibrate(probabilities=[stored.uncalibrated_probabilities[k] for k in KEYS],
+                                       calibrator=calibrator)
+    served = response.json()["answers"]["team"]["probabilities"]
+    assert all(math.isclose(served[k], p, rel_tol=1e-9) for k, p in zip(KEYS, expected, strict=True))
+    assert stored.probabilities == served and stored.calibration_id == fitted["id"]
+    assert stored.raw_probabilities is not None
+    refund = await db(lambda: EvaluationAnswer.objects.get(evaluation__request_id=rid, question_id="refund"))
+    assert refund.calibration_id is None and refund.uncalibrated_probabilities is None
+
+    settings.OPENJEV = replace(settings.OPENJEV, calibration=False)
+    off = await api.post("/v1/systemone", json=body)
+    assert "x-openjev-calibrated" not in off.headers
+    assert off.json()["answers"]["team"]["probabilities"] == stored.uncalibrated_probabilities
+
+
+async def test_refitting_uses_the_answers_as_they_were_before_calibration(api, fake, store):
+    key = await labelled_traffic(api, n=30)
+    first = await db(lambda: calibrate("--question-key", key, "--activate", "--min-labels", "30"))
+    assert first["temperature"] > 1.5  # a third of the labels contradict the model: it is overconfident
+    calibration_cache_forget()
+    for i in range(30):  # the same traffic again, now served calibrated
+        await api.post("/v1/systemone", json=team_request(i))
+    await drained()
+
+    def label_like_before() -> None:
+        answers = list(EvaluationAnswer.objects.filter(question_id="team").order_by("id"))
+        for old, new in zip(answers[:30], answers[30:], strict=True):
+            new.label = old.label
+            new.save(update_fields=["label"])
+
+    await db(label_like_before)
+    second = await db(lambda: calibrate("--question-key", key, "--min-labels", "30"))
+    answers = await db(lambda: list(EvaluationAnswer.objects.filter(question_id="team").order_by("id")))
+
+    def scored(*, before_calibration: bool) -> list[Scored]:
+        return [Scored(probabilities=[(a.uncalibrated_probabilities if before_calibration and
+                                       a.uncalibrated_probabilities else a.probabilities)[k] for k in KEYS],
+                       label=KEYS.index(a.label)) for a in answers]
+
+    assert all(a.calibration_id == first["id"] for a in answers[30:])
+    expected, _ = calibration_fit(items=scored(before_calibration=True), vector=False)
+    on_top, _ = calibration_fit(items=scored(before_calibration=False), vector=False)
+    assert math.isclose(second["temperature"], expected.temperature, rel_tol=1e-9)
+    assert not math.isclose(second["temperature"], on_top.temperature, rel_tol=1e-3)
+    assert await db(lambda: Calibration.objects.filter(active=True).count()) == 1
