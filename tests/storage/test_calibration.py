@@ -79,6 +79,7 @@ async def test_an_activated_fit_calibrates_served_and_stored_answers_and_names_t
     stored = await db(lambda: EvaluationAnswer.objects.get(evaluation__request_id=rid, question_id="team"))
 
     assert response.headers["x-openjev-calibrated"] == "team"
+    assert stored.uncalibrated_probabilities is not None
     calibrator = Calibrator(temperature=fitted["temperature"], biases=tuple(fitted["biases"]))
     expected = probabilities_calibrate(probabilities=[stored.uncalibrated_probabilities[k] for k in KEYS],
                                        calibrator=calibrator)
