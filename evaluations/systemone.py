@@ -47,6 +47,13 @@ def received_of_body(*, data: Any) -> Received:
                     questions=image_bytes_redact(questions))
 
 
+def request_limits() -> Limits:
+    """What a System One request may ask, from the settings."""
+    config = settings.OPENJEV
+    return Limits(config.max_questions, config.max_answers,
+                  ImageLimits(config.max_images, config.max_image_bytes, config.max_request_image_bytes))
+
+
 async def systemone_evaluate(*, data: Any, request_id: str, caller: Caller | None,
                              on_answer: AnswerSink | None = None, parts: dict[str, bytes] | None = None) -> Served:
     """Validate (RequestInvalid), then evaluate on the process's evaluator (Overloaded, BackendUnavailable,
@@ -54,8 +61,7 @@ async def systemone_evaluate(*, data: Any, request_id: str, caller: Caller | Non
     calibrated too, as soon as it is scored (the stream);
     `parts` are a multipart body's image parts."""
     config = settings.OPENJEV
-    limits = Limits(config.max_questions, config.max_answers,
-                    ImageLimits(config.max_images, config.max_image_bytes, config.max_request_image_bytes))
+    limits = request_limits()
     with evaluation_recorded(request_id=request_id, caller=caller,
                              unparsed=lambda: received_of_body(data=data)) as call:
         request = systemone_request_parse(data=data, limits=limits, models=config.language_model_names, parts=parts)
