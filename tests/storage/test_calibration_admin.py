@@ -59,12 +59,12 @@ def test_activating_a_calibration_switches_off_the_previous_one_of_its_question(
 
 def test_a_dataset_run_page_shows_its_metrics_and_confusion_matrix(admin_client):
     labelled_team_answers(8)
-    run = DatasetRun.objects.create(name="tickets", item_count=8, finished_at=timezone.now(),
-                                    metrics=labelled_report(answers=EvaluationAnswer.objects.all()))
+    metrics = labelled_report(answers=EvaluationAnswer.objects.all())
+    run = DatasetRun.objects.create(name="tickets", item_count=8, finished_at=timezone.now(), metrics=metrics)
     page = admin_client.get(f"/admin/evaluations/datasetrun/{run.pk}/change/").content.decode()
 
-    assert f"{run.metrics['accuracy']:.4f}" in page and "true \\ answered" in page
-    team = next(q for q in run.metrics["questions"] if q["question_id"] == "team")
+    assert f"{metrics['accuracy']:.4f}" in page and "true \\ answered" in page
+    team = next(q for q in metrics["questions"] if q["question_id"] == "team")
     assert team["confusion"] == [[4, 0, 0], [2, 0, 0], [2, 0, 0]]  # every answer says Billing
     assert "<strong>4</strong>" in page
 
