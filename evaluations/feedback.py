@@ -9,6 +9,7 @@ writer thread shortly after the response, so a label sent at once may find no an
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -22,6 +23,8 @@ from evaluations.errors import ApiError
 from evaluations.labelled import label_key_of, label_rule
 from evaluations.models import EvaluationAnswer
 from inference.errors import Problem, RequestInvalid
+
+log = logging.getLogger(__name__)
 
 FIELDS = ("request_id", "question_id")
 
@@ -58,13 +61,19 @@ def feedback_parse(*, data: Any) -> Feedback:
     return Feedback(request_id=data["request_id"], question_id=data["question_id"], label=data["label"])
 
 
+def answer_find(*, feedback: Feedback, caller: Caller | None) -> EvaluationAnswer | None:
+    """The stored answer the feedback is about, among the caller's own evaluations when auth is on."""
+    answers = EvaluationAnswer.objects.filter(evaluation__request_id=feedback.request_id,
+                                              question_id=feedback.question_id)
+    if caller is not None:
+        answers = answers.filter(evaluation__api_key_label=caller.label)
+    return answers.first()
+
+
 def _label_store(feedback: Feedback, caller: Caller | None) -> Labelled:
+    """Find the caller's answer and store the label; a database that cannot be used is a retryable 503."""
     try:
-        answers = EvaluationAnswer.objects.filter(evaluation__request_id=feedback.request_id,
-                                                  question_id=feedback.question_id)
-        if caller is not None:
-            answers = answers.filter(evaluation__api_key_label=caller.label)
-        answer = answers.first()
+        answer = answer_find(feedback=feedback, caller=caller)
         if answer is None:
             raise ApiError(404, "not_found", f"no stored answer to question {feedback.question_id!r} of request "
                                              f"{feedback.request_id!r}")
@@ -76,6 +85,12 @@ def _label_store(feedback: Feedback, caller: Caller | None) -> Labelled:
         answer.save(update_fields=["label", "labelled_at"])
         return Labelled(request_id=feedback.request_id, question_id=feedback.question_id, label=key,
                         labelled_at=answer.labelled_at)
+    except (ApiError, RequestInvalid):
+        raise
+    except Exception:
+        log.exception("could not store a label for %s", feedback.request_id)
+        raise ApiError(503, "service_unavailable", "labels cannot be stored right now; retry shortly",
+                       {"Retry-After": "5"}) from None
     finally:
         connections.close_all()
 

@@ -86,6 +86,15 @@ def _storage_off_without_database(request: pytest.FixtureRequest, settings) -> N
 
 
 @pytest.fixture(autouse=True)
+def _feedback_without_database(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests that may not touch the database find no stored answer to label (`POST /v1/feedback` is a 404)."""
+    from evaluations import feedback
+
+    if request.node.get_closest_marker("django_db") is None:
+        monkeypatch.setattr(feedback, "answer_find", lambda **_: None)
+
+
+@pytest.fixture(autouse=True)
 def _classifiers_without_database(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Tests that may not touch the database see no saved classifiers, so `/v1/models` and `/v1/classify`
     answer without one (classify tests install theirs with `tests.classify.conftest.classifiers`)."""

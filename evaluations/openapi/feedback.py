@@ -6,7 +6,7 @@ from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers
 
 from evaluations.openapi.errors import KEY_MISSING, ValidationErrorSerializer, error_documented
-from evaluations.openapi.operations import OPTIONAL_AUTH, REQUEST_ID_HEADER
+from evaluations.openapi.operations import OPTIONAL_AUTH, REQUEST_ID_HEADER, RETRY_AFTER_HEADER
 
 
 class LabelField(serializers.JSONField):
@@ -22,11 +22,11 @@ class FeedbackRequestSerializer(serializers.Serializer):
 
 
 class FeedbackResponseSerializer(serializers.Serializer):
-    request_id = serializers.CharField()
-    question_id = serializers.CharField()
+    request_id = serializers.CharField(help_text="As sent.")
+    question_id = serializers.CharField(help_text="As sent.")
     label = serializers.CharField(  # type: ignore[assignment]
         help_text="The option key stored (noul `true`/`false`, score the level index).")
-    labelled_at = serializers.DateTimeField()
+    labelled_at = serializers.DateTimeField(help_text="When the label was stored (replaced by a later one).")
 
 
 feedback_schema = extend_schema(
@@ -46,10 +46,11 @@ feedback_schema = extend_schema(
                              description="A missing field, or a label that is not one of the question's options "
                                          "(`label_invalid`)."),
         500: error_documented("A bug on our side (`internal_error`)."),
+        503: error_documented("The database cannot be used right now (`service_unavailable`); see `Retry-After`."),
     },
     examples=[OpenApiExample("A choice label", request_only=True,
                              value={"request_id": "req_0123456789abcdef0123456789abcdef", "question_id": "mood",
                                     "label": "positive"})],
-    parameters=[REQUEST_ID_HEADER],
+    parameters=[REQUEST_ID_HEADER, RETRY_AFTER_HEADER],
     auth=OPTIONAL_AUTH,
 )
