@@ -108,6 +108,7 @@ def outcome_calibrated(*, outcome: Outcome, calibrating: Calibrating) -> Outcome
 
 
 def calibrated_header(*, answers: tuple[Answer, ...]) -> dict[str, str]:
-    """`x-openjev-calibrated`: the ids of the calibrated answers, comma-separated; absent when none is."""
-    ids = [a.question_id for a in answers if a.calibration is not None]
+    """`x-openjev-calibrated`: the ids of the calibrated answers, comma-separated, each once (every input
+    of a classification answers the classifier's one question); absent when none is."""
+    ids = list(dict.fromkeys(a.question_id for a in answers if a.calibration is not None))
     return {CALIBRATED_HEADER: ",".join(ids)} if ids else {}

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from evaluations.calibrations import calibration_cache_forget
-from evaluations.models import Calibration, EvaluationAnswer
+from evaluations.models import Calibration, Classifier, ClassifierLabel, EvaluationAnswer
 from inference.metrics import Scored
 from inference.vector_scaling import Calibrator, calibration_fit, probabilities_calibrate
 from tests.conftest import README_REQUEST
@@ -126,3 +126,37 @@ async def test_refitting_uses_the_answers_as_they_were_before_calibration(api, f
     assert math.isclose(second["temperature"], expected.temperature, rel_tol=1e-9)
     assert not math.isclose(second["temperature"], on_top.temperature, rel_tol=1e-3)
     assert await db(lambda: Calibration.objects.filter(active=True).count()) == 1
+
+
+def sentiment_define() -> None:
+    classifier = Classifier.objects.create(name="sentiment", instructions="What is the sentiment of this text?")
+    for position, name in enumerate(("positive", "negative", "neutral"), start=1):
+        ClassifierLabel.objects.create(classifier=classifier, position=position, name=name)
+
+
+async def test_a_classifier_is_calibrated_by_its_name_on_post_v1_classify(api, fake, store):
+    await db(sentiment_define)
+    texts = [f"Review {i}: {'great ' * (i % 4)}{'awful ' * (i % 3)}product" for i in range(24)]
+    assert (await api.post("/v1/classify", json={"model": "sentiment", "input": texts})).status_code == 200
+    await drained()
+
+    def label_all() -> None:
+        for i, answer in enumerate(EvaluationAnswer.objects.filter(evaluation__classifier_name="sentiment")):
+            answer.label = ("positive", "negative", "neutral")[i % 3]
+            answer.save(update_fields=["label"])
+
+    await db(label_all)
+    fitted = await db(lambda: calibrate("--classifier", "sentiment", "--activate", "--min-labels", "24"))
+    calibration_cache_forget()
+    response = await api.post("/v1/classify", json={"model": "sentiment", "input": texts[:2]})
+    await drained()
+    rid = response.headers["x-typesafe-request-id"]
+    stored = await db(lambda: list(EvaluationAnswer.objects.filter(evaluation__request_id=rid).order_by("position")))
+
+    assert fitted["report"]["n"] == 24 and response.headers["x-openjev-calibrated"] == "sentiment"
+    calibrator = Calibrator(temperature=fitted["temperature"])
+    for item, answer in zip(response.json()["data"], stored, strict=True):
+        assert answer.uncalibrated_probabilities is not None and answer.calibration_id == fitted["id"]
+        expected = probabilities_calibrate(probabilities=list(answer.uncalibrated_probabilities.values()),
+                                           calibrator=calibrator)
+        assert all(math.isclose(p, q, rel_tol=1e-9) for p, q in zip(item["probs"], expected, strict=True))
