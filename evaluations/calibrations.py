@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -33,7 +32,6 @@ CALIBRATED_HEADER = "x-openjev-calibrated"
 
 _ALL = "all"
 _cache: TtlCache[str, dict[str, Calibrator]] = TtlCache(seconds=CALIBRATION_CACHE_SECONDS, max_entries=1)
-_fetch_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -59,19 +57,16 @@ def calibrator_of(*, row: Calibration) -> Calibrator:
                       ref=row.pk)
 
 
+def _active_fetch() -> dict[str, Calibrator]:
+    """Key → calibrator of every active calibration (in a worker thread that closes its connection)."""
+    try:
+        return {row.key: calibrator_of(row=row) for row in Calibration.objects.filter(active=True)}
+    finally:
+        connections.close_all()
+
+
 def _active_load() -> dict[str, Calibrator]:
-    """Key → calibrator of every active calibration (one fetch at a time; closes its connection)."""
-    with _fetch_lock:
-        cached = _cache.get(_ALL)
-        if cached is not None:
-            return cached.value
-        generation = _cache.generation()
-        try:
-            found = {row.key: calibrator_of(row=row) for row in Calibration.objects.filter(active=True)}
-        finally:
-            connections.close_all()
-        _cache.put(_ALL, found, generation=generation)
-        return found
+    return _cache.load(_ALL, _active_fetch)
 
 
 async def calibrating_get(*, classifier: str | None = None) -> Calibrating:

@@ -5,39 +5,28 @@ scoring, debiasing)."""
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
-from pathlib import Path
 
 import httpx
 import pytest
-from django.conf import settings
 
-from evaluations.evaluator import evaluator_build, evaluator_install
-from inference.backends.llamacpp import LlamaCppBackend, llamacpp_backend_create
+from inference.backends.llamacpp import LlamaCppBackend
 from tests.conftest import README_REQUEST
+from tests.embedded import embedded_client, plumbing_backend
 
 pytestmark = pytest.mark.embedded
 
 
 @pytest.fixture(scope="module")
 def llama() -> Iterator[LlamaCppBackend]:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "openjev" / "models"
-    backend = llamacpp_backend_create(source="qwen2.5-coder-0.5b", cache_dir=cache, n_ctx=8192, threads=1)
-    yield backend
-    backend.close()
+    with plumbing_backend() as backend:
+        yield backend
 
 
 @pytest.fixture
 async def embedded(llama: LlamaCppBackend) -> AsyncIterator[httpx.AsyncClient]:
-    from openjev_site.asgi import application
-
-    evaluator_install(evaluator_build(config=replace(settings.OPENJEV, backend="local"), backend=llama))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://testserver",
-                                 timeout=600) as client:
+    async with embedded_client(llama) as client:
         yield client
-    evaluator_install(None)
 
 
 async def test_readme_request_is_answered_with_every_branch_reusing_the_prefix(embedded):

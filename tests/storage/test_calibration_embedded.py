@@ -7,23 +7,19 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from django.conf import settings
 from django.core.management import call_command
 
 from evaluations.calibrations import calibration_cache_forget
-from evaluations.evaluator import evaluator_build, evaluator_install
 from evaluations.models import EvaluationAnswer
-from inference.backends.llamacpp import LlamaCppBackend, llamacpp_backend_create
+from inference.backends.llamacpp import LlamaCppBackend
 from inference.vector_scaling import Calibrator, probabilities_calibrate
 from tests.database import db
+from tests.embedded import embedded_client, plumbing_backend
 from tests.storage.conftest import drained
 
 pytestmark = [pytest.mark.embedded, pytest.mark.django_db(transaction=True)]
@@ -49,21 +45,14 @@ REVIEWS = [
 
 @pytest.fixture(scope="module")
 def llama() -> Iterator[LlamaCppBackend]:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "openjev" / "models"
-    backend = llamacpp_backend_create(source="qwen2.5-coder-0.5b", cache_dir=cache, n_ctx=4096, threads=1)
-    yield backend
-    backend.close()
+    with plumbing_backend() as backend:
+        yield backend
 
 
 @pytest.fixture
 async def embedded(llama: LlamaCppBackend, store: Any) -> AsyncIterator[httpx.AsyncClient]:
-    from openjev_site.asgi import application
-
-    evaluator_install(evaluator_build(config=replace(settings.OPENJEV, backend="local"), backend=llama))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://testserver",
-                                 timeout=600) as client:
+    async with embedded_client(llama) as client:
         yield client
-    evaluator_install(None)
 
 
 def command_json(name: str, *args: str) -> dict[str, Any]:
