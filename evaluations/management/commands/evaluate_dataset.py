@@ -39,8 +39,9 @@ class Command(BaseCommand):
         path: Path = options["file"]
         if settings.OPENJEV.store_evaluations == "off":
             raise CommandError("OPENJEV_STORE_EVALUATIONS=off: a dataset run is kept as stored evaluations")
-        if options["concurrency"] < 1:
-            raise CommandError("--concurrency must be at least 1")
+        if not 1 <= options["concurrency"] <= settings.OPENJEV.max_concurrent_requests:
+            raise CommandError(f"--concurrency must be from 1 to OPENJEV_MAX_CONCURRENT_REQUESTS "
+                               f"({settings.OPENJEV.max_concurrent_requests}): more would be refused as overloaded")
         try:
             question = None if options["question"] is None else json.loads(options["question"])
         except json.JSONDecodeError as exc:
