@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from django.core.management import CommandError, call_command
+from websockets.asyncio.client import connect
 
 from evaluations.calibrations import calibration_cache_forget
 from evaluations.models import Calibration, Classifier, ClassifierLabel, EvaluationAnswer
@@ -19,6 +20,7 @@ from inference.vector_scaling import Calibrator, calibration_fit, probabilities_
 from tests.conftest import README_REQUEST
 from tests.database import db
 from tests.storage.conftest import drained
+from tests.stream.conftest import of, send, until_ended
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -160,3 +162,16 @@ async def test_a_classifier_is_calibrated_by_its_name_on_post_v1_classify(api, f
         expected = probabilities_calibrate(probabilities=list(answer.uncalibrated_probabilities.values()),
                                            calibrator=calibrator)
         assert all(math.isclose(p, q, rel_tol=1e-9) for p, q in zip(item["probs"], expected, strict=True))
+
+
+async def test_answers_streamed_over_the_websocket_are_calibrated_as_over_http(api, asgi_server, fake, store):
+    key = await labelled_traffic(api, n=30)
+    await db(lambda: calibrate("--question-key", key, "--vector", "--activate", "--min-labels", "30"))
+    calibration_cache_forget()
+    http = await api.post("/v1/systemone", json=team_request(2))
+    async with connect(asgi_server.url.replace("http", "ws") + "/v1/systemone/stream") as ws:
+        await send(ws, {"id": "s", **team_request(2)})
+        (answer,) = of(await until_ended(ws, ["s"]), "s", "answer")
+
+    assert http.headers["x-openjev-calibrated"] == "team"
+    assert answer["answer"] == http.json()["answers"]["team"]
