@@ -159,8 +159,8 @@ async def test_a_classifier_is_calibrated_by_its_name_on_post_v1_classify(api, f
     calibrator = Calibrator(temperature=fitted["temperature"])
     for item, answer in zip(response.json()["data"], stored, strict=True):
         assert answer.uncalibrated_probabilities is not None and answer.calibration_id == fitted["id"]
-        expected = probabilities_calibrate(probabilities=list(answer.uncalibrated_probabilities.values()),
-                                           calibrator=calibrator)
+        uncalibrated = [answer.uncalibrated_probabilities[k] for k in answer.option_keys]  # jsonb reorders keys
+        expected = probabilities_calibrate(probabilities=uncalibrated, calibrator=calibrator)
         assert all(math.isclose(p, q, rel_tol=1e-9) for p, q in zip(item["probs"], expected, strict=True))
 
 
