@@ -13,7 +13,11 @@ content-free priors, so one pass prints every scoring setting:
 - `debiased`: the content-free prior divided out;
 - `+T`: a temperature fitted by 5-fold cross-validation on all tasks pooled (each fold scored at the
   temperature fitted on the other four); the temperature fitted on everything is printed as the
-  model's default (inference/tuning.py).
+  model's default (inference/tuning.py);
+- with `--calibration`: what a fitted per-question calibration (`manage.py calibrate`) adds to the
+  served `debiased +T` answers: per task, temperature scaling and vector scaling fitted on 70 % of
+  its answers and judged on the held-out 30 % (`inference.vector_scaling`, the product's own split),
+  beside `held-out` (the same 30 % as served).
 
 `--save FILE` keeps every item's branch log-probs; `--load FILE` recomputes the tables from them.
 """
@@ -56,6 +60,7 @@ from inference.questions import Question  # noqa: E402
 from inference.runner import Evaluator, evaluation_run  # noqa: E402
 from inference.scoring import BranchScore  # noqa: E402
 from inference.tokenizer import Tokenizer  # noqa: E402
+from inference.vector_scaling import calibration_fit  # noqa: E402
 
 CUES = {"shipped": (labels_module.ANSWER_CUE, labels_module.LABEL_LEAD), "legacy": ("Answer: ", ""),
         "answer-colon": ("Answer:", " "), "newline": ("Answer:\n", "")}
@@ -177,6 +182,26 @@ def _report(records: Sequence[Record], *, model: str, cue: str, permutations: in
     return rows
 
 
+def calibration_report(records: Sequence[Record], *, model: str, cue: str, permutations: int) -> list[dict[str, Any]]:
+    """Per task: the served answers (debiased, cross-validated T) on the held-out split, then the same
+    split after temperature scaling and after vector scaling fitted on the rest."""
+    fitted = _cross_validated(records, debias=True)
+    rows: list[dict[str, Any]] = []
+    for task in sorted({r.task for r in records}):
+        indexed = [(i, r) for i, r in enumerate(records) if r.task == task]
+        served = [scored_at(items=_labelled([r], debias=True), temperature=fitted[i])[0] for i, r in indexed]
+        base = {"model": model, "cue": cue, "permutations": permutations, "task": task,
+                "label_mass": statistics.fmean(r.label_mass for _, r in indexed),
+                "s_per_item": statistics.fmean(r.seconds for _, r in indexed)}
+        for vector in (False, True):
+            calibrator, fit = calibration_fit(items=served, vector=vector)
+            settings_metrics = [("debiased +T held-out", fit.before, 1.0)] if not vector else []
+            settings_metrics.append((f"+cal {'vector' if vector else 'T'}", fit.after, calibrator.temperature))
+            rows += [{**base, "setting": setting, "n": m.n, "accuracy": m.accuracy, "brier": m.brier, "ece": m.ece,
+                      "log_loss": m.log_loss, "temperature": t} for setting, m, t in settings_metrics]
+    return rows
+
+
 def table_print(rows: Sequence[dict[str, Any]]) -> None:
     print("| model | cue | orders | setting | task | n | accuracy | Brier | ECE | label mass | s/item |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -228,6 +253,8 @@ def main() -> None:
     parser.add_argument("--save", type=Path, help="write every item's branch log-probs here (JSON lines)")
     parser.add_argument("--load", type=Path, help="recompute the tables from a --save file instead of running")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    parser.add_argument("--calibration", action="store_true",
+                        help="add per-task fitted calibration rows (temperature, vector scaling) on a held-out split")
     args = parser.parse_args()
     if args.load:
         meta, records = records_load(args.load)
@@ -245,6 +272,8 @@ def main() -> None:
         if args.save:
             records_save(args.save, records, meta)
     rows = report(records, model=meta["model"], cue=meta["cue"], permutations=meta["permutations"])
+    if args.calibration:
+        rows += calibration_report(records, model=meta["model"], cue=meta["cue"], permutations=meta["permutations"])
     if args.json:
         print(json.dumps(rows, indent=1))
     else:

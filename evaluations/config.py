@@ -101,6 +101,10 @@ class OpenJevConfig:
     """Evaluations in flight on one `/v1/systemone/stream` socket."""
     stream_idle_timeout: float = 300.0
     """Seconds a stream socket may stay silent, with nothing in flight, before it is closed."""
+    calibration: bool = True
+    """Apply the active per-question calibrations (`OPENJEV_CALIBRATION=on|off`)."""
+    calibration_min_labels: int = 50
+    """Labelled answers a calibration fit needs at least (its held-out split is 30 % of them)."""
 
     @property
     def auth_required(self) -> bool:
@@ -229,6 +233,9 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
         confidence=_get(env, "CONFIDENCE", "entropy", _choice("entropy", "typesafe"), rule="entropy or typesafe"),
         debias=_get(env, "DEBIAS", "auto", _choice("auto", "on", "off"), rule="auto, on or off"),
         permutations=_get(env, "PERMUTATIONS", 1, int, lambda v: 1 <= v <= 16, "an integer from 1 to 16"),
+        calibration=_get(env, "CALIBRATION", "on", _choice("on", "off"), rule="on or off") == "on",
+        calibration_min_labels=_get(env, "CALIBRATION_MIN_LABELS", 50, int, lambda v: v >= 10,
+                                    "an integer of at least 10"),
         label_mass_warn=_get(env, "LABEL_MASS_WARN", 0.5, float, lambda v: 0 <= v <= 1, "a number from 0 to 1"),
         store_evaluations=_get(
             env, "STORE_EVALUATIONS", "full", _choice("full", "metadata", "off"), rule="full, metadata or off"

@@ -144,6 +144,52 @@ class ClassifierLabel(models.Model):
         return self.name
 
 
+class DatasetRun(models.Model):
+    """One `manage.py evaluate_dataset` run: its labelled evaluations link here; metrics are kept when it ends."""
+
+    name = models.CharField(max_length=100, unique=True, help_text="Named on the command line; rerunning it resumes.")
+    source = models.CharField(max_length=500, blank=True, help_text="The file the items came from.")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    item_count = models.PositiveIntegerField(default=0)
+    metrics = models.JSONField(null=True, blank=True,
+                               help_text="Accuracy, log loss, Brier, ECE, label mass and per question the "
+                                         "confusion matrix and reliability bins (evaluations.labelled).")
+
+    class Meta:
+        ordering = ("-created_at",)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Calibration(models.Model):
+    """A fitted calibration of one question (by its key) or one saved classifier, with its fit report.
+
+    Serving applies the active one of a key when `OPENJEV_CALIBRATION` is on; at most one per key is active.
+    """
+
+    key = models.CharField(max_length=200, db_index=True,
+                           help_text="A question key (hash of type, instructions and options) or 'classifier:NAME'.")
+    subject = models.CharField(max_length=300, blank=True, help_text="What it calibrates, in words.")
+    question_type = models.CharField(max_length=8, choices=QUESTION_TYPE_CHOICES)
+    option_keys = models.JSONField(help_text="The options in order: the biases follow it.")
+    method = models.CharField(max_length=16, choices=[("temperature", "temperature"), ("vector", "vector scaling")])
+    temperature = models.FloatField()
+    biases = models.JSONField(null=True, blank=True, help_text="Per option (vector scaling), else empty.")
+    report = models.JSONField(help_text="n, split sizes, held-out metrics and reliability bins before and after.")
+    active = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ("-created_at",)
+        constraints = (models.UniqueConstraint(fields=["key"], condition=models.Q(active=True),
+                                               name="calibration_one_active_per_key"),)
+
+    def __str__(self) -> str:
+        return f"{self.subject or self.key} ({self.method}, T={self.temperature:.3g})"
+
+
 class Evaluation(models.Model):
     """One call of `POST /v1/systemone` (or `POST /v1/classify`, then with its classifier) that reached
     the evaluation service, answered or failed."""
@@ -186,6 +232,8 @@ class Evaluation(models.Model):
                   "SHA-256 (unknown for a URL the backend fetched). Kept at every storage level; the bytes never are.")
     state = JSONTextField(null=True, blank=True)
     questions = JSONTextField(null=True, blank=True)
+    dataset_run = models.ForeignKey(DatasetRun, null=True, blank=True, on_delete=models.DB_SET_NULL,
+                                    related_name="evaluations")
 
     class Meta:
         ordering = ("-created_at", "-id")
@@ -219,6 +267,16 @@ class EvaluationAnswer(models.Model):
         null=True, blank=True,
         help_text="Summed probability of the option labels before renormalising: near 1 when the model "
                   "answered with a label; low values mean the answer is a ratio of leftovers.")
+    question_key = models.CharField(max_length=32, blank=True, db_index=True,
+                                    help_text="The question's identity for calibration (type, instructions, options).")
+    uncalibrated_probabilities = models.JSONField(
+        null=True, blank=True, help_text="Option key → probability before calibration; empty when none applied.")
+    calibration = models.ForeignKey(Calibration, null=True, blank=True, on_delete=models.DB_SET_NULL,
+                                    related_name="answers")
+    label = models.CharField(max_length=255, null=True, blank=True,
+                             help_text="The true option key (noul: true/false; score: the level index), from "
+                                       "POST /v1/feedback, a dataset run or the admin.")
+    labelled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ("evaluation", "position")

@@ -14,9 +14,10 @@ from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
+from evaluations.calibrations import calibration_cache_forget
 from evaluations.classify.registry import classifier_cache_forget
 from evaluations.keys import apikey_cache_forget
-from evaluations.models import ApiKey, Classifier, ClassifierLabel
+from evaluations.models import ApiKey, Calibration, Classifier, ClassifierLabel
 
 
 @receiver([post_save, post_delete], sender=ApiKey, dispatch_uid="openjev-apikey-cache")
@@ -28,3 +29,8 @@ def apikey_changed(sender: type[ApiKey], instance: ApiKey, **kwargs: Any) -> Non
 @receiver([post_save, post_delete], sender=ClassifierLabel, dispatch_uid="openjev-classifier-label-cache")
 def classifier_changed(sender: type[Classifier | ClassifierLabel], **kwargs: Any) -> None:
     transaction.on_commit(classifier_cache_forget)
+
+
+@receiver([post_save, post_delete], sender=Calibration, dispatch_uid="openjev-calibration-cache")
+def calibration_changed(sender: type[Calibration], **kwargs: Any) -> None:
+    transaction.on_commit(calibration_cache_forget)

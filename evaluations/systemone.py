@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 
+from evaluations.calibrations import answer_calibrated, calibrating_get, outcome_calibrated
 from evaluations.callers import Caller
 from evaluations.evaluator import evaluator_get
 from evaluations.images import ImageLimits, image_bytes_redact
@@ -46,19 +47,29 @@ def received_of_body(*, data: Any) -> Received:
                     questions=image_bytes_redact(questions))
 
 
+def request_limits() -> Limits:
+    """What a System One request may ask, from the settings."""
+    config = settings.OPENJEV
+    return Limits(config.max_questions, config.max_answers,
+                  ImageLimits(config.max_images, config.max_image_bytes, config.max_request_image_bytes))
+
+
 async def systemone_evaluate(*, data: Any, request_id: str, caller: Caller | None,
                              on_answer: AnswerSink | None = None, parts: dict[str, bytes] | None = None) -> Served:
     """Validate (RequestInvalid), then evaluate on the process's evaluator (Overloaded, BackendUnavailable,
-    BackendFailed, EvaluationTimeout); `on_answer` gets each answer as soon as it is scored (the stream);
+    BackendFailed, EvaluationTimeout), then apply the active calibrations; `on_answer` gets each answer,
+    calibrated too, as soon as it is scored (the stream);
     `parts` are a multipart body's image parts."""
     config = settings.OPENJEV
-    limits = Limits(config.max_questions, config.max_answers,
-                    ImageLimits(config.max_images, config.max_image_bytes, config.max_request_image_bytes))
+    limits = request_limits()
     with evaluation_recorded(request_id=request_id, caller=caller,
                              unparsed=lambda: received_of_body(data=data)) as call:
         request = systemone_request_parse(data=data, limits=limits, models=config.language_model_names, parts=parts)
         call.received = received_of(request=request)
         call.evaluator = evaluator = await evaluator_get()
-        call.outcome = outcome = await evaluation_run(evaluator=evaluator, request=request.evaluation,
-                                                      on_answer=on_answer)
+        calibrating = await calibrating_get()
+        sink = on_answer if on_answer is None or not calibrating.calibrators else (
+            lambda answer: on_answer(answer_calibrated(answer=answer, calibrating=calibrating)))
+        outcome = await evaluation_run(evaluator=evaluator, request=request.evaluation, on_answer=sink)
+        call.outcome = outcome = outcome_calibrated(outcome=outcome, calibrating=calibrating)
     return Served(request_id=request_id, request=request, model=evaluator.backend.model, outcome=outcome)

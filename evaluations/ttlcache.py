@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 
@@ -27,6 +27,19 @@ class TtlCache[K: Hashable, V]:
         self._entries: dict[K, tuple[float, V]] = {}
         self._generation = 0
         self._lock = threading.Lock()
+        self._fetch_lock = threading.Lock()
+
+    def load(self, key: K, fetch: Callable[[], V]) -> V:
+        """The fresh entry, or `fetch()` remembered: one fetch at a time, so callers that waited for it
+        find its result instead of querying again (blocking: call it from a worker thread)."""
+        with self._fetch_lock:
+            cached = self.get(key)
+            if cached is not None:
+                return cached.value
+            generation = self.generation()
+            found = fetch()
+            self.put(key, found, generation=generation)
+            return found
 
     def get(self, key: K) -> Cached[V] | None:
         """The entry for `key` while it is fresh, else None."""

@@ -16,15 +16,18 @@ from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.request import Request
 
 from evaluations.authentication import BearerKeyAuthentication
+from evaluations.calibrations import calibrated_header
 from evaluations.callers import Caller
 from evaluations.classify.registry import classifier_names_list
 from evaluations.classify.service import classify_run
 from evaluations.errors import ApiError, Shape, body_invalid, exception_response, json_response
 from evaluations.evaluator import STARTUP_FAILED, evaluator_ready, evaluator_status
+from evaluations.feedback import feedback_record
 from evaluations.json_body import BodyNotJson, body_parse
 from evaluations.multipart import MultipartInvalid, is_multipart, multipart_parse
 from evaluations.openapi import operations as doc
 from evaluations.openapi.classify import classify_schema
+from evaluations.openapi.feedback import feedback_schema
 from evaluations.requestids import CLASSIFY_PATH, request_id_assign, request_id_current
 from evaluations.systemone import systemone_evaluate
 from evaluations.wire import classified_render, served_headers, served_render
@@ -132,8 +135,22 @@ async def _systemone_answer(body: Body, request_id: str, caller: Caller | None) 
 
 async def _classify_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
     classified = await classify_run(data=body.data, request_id=request_id, caller=caller)
+    headers = {"x-typesafe-request-id": request_id, "x-openjev-model": classified.served_model}
     return json_response(classified_render(classified=classified),
-                         headers={"x-typesafe-request-id": request_id, "x-openjev-model": classified.served_model})
+                         headers=headers | calibrated_header(answers=classified.outcome.answers))
+
+
+async def _feedback_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
+    labelled = await feedback_record(data=body.data, caller=caller)
+    return json_response({"request_id": labelled.request_id, "question_id": labelled.question_id,
+                          "label": labelled.label, "labelled_at": labelled.labelled_at.isoformat()},
+                         headers={"x-typesafe-request-id": request_id})
+
+
+class FeedbackView(ApiView):
+    @feedback_schema
+    async def post(self, request: Request) -> HttpResponse:
+        return await self._served(request, path="/v1/feedback", serve=_feedback_answer)
 
 
 class SystemOneView(ApiView):

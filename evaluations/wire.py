@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evaluations.calibrations import calibrated_header
 from evaluations.classify.service import Classified
 from evaluations.systemone import Served
 from inference.scoring import Answer
@@ -36,7 +37,8 @@ def served_render(*, served: Served) -> dict[str, Any]:
 
 
 def served_headers(*, served: Served) -> dict[str, str]:
-    """Request id, served model, token counts, the lowest label mass and `Server-Timing`."""
+    """Request id, served model, token counts, the lowest label mass, `Server-Timing` and which answers
+    were calibrated."""
     outcome = served.outcome
     t = outcome.timings
     headers = {
@@ -49,7 +51,7 @@ def served_headers(*, served: Served) -> dict[str, str]:
     }
     if outcome.cached_tokens is not None:
         headers["x-openjev-cached-tokens"] = str(outcome.cached_tokens)
-    return headers
+    return headers | calibrated_header(answers=outcome.answers)
 
 
 def label_mass_header(*, answers: tuple[Answer, ...]) -> str:

@@ -44,6 +44,11 @@ class Answer:
     confidence: float | None
     """How peaked `probabilities` is (choice and score; None for noul)."""
     branches: tuple[BranchScore, ...]
+    uncalibrated: tuple[float, ...] | None = None
+    """`probabilities` before a fitted per-question calibration (`inference.vector_scaling`); None when
+    no calibration was applied."""
+    calibration: int | None = None
+    """Which stored calibration produced `probabilities` (its id, for the audit); None: none did."""
 
     @property
     def question_id(self) -> str:
@@ -138,10 +143,14 @@ def answer_compute(*, question: Question, branches: Sequence[BranchScore], tempe
         raw.append(_unpermuted(probabilities_compute(logprobs=branch.label_logprobs, temperature=1.0), branch.order))
     p = _mean(served)
     mass = math.fsum(math.fsum(math.exp(x) for x in b.label_logprobs) for b in branches) / len(branches)
-    peak: float | None = None
-    if question.type == "choice":
-        peak = choice_confidence(p=p, formula=confidence)
-    elif question.type == "score":
-        peak = score_confidence(p=p, formula=confidence)
     return Answer(question=question, probabilities=p, raw_probabilities=_mean(raw), label_mass=min(1.0, mass),
-                  confidence=peak, branches=tuple(branches))
+                  confidence=confidence_of(question=question, p=p, formula=confidence), branches=tuple(branches))
+
+
+def confidence_of(*, question: Question, p: Sequence[float], formula: ConfidenceFormula) -> float | None:
+    """How peaked `p` is for a choice or a score; a noul answer has no confidence."""
+    if question.type == "choice":
+        return choice_confidence(p=p, formula=formula)
+    if question.type == "score":
+        return score_confidence(p=p, formula=formula)
+    return None

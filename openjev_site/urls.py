@@ -14,6 +14,7 @@ handler500 = "evaluations.errors.server_error_view"
 urlpatterns = [
     path("v1/systemone", views.SystemOneView.as_view(), name="systemone"),
     path("v1/classify", views.ClassifyView.as_view(), name="classify"),
+    path("v1/feedback", views.FeedbackView.as_view(), name="feedback"),
     path("v1/models", views.ModelsView.as_view(), name="models"),
     path("v1/limits", views.LimitsView.as_view(), name="limits"),
     path("health", views.HealthView.as_view(), name="health"),

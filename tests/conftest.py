@@ -79,9 +79,19 @@ def store(settings: Any) -> Callable[[StoreLevel], None]:
 
 @pytest.fixture(autouse=True)
 def _storage_off_without_database(request: pytest.FixtureRequest, settings) -> None:
-    """Tests that may not touch the database run with evaluation storage off (storage tests opt in)."""
-    if request.node.get_closest_marker("django_db") is None and settings.OPENJEV.store_evaluations != "off":
-        settings.OPENJEV = replace(settings.OPENJEV, store_evaluations="off")
+    """Tests that may not touch the database run with evaluation storage and calibration off (storage and
+    calibration tests opt in), so no request of theirs reads or writes a table."""
+    if request.node.get_closest_marker("django_db") is None:
+        settings.OPENJEV = replace(settings.OPENJEV, store_evaluations="off", calibration=False)
+
+
+@pytest.fixture(autouse=True)
+def _feedback_without_database(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests that may not touch the database find no stored answer to label (`POST /v1/feedback` is a 404)."""
+    from evaluations import feedback
+
+    if request.node.get_closest_marker("django_db") is None:
+        monkeypatch.setattr(feedback, "answer_find", lambda **_: None)
 
 
 @pytest.fixture(autouse=True)

@@ -67,7 +67,8 @@ class EvaluationAdmin(admin.ModelAdmin):
                     "question_count", "lowest_label_mass", "latency")
     list_display_links = ("request_id",)
     list_filter = ("status_code", "served_model", "backend", QuestionTypeFilter, ClassifierNameFilter,
-                   ("created_at", admin.DateFieldListFilter), ("api_key_label", ApiKeyLabelFilter), "store_level")
+                   ("created_at", admin.DateFieldListFilter), ("api_key_label", ApiKeyLabelFilter), "store_level",
+                   "dataset_run")
     search_fields = ("^request_id", "^api_key_label", "api_key__name", "api_key__owner", "=classifier_name")
     search_help_text = "Request id (or its start), key prefix (oj_…), key name or owner, classifier name."
     date_hierarchy = "created_at"

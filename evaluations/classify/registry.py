@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -124,7 +123,6 @@ def classifier_spec_of(*, row: Classifier) -> ClassifierSpec:
 
 _ALL = "all"
 _cache: TtlCache[str, dict[str, ClassifierSpec]] = TtlCache(seconds=CLASSIFIER_CACHE_SECONDS, max_entries=1)
-_fetch_lock = threading.Lock()
 
 
 def classifier_cache_forget() -> None:
@@ -148,15 +146,7 @@ def _classifiers_fetch() -> dict[str, ClassifierSpec]:
 
 
 def _classifiers_load() -> dict[str, ClassifierSpec]:
-    """One fetch at a time: requests that waited for it find the fresh result instead of querying again."""
-    with _fetch_lock:
-        cached = _cache.get(_ALL)
-        if cached is not None:
-            return cached.value
-        generation = _cache.generation()
-        found = _classifiers_fetch()
-        _cache.put(_ALL, found, generation=generation)
-        return found
+    return _cache.load(_ALL, _classifiers_fetch)
 
 
 async def classifiers_get() -> dict[str, ClassifierSpec]:

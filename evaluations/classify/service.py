@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 
+from evaluations.calibrations import calibrating_get, outcome_calibrated
 from evaluations.callers import Caller
 from evaluations.classify.parsing import classify_request_parse
 from evaluations.classify.registry import ClassifierSpec, classifier_find
@@ -165,7 +166,9 @@ async def classify_run(*, data: Any, request_id: str, caller: Caller | None,
         found = classifier if classifier is not None else await classifier_find(name=request.model)
         call.received = received_of(data=data, classifier=found)
         call.evaluator = evaluator = await evaluator_get()
-        call.outcome = outcome = await classifier_evaluate(evaluator=evaluator, classifier=found, inputs=request.inputs)
+        outcome = await classifier_evaluate(evaluator=evaluator, classifier=found, inputs=request.inputs)
+        calibrating = await calibrating_get(classifier=found.name)
+        call.outcome = outcome = outcome_calibrated(outcome=outcome, calibrating=calibrating)
     items = tuple(ClassifyItem(index=i, label=found.labels[answer.choice_index], probs=answer.probabilities)
                   for i, answer in enumerate(outcome.answers))
     return Classified(request_id=request_id, created=int(call.created_at.timestamp()), classifier=found,

@@ -10,7 +10,7 @@ from rest_framework import serializers
 ERROR_TYPES = (
     "invalid_request", "authentication_error", "permission_denied", "not_found", "method_not_allowed",
     "not_acceptable", "unsupported_media_type", "request_too_large", "request_timeout", "rate_limited", "overloaded",
-    "backend_unavailable", "backend_error", "timeout", "internal_error",
+    "backend_unavailable", "service_unavailable", "backend_error", "timeout", "internal_error",
 )
 
 _TEXT_TYPES = ["string", "object", "array"]

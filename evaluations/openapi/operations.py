@@ -22,6 +22,8 @@ REQUEST_ID_HEADER = OpenApiParameter(
     "x-typesafe-request-id", str, OpenApiParameter.HEADER, required=True, response=True,
     description="This request's id (`req_…`), on every response, errors included; an evaluation is stored under "
                 "it. Quote it to the operator: a 5xx names it in its message too.")
+RETRY_AFTER_HEADER = OpenApiParameter("Retry-After", int, OpenApiParameter.HEADER, required=True, response=[503, 529],
+                                     description="Seconds to wait before retrying.")
 AUTH_HEADER = OpenApiParameter("WWW-Authenticate", str, OpenApiParameter.HEADER, required=True, response=[401],
                                description="`Bearer`.")
 
@@ -37,8 +39,10 @@ RESPONSE_HEADERS = [
     OpenApiParameter("Server-Timing", str, OpenApiParameter.HEADER, required=True, response=[200],
                      description="`prepare;dur=…, prefill;dur=…, branches;dur=…` in milliseconds: prompt building, "
                                  "the shared-prefix warm-up, and the questions."),
-    OpenApiParameter("Retry-After", int, OpenApiParameter.HEADER, required=True, response=[503, 529],
-                     description="Seconds to wait before retrying."),
+    OpenApiParameter("x-openjev-calibrated", str, OpenApiParameter.HEADER, required=False, response=[200],
+                     description="Ids of the questions whose answers a fitted calibration adjusted, comma-separated; "
+                                 "absent when none was (`OPENJEV_CALIBRATION`, `manage.py calibrate`)."),
+    RETRY_AFTER_HEADER,
     AUTH_HEADER,
 ]
 

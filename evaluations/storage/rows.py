@@ -9,6 +9,7 @@ from typing import Any
 
 from evaluations.json_body import text_printable
 from evaluations.storage.records import StoredEvaluation
+from inference.vector_scaling import question_key
 
 ERROR_MESSAGE_MAX = 4000
 QUESTION_ID_MAX = 500
@@ -57,6 +58,7 @@ def evaluation_rows_build(*, record: StoredEvaluation) -> Row:
         "images": [asdict(meta) for meta in received.images] or None,
         "state": _stored_json(received.state, full=full, failed=failure is not None),
         "questions": _stored_json(received.questions, full=full, failed=failure is not None),
+        "dataset_run_id": None,
     }
     answers = []
     for position, answer in enumerate(outcome.answers if outcome else ()):
@@ -74,6 +76,12 @@ def evaluation_rows_build(*, record: StoredEvaluation) -> Row:
             "option_keys": keys,
             "raw_probabilities": dict(zip(keys, answer.raw_probabilities, strict=True)),
             "label_mass": answer.label_mass,
+            "question_key": question_key(question=answer.question),
+            "uncalibrated_probabilities": (None if answer.uncalibrated is None else
+                                           dict(zip(keys, answer.uncalibrated, strict=True))),
+            "calibration_id": answer.calibration,
+            "label": None,
+            "labelled_at": None,
         })
     return evaluation, answers
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import connection, models, transaction
 
-from evaluations.models import ApiKey, Classifier, Evaluation, EvaluationAnswer, JSONTextField
+from evaluations.models import ApiKey, Calibration, Classifier, Evaluation, EvaluationAnswer, JSONTextField
 from evaluations.storage.rows import Row
 
 
@@ -59,10 +59,12 @@ def _existing(model: type[models.Model], ids: set[int]) -> set[int]:
 
 
 def rows_insert(rows: list[Row]) -> None:
-    """One transaction for the batch: evaluations, then answers. A link to an API key or a classifier
-    deleted since the request is dropped (the label and the name are kept)."""
+    """One transaction for the batch: evaluations, then answers. A link to an API key, a classifier or a
+    calibration deleted since the request is dropped (the label and the name are kept)."""
     keys = _existing(ApiKey, {ev["api_key_id"] for ev, _ in rows if ev["api_key_id"] is not None})
     classifiers = _existing(Classifier, {ev["classifier_id"] for ev, _ in rows if ev["classifier_id"] is not None})
+    calibrations = _existing(Calibration, {a["calibration_id"] for _, answers in rows for a in answers
+                                           if a["calibration_id"] is not None})
     sql = _statements_for(connection)
     ev_params = []
     an_params = []
@@ -71,7 +73,8 @@ def rows_insert(rows: list[Row]) -> None:
                   "classifier_id": ev["classifier_id"] if ev["classifier_id"] in classifiers else None}
         ev_params.append(_params(linked, sql.evaluation_fields, sql.prepared, connection))
         for answer in answers:
-            an_params.append([ev["request_id"], *_params(answer, sql.answer_fields, sql.prepared, connection)])
+            kept = answer if answer["calibration_id"] in calibrations else {**answer, "calibration_id": None}
+            an_params.append([ev["request_id"], *_params(kept, sql.answer_fields, sql.prepared, connection)])
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.executemany(sql.evaluation_sql, ev_params)
         if an_params:

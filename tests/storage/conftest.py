@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from evaluations.calibrations import calibration_cache_forget
 from evaluations.keys import apikey_cache_forget
 from evaluations.storage.writer import writer_drain, writer_stop
 
@@ -20,9 +21,11 @@ from evaluations.storage.writer import writer_drain, writer_stop
 @pytest.fixture(autouse=True)
 def _storage_isolated() -> Iterator[None]:
     apikey_cache_forget()
+    calibration_cache_forget()
     yield
     assert writer_stop(timeout=30), "the storage writer did not stop"
     apikey_cache_forget()
+    calibration_cache_forget()
 
 
 async def drained() -> None:
