@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -65,6 +66,27 @@ def shot(page: Any, name: str) -> Path:
 
 
 ADMIN_PASSWORD = "correct horse battery"
+
+
+def loopback_only(page: Any) -> list[str]:
+    """Abort every request of the page that would leave the machine; the returned list collects their URLs
+    (a test asserts it stays empty: the admin works offline)."""
+    from playwright.sync_api import Route
+
+    from tests.docs.test_browser import LOOPBACK
+
+    blocked: list[str] = []
+
+    def route(route: Route) -> None:
+        url = route.request.url
+        if url.startswith(("data:", "blob:")) or urlsplit(url).hostname in LOOPBACK:
+            route.continue_()
+        else:
+            blocked.append(url)
+            route.abort("blockedbyclient")
+
+    page.context.route("**/*", route)
+    return blocked
 
 
 def signed_in(page: Any, *, base: str, then: str) -> None:

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
 from django.contrib.auth import get_user_model
-from playwright.sync_api import Route
 
 from evaluations.storage.writer import writer_drain
 from tests.conftest import README_REQUEST
-from tests.docs.test_browser import LOOPBACK
-from tests.storage.test_admin_browser import ADMIN_PASSWORD, chromium_page, shot, signed_in
+from tests.storage.test_admin_browser import ADMIN_PASSWORD, chromium_page, loopback_only, shot, signed_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -45,18 +42,8 @@ def test_the_live_dashboard_draws_the_last_hour_offline_and_moves_with_each_eval
             client.post("/v1/systemone", json=body)
     assert writer_drain(timeout=30)
 
-    blocked: list[str] = []
-
-    def loopback_only(route: Route) -> None:
-        url = route.request.url
-        if url.startswith(("data:", "blob:")) or urlsplit(url).hostname in LOOPBACK:
-            route.continue_()
-        else:
-            blocked.append(url)
-            route.abort("blockedbyclient")
-
     with chromium_page(tmp_path / "chromium-profile") as page:
-        page.context.route("**/*", loopback_only)
+        blocked = loopback_only(page)
         signed_in(page, base=asgi_server.url, then="/admin/evaluations/evaluation/dashboard/")
         page.locator("#oj-live-state[data-state=live]").wait_for()
         page.wait_for_function("document.getElementById('oj-live-total').textContent === '3'")
