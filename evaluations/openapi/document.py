@@ -59,6 +59,7 @@ cause.
 TAGS = [
     {"name": "Evaluation", "description": "Typed questions about a state."},
     {"name": "Classification", "description": "SGLang / vLLM `POST /v1/classify` over classifiers saved in the admin."},
+    {"name": "Labels", "description": "The true answers of stored evaluations, for accuracy and calibration."},
     {"name": "Models", "description": "Names accepted as `model`."},
     {"name": "Service", "description": "Limits and health probes."},
 ]

@@ -36,7 +36,7 @@ feedback_schema = extend_schema(
                 "calibration fits (`manage.py calibrate`). Idempotent per (request, question): sending it again "
                 "replaces the label. With auth on, only evaluations made with the caller's key can be labelled. "
                 "Evaluations are stored shortly after their response: a 404 right after it may be retried.",
-    tags=["Evaluation"],
+    tags=["Labels"],
     request=FeedbackRequestSerializer,
     responses={
         200: OpenApiResponse(FeedbackResponseSerializer, description="The label as stored."),

@@ -31,7 +31,8 @@ ARTIFACTS = BASE_DIR / "test-artifacts"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 OPERATIONS = ["Evaluate typed questions about a state", "Classify texts with a saved classifier",
               "List the accepted model names", "Readiness: is the backend answering?",
-              "Liveness: is the process running?", "Admission limits of this deployment"]
+              "Liveness: is the process running?", "Admission limits of this deployment",
+              "Label a stored answer with the truth"]
 EXAMPLES = {example.name: example.value for example in REQUEST_EXAMPLES}
 
 
