@@ -15,6 +15,7 @@ from types import FrameType
 from typing import Any, Literal, Protocol
 
 from serving.header_timeout import h11_protocol_with_header_timeout
+from serving.workers import reuse_port_socket
 
 log = logging.getLogger("openjev.serve")
 
@@ -51,6 +52,8 @@ class ServerOptions:
     """The 408 body sent when the headers are late, in the API's error shape."""
     websocket_max_bytes: int
     """The largest WebSocket message the server takes (daphne's own default, 1 MiB, is under the body limit)."""
+    reuse_port: bool = False
+    """Bind with SO_REUSEPORT, beside the other workers of `serve --workers N` (uvicorn)."""
 
 
 class _Uvicorn:
@@ -66,9 +69,18 @@ class _Uvicorn:
                                                                       body=options.header_timeout_body),
                                 ws_max_size=options.websocket_max_bytes)
         self._server = uvicorn.Server(config)
+        self._options = options
 
     def run(self) -> None:
-        self._server.run()
+        if not self._options.reuse_port:
+            self._server.run()
+            return
+        try:
+            sock = reuse_port_socket(host=self._options.host, port=self._options.port)
+        except OSError as exc:
+            raise ServerFailed(f"cannot listen on {self._options.host}:{self._options.port}: {exc}") from None
+        with sock:
+            self._server.run(sockets=[sock])
 
     def stop(self) -> None:
         self._server.should_exit = True
