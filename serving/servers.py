@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, Literal, Protocol
 
-from serving.header_timeout import h11_protocol_with_header_timeout
+from serving.header_timeout import http_protocol_with_header_timeout
 from serving.workers import reuse_port_socket
 
 log = logging.getLogger("openjev.serve")
@@ -65,7 +65,7 @@ class _Uvicorn:
                                 access_log=options.access_log,
                                 timeout_graceful_shutdown=max(1, round(options.drain)),
                                 timeout_keep_alive=options.keep_alive, server_header=False, proxy_headers=True,
-                                http=h11_protocol_with_header_timeout(seconds=options.header_timeout,
+                                http=http_protocol_with_header_timeout(seconds=options.header_timeout,
                                                                       body=options.header_timeout_body),
                                 ws_max_size=options.websocket_max_bytes)
         self._server = uvicorn.Server(config)
