@@ -13,6 +13,7 @@ without saying so. No Django here.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -72,7 +73,7 @@ class WorkerPool:
         for _ in range(self.count):
             worker = process_launch(argv=self.argv, preexec=parent_death_signal())
             self._workers.append(worker)
-            process_watch(process=worker, on_exit=lambda code, pid=worker.pid: self._exited(pid, code),
+            process_watch(process=worker, on_exit=functools.partial(self._exited, worker.pid),
                           name=f"worker-watch-{worker.pid}")
         log.info("started %d API workers: pids %s", self.count, ", ".join(str(w.pid) for w in self._workers))
         self.stopped.wait()
