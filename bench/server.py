@@ -1,12 +1,15 @@
-"""Server benchmark: the API as deployed (an ASGI server in its own process) against a zero-latency
-fake SGLang in another process, driven at a fixed concurrency.
+"""Server benchmark: the API as deployed (`manage.py serve --connect`, N worker processes) against a
+zero-latency fake SGLang in another process.
 
-Prints, per workload and branch mode: evaluations/s, p50/p99 latency, server CPU ms per evaluation
-(the steadiest figure on a shared 2-core machine: utime+stime of the server process from /proc) and
-backend requests per evaluation.
+Per workload (R3: the README's 3 questions; R64: 64 questions on a ~600-token state), storage level and
+worker count it prints: evaluations/s, p50/p99 latency at a fixed concurrency (steady load), server CPU
+ms per evaluation at steady load and in bursts (`--concurrency` simultaneous requests, all awaited, then
+the next burst), and backend requests per evaluation. Server CPU is utime+stime of `serve` and all its
+processes from /proc: the steadiest figure on a shared machine.
 
-    .venv/bin/python bench/server.py                       # uvicorn, both modes, 3 and 64 questions
-    .venv/bin/python bench/server.py --server daphne --requests 400
+    .venv/bin/python bench/server.py                                  # batched, storage off and full, 1 worker
+    .venv/bin/python bench/server.py --workers 1 2 --store full --requests 1200
+    .venv/bin/python bench/server.py --server daphne --mode parallel
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -29,42 +33,42 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evaluations.openapi.examples import README_REQUEST  # noqa: E402
+from bench.workloads import WORKLOADS  # noqa: E402
 from testbed.load import requests_send  # noqa: E402
 from testbed.ports import free_port  # noqa: E402
 from testbed.qwen3 import qwen3_dir  # noqa: E402
 
-STATE_600 = " ".join(
-    f"Message {i}: the customer reports that order #{4400 + i} arrived late and the invoice shows a double charge."
-    for i in range(30)
-)
-QUESTIONS_64 = {
-    f"q{i:02d}": (
-        {"type": "noul", "instructions": f"Does the text mention issue number {i}?"}
-        if i % 3 == 0
-        else {
-            "type": "choice",
-            "instructions": f"Which team owns topic {i}?",
-            "criteria": {"Billing": "Payments", "Logistics": "Shipping", "Support": None},
-        }
-        if i % 3 == 1
-        else {"type": "score", "instructions": f"How urgent is aspect {i}?", "criteria": ["Low", "Medium", "High"]}
-    )
-    for i in range(64)
-}
-WORKLOADS = {
-    "3 questions (README example)": README_REQUEST,
-    "64 questions, ~600-token state": {"model": "jev-latest", "state": STATE_600, "questions": QUESTIONS_64},
-}
+
+def process_tree(root: int) -> list[int]:
+    """`root` and every process descended from it (the workers of `serve --workers N`)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    tree, frontier = [root], [root]
+    while frontier:
+        children = [pid for pid, parent in parents.items() if parent in frontier]
+        tree += children
+        frontier = children
+    return tree
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def cpu_seconds(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def serve_fake(port: int) -> None:
-    """Run the fake in this process; print its call count on SIGTERM (the parent reads it)."""
+    """Run the fake in this process; print its call count on SIGUSR1 (the parent reads it)."""
     from fake_sglang import FakeSGLang
 
     fake = FakeSGLang(port=port, served_model_name="Qwen/Qwen3.6-35B-A3B")
@@ -81,7 +85,7 @@ def serve_fake(port: int) -> None:
         asyncio.run(run())
 
 
-def wait_http(url: str, timeout: float = 60) -> None:
+def wait_http(url: str, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -93,32 +97,10 @@ def wait_http(url: str, timeout: float = 60) -> None:
     raise RuntimeError(f"{url} did not become healthy")
 
 
-def server_command(server: str, port: int) -> list[str]:
-    python = sys.executable
-    if server == "daphne":
-        return [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "openjev_site.asgi:application"]
-    return [
-        python,
-        "-m",
-        "uvicorn",
-        "openjev_site.asgi:application",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--no-access-log",
-        "--log-level",
-        "warning",
-        "--lifespan",
-        "off",
-    ]
-
-
-async def drive(url: str, body: dict[str, Any], *, requests: int,
-                concurrency: int) -> tuple[list[float], dict[int, int]]:
-    """Latencies (seconds) and the count of each status."""
-    results = await requests_send(url=url, body=body, count=requests, concurrency=concurrency)
-    return [ms / 1000.0 for _, _, ms in results], dict(Counter(status for status, _, _ in results))
+def server_command(*, server: str, port: int, fake_port: int, workers: int) -> list[str]:
+    command = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port), "--server", server,
+               "--connect", f"http://127.0.0.1:{fake_port}", "--migrate"]
+    return command + (["--workers", str(workers)] if workers != 1 else [])
 
 
 def fake_calls(fake: subprocess.Popen[str]) -> int:
@@ -127,67 +109,74 @@ def fake_calls(fake: subprocess.Popen[str]) -> int:
     return int(json.loads(fake.stdout.readline())["calls"])
 
 
-def measure(args: argparse.Namespace, mode: str, fake_port: int, fake: subprocess.Popen[str]) -> None:
+def burst_cpu_ms(*, url: str, body: dict[str, Any], pids: list[int], size: int, bursts: int) -> float:
+    """Server CPU ms per evaluation over `bursts` bursts of `size` simultaneous requests."""
+    before = cpu_seconds(pids)
+    for _ in range(bursts):
+        asyncio.run(requests_send(url=url, body=body, count=size, concurrency=size))
+    return (cpu_seconds(pids) - before) / (size * bursts) * 1000
+
+
+def measure(args: argparse.Namespace, *, mode: str, store: str, workers: int, fake_port: int,
+            fake: subprocess.Popen[str]) -> None:
     port = free_port()
-    env = {
-        **os.environ,
-        "OPENJEV_BACKEND": "sglang",
-        "OPENJEV_BACKEND_URL": f"http://127.0.0.1:{fake_port}",
-        "OPENJEV_TOKENIZER": str(qwen3_dir()),
-        "OPENJEV_MODEL": "Qwen/Qwen3.6-35B-A3B",
-        "OPENJEV_BRANCH_MODE": mode,
-        "OPENJEV_STORE_EVALUATIONS": args.store,
-        "DJANGO_SETTINGS_MODULE": "openjev_site.settings",
-        "PYTHONPATH": str(ROOT),
-    }
-    server = subprocess.Popen(server_command(args.server, port), cwd=ROOT, env=env)
+    database = Path(tempfile.mkdtemp(prefix="openjev-bench-")) / "db.sqlite3"
+    env = {**os.environ, "OPENJEV_TOKENIZER": str(qwen3_dir()), "OPENJEV_MODEL": "Qwen/Qwen3.6-35B-A3B",
+           "OPENJEV_BRANCH_MODE": mode, "OPENJEV_STORE_EVALUATIONS": store,
+           "OPENJEV_DATABASE_URL": f"sqlite:///{database}", "OPENJEV_SECRET_KEY": "bench-" + "x" * 50,
+           "DJANGO_SETTINGS_MODULE": "openjev_site.settings", "PYTHONPATH": str(ROOT)}
+    log = (database.parent / "serve.log").open("w")  # its per-request warnings would drown the figures
+    server = subprocess.Popen(server_command(server=args.server, port=port, fake_port=fake_port, workers=workers),
+                              cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(url + "/health")
-        for name, body in WORKLOADS.items():
-            requests = args.requests if "3 q" in name else max(args.requests // 4, 50)
-            asyncio.run(drive(url, body, requests=min(32, requests), concurrency=args.concurrency))  # warm caches
-            calls_before, cpu_before, start = fake_calls(fake), cpu_seconds(server.pid), time.perf_counter()
-            latencies, statuses = asyncio.run(drive(url, body, requests=requests, concurrency=args.concurrency))
-            elapsed, cpu = time.perf_counter() - start, cpu_seconds(server.pid) - cpu_before
+        pids = process_tree(server.pid)
+        for name in args.workloads:
+            body = WORKLOADS[name]
+            requests = args.requests if name == "R3" else max(args.requests // 4, 50)
+            asyncio.run(requests_send(url=url, body=body, count=64, concurrency=args.concurrency))  # warm caches
+            calls_before, cpu_before, start = fake_calls(fake), cpu_seconds(pids), time.perf_counter()
+            results = asyncio.run(requests_send(url=url, body=body, count=requests, concurrency=args.concurrency))
+            elapsed, cpu = time.perf_counter() - start, cpu_seconds(pids) - cpu_before
             calls = fake_calls(fake) - calls_before
-            ok = statuses.get(200, 0)
-            q = statistics.quantiles(latencies, n=100)
-            print(
-                f"{args.server:7s} {mode:8s} {name:32s} {ok / elapsed:7.1f} eval/s  p50 {q[49] * 1000:6.1f} ms  "
-                f"p99 {q[98] * 1000:6.1f} ms  server CPU {cpu / requests * 1000:5.2f} ms/eval  "
-                f"backend calls/eval {calls / requests:5.2f}  statuses {statuses}",
-                flush=True,
-            )
+            statuses = dict(Counter(status for status, _, _ in results))
+            q = statistics.quantiles([ms for _, _, ms in results], n=100)
+            burst = burst_cpu_ms(url=url, body=body, pids=pids, size=args.concurrency,
+                                 bursts=max(4, requests // args.concurrency // 2))
+            print(f"{args.server} {mode} store={store:4s} workers={workers} {name:4s} "
+                  f"{statuses.get(200, 0) / elapsed:6.1f} eval/s  p50 {q[49]:6.1f} ms  p99 {q[98]:6.1f} ms  "
+                  f"CPU steady {cpu / requests * 1000:5.2f} burst {burst:5.2f} ms/eval  "
+                  f"backend calls/eval {calls / requests:4.2f}  statuses {statuses}", flush=True)
     finally:
-        server.terminate()
-        server.wait(10)
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
+        log.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--server", choices=["uvicorn", "daphne"], default="uvicorn")
-    parser.add_argument("--mode", choices=["batched", "parallel", "both"], default="both")
-    parser.add_argument("--requests", type=int, default=600)
+    parser.add_argument("--mode", choices=["batched", "parallel"], nargs="+", default=["batched"])
+    parser.add_argument("--store", choices=["off", "metadata", "full"], nargs="+", default=["off", "full"])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1], help="API processes (0 = one per core)")
+    parser.add_argument("--workloads", choices=list(WORKLOADS), nargs="+", default=list(WORKLOADS))
+    parser.add_argument("--requests", type=int, default=600, help="steady-load requests of R3 (R64: a quarter)")
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--store", choices=["off", "metadata", "full"], default="off")
     parser.add_argument("--serve-fake", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_fake:
         serve_fake(args.serve_fake)
         return
     fake_port = free_port()
-    fake = subprocess.Popen(
-        [sys.executable, __file__, "--serve-fake", str(fake_port)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    fake = subprocess.Popen([sys.executable, __file__, "--serve-fake", str(fake_port)], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         assert fake.stdout is not None and fake.stdout.readline().strip() == "ready"
-        for mode in ["batched", "parallel"] if args.mode == "both" else [args.mode]:
-            measure(args, mode, fake_port, fake)
+        for mode in args.mode:
+            for workers in args.workers:
+                for store in args.store:
+                    measure(args, mode=mode, store=store, workers=workers, fake_port=fake_port, fake=fake)
     finally:
         fake.terminate()
         fake.wait(10)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -221,7 +222,8 @@ class HealthView(ApiView):
         backend = settings.OPENJEV.backend
         if evaluator is not None and await evaluator.backend.health():
             return json_response({"status": "ok", "backend": evaluator.backend.kind,
-                                  "model": evaluator.backend.model, "startup_seconds": startup_seconds})
+                                  "model": evaluator.backend.model, "startup_seconds": startup_seconds,
+                                  "worker_pid": os.getpid()})
         body = {"status": "unavailable", "backend": backend, "startup_seconds": startup_seconds,
                 "message": STARTUP_FAILED if error else
                 ("the backend does not answer its health check" if evaluator else "starting")}

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, Literal, Protocol
 
-from serving.header_timeout import h11_protocol_with_header_timeout
+from serving.header_timeout import http_protocol_with_header_timeout
+from serving.workers import reuse_port_socket
 
 log = logging.getLogger("openjev.serve")
 
@@ -51,6 +52,8 @@ class ServerOptions:
     """The 408 body sent when the headers are late, in the API's error shape."""
     websocket_max_bytes: int
     """The largest WebSocket message the server takes (daphne's own default, 1 MiB, is under the body limit)."""
+    reuse_port: bool = False
+    """Bind with SO_REUSEPORT, beside the other workers of `serve --workers N` (uvicorn)."""
 
 
 class _Uvicorn:
@@ -62,13 +65,22 @@ class _Uvicorn:
                                 access_log=options.access_log,
                                 timeout_graceful_shutdown=max(1, round(options.drain)),
                                 timeout_keep_alive=options.keep_alive, server_header=False, proxy_headers=True,
-                                http=h11_protocol_with_header_timeout(seconds=options.header_timeout,
+                                http=http_protocol_with_header_timeout(seconds=options.header_timeout,
                                                                       body=options.header_timeout_body),
                                 ws_max_size=options.websocket_max_bytes)
         self._server = uvicorn.Server(config)
+        self._options = options
 
     def run(self) -> None:
-        self._server.run()
+        if not self._options.reuse_port:
+            self._server.run()
+            return
+        try:
+            sock = reuse_port_socket(host=self._options.host, port=self._options.port)
+        except OSError as exc:
+            raise ServerFailed(f"cannot listen on {self._options.host}:{self._options.port}: {exc}") from None
+        with sock:
+            self._server.run(sockets=[sock])
 
     def stop(self) -> None:
         self._server.should_exit = True

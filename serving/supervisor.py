@@ -146,7 +146,7 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
+def signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, sig)
 
@@ -159,7 +159,7 @@ def process_group_stop(*, process: subprocess.Popen[bytes], grace: float) -> int
     """
     pgid = process.pid  # start_new_session: the child leads its own group
     if process.poll() is None or _group_alive(pgid):
-        _signal_group(pgid, signal.SIGTERM)
+        signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         process.poll()
@@ -167,7 +167,7 @@ def process_group_stop(*, process: subprocess.Popen[bytes], grace: float) -> int
             return process.returncode
         time.sleep(0.05)
     log.warning("process group %d still alive %.0f s after SIGTERM: sending SIGKILL", pgid, grace)
-    _signal_group(pgid, signal.SIGKILL)
+    signal_group(pgid, signal.SIGKILL)
     try:
         process.wait(timeout=10)
     except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored

@@ -52,6 +52,8 @@ class HealthSerializer(serializers.Serializer):
     startup_seconds = serializers.FloatField(allow_null=True, help_text="How long the engine took to start; null "
                                                                         "while it is starting.")
     message = serializers.CharField(required=False, help_text="Why the service is unavailable.")
+    worker_pid = serializers.IntegerField(required=False, help_text="The API process that answered (one of "
+                                                                    "`serve --workers N`), once ready.")
 
 
 class LiveSerializer(serializers.Serializer):

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import httpx
+import orjson
 
 from inference.backends.base import BranchCall, BranchScored, Generation
 from inference.errors import BackendFailed, BackendUnavailable
@@ -123,7 +124,7 @@ class SGLangBackend:
         if response.status_code != 200:
             raise failure_classify(status=response.status_code, text=response.text)
         try:
-            return response.json()
+            return response_json_read(response.content)
         except ValueError as exc:
             raise BackendFailed(
                 f"SGLang answered with a body that is not JSON: {backend_text_redact(text=response.text)[:200]!r}"
@@ -227,6 +228,16 @@ def _gateway_error_code(*, text: str) -> str | None:
     return code if isinstance(code, str) else None
 
 
+def response_json_read(content: bytes) -> Any:
+    """orjson first: decoding a 64-item batch with the standard library was about 6 % of the server's
+    CPU on the 64-question request. orjson refuses the `-Infinity` and `NaN` constants that Python's
+    json writes, so such a body is read by the standard library, as before."""
+    try:
+        return orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return json.loads(content)
+
+
 def _ids_json(ids: Sequence[int]) -> str:
     return "[" + ",".join(map(str, ids)) + "]"
 
@@ -263,16 +274,15 @@ class _ImagesJson:
 
 def _request_body(*, rid: str, ids_json: str, label_ids: Sequence[int], images_json: str | None = None) -> str:
     """The /generate body as text; `ids_json` and `images_json` are already serialised (see _PrefixJson)."""
-    rest = json.dumps(
+    rest = orjson.dumps(
         {
             "sampling_params": SAMPLING,
             "return_logprob": True,
-            "token_ids_logprob": label_ids,
+            "token_ids_logprob": list(label_ids),
             "logprob_start_len": -1,
             "rid": rid,
-        },
-        separators=(",", ":"),
-    )
+        }
+    ).decode()
     images = f'"image_data":{images_json},' if images_json else ""
     return f'{{"input_ids":{ids_json},{images}{rest[1:]}'
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from inference.backends.base import BranchCall
-from inference.backends.sglang import SGLangBackend, failure_classify
+from inference.backends.sglang import SGLangBackend, failure_classify, response_json_read
 from inference.errors import BackendFailed, BackendUnavailable
 from inference.redaction import url_credentials_redact
 from testbed.qwen3 import qwen3_tokenizer
@@ -102,3 +102,10 @@ async def test_health_of_a_bare_sglang_with_an_api_key_follows_its_health_route(
 async def test_abort_sends_nothing_closing_the_connection_is_the_abort(fake):
     await backend_for(fake.url).abort(rids=["a", "b"])
     assert fake.aborted == [] and fake.requests == []
+
+
+def test_a_backend_body_with_python_json_constants_still_reads_as_before():
+    body = b'[{"meta_info": {"output_token_ids_logprobs": [[[-Infinity, 10, null], [-0.5, 11, null]]]}}]'
+    entries = response_json_read(body)[0]["meta_info"]["output_token_ids_logprobs"][0]
+    assert entries[0][0] == float("-inf") and entries[1] == [-0.5, 11, None]
+    assert response_json_read(b'{"a": [1, 2.5, "\\u00e9"]}') == {"a": [1, 2.5, "\u00e9"]}

@@ -216,3 +216,44 @@ def test_serve_logs_the_backend_url_without_its_credentials(tmp_path):
     with Serve(["--connect", url, "--startup-timeout", "1"], log=tmp_path / "serve.log") as serve:
         assert serve.wait_exit(timeout=60) == 1
     assert "http://***@127.0.0.1" in serve.log and "backend-pass-1234" not in serve.log
+
+
+def _worker_pids_answering(url: str, *, want: int, tries: int = 200) -> set[int]:
+    """Worker pids seen on /health over fresh connections (SO_REUSEPORT spreads them by address)."""
+    seen: set[int] = set()
+    for _ in range(tries):
+        seen.add(httpx.get(url + "/health", timeout=10).json()["worker_pid"])
+        if len(seen) >= want:
+            break
+    return seen
+
+
+def test_serve_with_two_workers_answers_from_two_processes_and_sigterm_stops_both(fake, tmp_path):
+    with Serve(["--connect", fake.url, "--workers", "2"], log=tmp_path / "serve.log") as serve:
+        serve.wait_healthy()
+        pids = _worker_pids_answering(serve.url, want=2)
+        assert len(pids) == 2 and serve.process.pid not in pids
+        assert {int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in pids} == {
+            serve.process.pid}  # both are children of the one serve
+        response = httpx.post(serve.url + "/v1/systemone", json=README_REQUEST, timeout=30)
+        assert response.status_code == 200, response.text
+        assert serve.terminate() == 0, serve.log
+        _assert_gone(*pids)
+    assert "started 2 API workers" in serve.log
+
+
+def test_a_worker_that_dies_is_reported_and_stops_serve_with_the_other(fake, tmp_path):
+    with Serve(["--connect", fake.url, "--workers", "2"], log=tmp_path / "serve.log") as serve:
+        serve.wait_healthy()
+        dead, survivor = sorted(_worker_pids_answering(serve.url, want=2))
+        os.kill(dead, signal.SIGKILL)
+        assert serve.wait_exit() == 128 + signal.SIGKILL
+        _assert_gone(survivor)
+    assert f"API worker {dead} exited with signal 9 (SIGKILL)" in serve.log
+
+
+def test_workers_above_one_need_uvicorn(fake, tmp_path):
+    serve = Serve(["--connect", fake.url, "--workers", "2", "--server", "daphne"], log=tmp_path / "serve.log")
+    with serve:
+        assert serve.wait_exit() != 0
+    assert "--workers above 1 needs --server uvicorn" in serve.log

@@ -25,12 +25,14 @@ the backend from the URL) follow, and a launched SGLang sees the same values.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import shlex
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
@@ -59,6 +61,7 @@ from serving.supervisor import (
     process_watch,
     returncode_describe,
 )
+from serving.workers import WorkerPool, workers_count
 
 log = logging.getLogger("openjev.serve")
 
@@ -121,6 +124,10 @@ class Command(BaseCommand):
         parser.add_argument("--keep-alive", type=int, default=75,
                             help="idle keep-alive seconds; keep it above the load balancer's idle timeout")
         parser.add_argument("--access-log", action="store_true", help="log every request (costs CPU)")
+        parser.add_argument("--workers", type=int, default=1, metavar="N",
+                            help="API processes on the one port (uvicorn), each with its own admission limit and "
+                                 "backend connection pool; 0 = one per core (default 1)")
+        parser.add_argument("--worker-process", action="store_true", help=argparse.SUPPRESS)
         parser.add_argument("--migrate", action="store_true", help="apply database migrations before serving")
         parser.add_argument("--print-sglang-command", action="store_true",
                             help="print the SGLang command --sglang-python would launch, and exit (for workers "
@@ -141,6 +148,11 @@ class Command(BaseCommand):
         elif connect:
             overrides |= {"OPENJEV_BACKEND": "sglang", "OPENJEV_BACKEND_URL": connect.rstrip("/")}
         environment_reexec(overrides=overrides)
+        if options["workers"] < 0:
+            raise CommandError("--workers must be 0 (one per core) or more")
+        if workers_count(requested=options["workers"]) > 1 and options["server"] != "uvicorn":
+            raise CommandError("--workers above 1 needs --server uvicorn "
+                               "(each worker binds the port with SO_REUSEPORT)")
         stop = StopSignal()
         stop.install()
         if config.secret_key == DEFAULT_SECRET_KEY and not config.debug and not options["print_sglang_command"]:
@@ -194,6 +206,10 @@ class Command(BaseCommand):
             except SupervisorError as exc:
                 raise CommandError(text_redact(text=str(exc), secrets=config.secrets)) from None
             log.info("backend healthy after %.1f s", waited)
+        workers = 1 if options["worker_process"] else workers_count(requested=options["workers"])
+        if workers > 1:
+            self._workers_run(config=config, process=process, stop=stop, count=workers, options=options)
+            return
         try:
             evaluator = evaluator_build(config=config)
         except Exception as exc:
@@ -205,7 +221,8 @@ class Command(BaseCommand):
         evaluator_install(evaluator, startup_seconds=startup_seconds)
         # The project's ASGI application, named by its settings (the app does not import the project).
         server = server_create(kind=options["server"], app=import_string(settings.ASGI_APPLICATION),
-                               options=server_options(config=config, options=options))
+                               options=replace(server_options(config=config, options=options),
+                                               reuse_port=options["worker_process"]))
         child_status: list[int] = []
         if process is not None:
             def on_exit(returncode: int) -> None:
@@ -231,6 +248,30 @@ class Command(BaseCommand):
             raise CommandError(f"SGLang exited with {returncode_describe(returncode=code)} while serving; "
                                "the API stopped with it", returncode=exit_status(returncode=code))
         log.info("API stopped")
+
+    def _workers_run(self, *, config: OpenJevConfig, process: subprocess.Popen[bytes] | None, stop: StopSignal,
+                     count: int, options: dict[str, Any]) -> None:
+        """Supervise `count` worker `serve`s on this port until a signal, a worker's exit or SGLang's."""
+        argv = [sys.executable, sys.argv[0], "serve", "--worker-process", "--host", options["host"],
+                "--port", str(options["port"]), "--drain", str(options["drain"]),
+                "--keep-alive", str(options["keep_alive"]), "--startup-timeout", str(options["startup_timeout"])]
+        argv += ["--access-log"] if options["access_log"] else []
+        argv += ["--connect", config.backend_url] if config.backend == "sglang" and config.backend_url else []
+        pool = WorkerPool(argv=argv, count=count, grace=options["drain"] + 5)
+        if process is not None:
+            process_watch(process=process, on_exit=lambda code: None if stop.stopping else pool.stop())
+        stop.server = pool
+        if stop.event.is_set():
+            pool.stop()
+        pool.run()
+        if process is not None and process.poll() is not None and not stop.stopping:
+            code = process.returncode
+            raise CommandError(f"SGLang exited with {returncode_describe(returncode=code)} while serving; "
+                               "the API stopped with it", returncode=exit_status(returncode=code))
+        if pool.failed:
+            raise CommandError("an API worker exited on its own; the others were stopped",
+                               returncode=exit_status(returncode=pool.failed[0]))
+        log.info("API workers stopped")
 
 
 def _url_host(host: str) -> str:
