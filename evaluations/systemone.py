@@ -10,7 +10,7 @@ from django.conf import settings
 from evaluations.calibrations import answer_calibrated, calibrating_get, outcome_calibrated
 from evaluations.callers import Caller
 from evaluations.evaluator import evaluator_get
-from evaluations.images import ImageLimits, image_bytes_redact
+from evaluations.images import ImageLimits
 from evaluations.parsing import Limits, SystemOneRequest, systemone_request_parse
 from evaluations.recording import evaluation_recorded
 from evaluations.storage.records import Received
@@ -29,10 +29,11 @@ class Served:
 
 
 def received_of(*, request: SystemOneRequest) -> Received:
-    """What storage keeps: image metadata, never image bytes (a `data:` URL in the JSON keeps its header)."""
+    """What storage is handed: the JSON as sent and the images' metadata (the writer thread drops image bytes
+    when it builds the row, off the request path)."""
     return Received(requested_model=request.model, question_count=len(request.evaluation.questions),
                     question_types=tuple(sorted({q.type for q in request.evaluation.questions})),
-                    state=image_bytes_redact(request.state), questions=image_bytes_redact(request.questions),
+                    state=request.state, questions=request.questions,
                     images=tuple(image.meta for image in request.evaluation.images))
 
 
@@ -43,8 +44,7 @@ def received_of_body(*, data: Any) -> Received:
     asked = list(questions.values()) if isinstance(questions, dict) else []
     types = sorted(t for t in QUESTION_TYPES if any(isinstance(q, dict) and q.get("type") == t for q in asked))
     return Received(requested_model=model if isinstance(model, str) else "", question_count=len(asked),
-                    question_types=tuple(types), state=image_bytes_redact(body.get("state")),
-                    questions=image_bytes_redact(questions))
+                    question_types=tuple(types), state=body.get("state"), questions=questions)
 
 
 def request_limits() -> Limits:

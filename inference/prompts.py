@@ -8,6 +8,7 @@ backend caches once (the warm-up); each question only adds its own short suffix.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -108,8 +109,10 @@ def content_free_prefix(*, tokenizer: Tokenizer) -> tuple[int, ...]:
     return tuple(tokenizer.encode(prefix))
 
 
+@functools.lru_cache(maxsize=1024)
 def option_orders(*, count: int, permutations: int, ordinal: bool = False) -> tuple[tuple[int, ...], ...]:
     """Up to `permutations` cyclic shifts of `count` options, evenly spaced (the first is the order sent).
+    Cached: every question of every request asks for one of a few dozen answers.
 
     Averaging over shifts cancels a model's preference for a label position: every option is shown
     behind as many different labels as there are shifts. Levels of a score must stay in order, so an

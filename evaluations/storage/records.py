@@ -36,7 +36,8 @@ class Received:
     question_types: tuple[str, ...]
     """Sorted and distinct."""
     state: Any
-    """As sent, image bytes removed (`evaluations.images.image_bytes_redact`)."""
+    """As sent; the row keeps it without image bytes (`evaluations.images.image_bytes_redact`, applied
+    in the writer thread when the row is built)."""
     questions: Any
     classifier: ClassifierLink | None = None
     images: tuple[ImageMeta, ...] = ()

@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from evaluations.images import image_bytes_redact
 from evaluations.json_body import text_printable
 from evaluations.storage.records import StoredEvaluation
 from inference.vector_scaling import question_key
@@ -98,8 +99,10 @@ def _failed_json_capped(value: Any) -> Any:
 
 
 def _stored_json(value: Any, *, full: bool, failed: bool) -> Any:
+    """The request's JSON at level `full`, never with image bytes (a `data:` URL keeps its header)."""
     if not full:
         return None
+    value = image_bytes_redact(value)
     return _failed_json_capped(value) if failed else value
 
 
