@@ -36,15 +36,21 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import httpx
-import orjson
 
 from inference.backends.base import BranchCall, BranchScored, Generation
+from inference.backends.sglang_wire import (
+    ImagesJson,
+    PrefixJson,
+    generation_parse,
+    ids_json,
+    request_body,
+    response_json_read,
+)
 from inference.errors import BackendFailed, BackendUnavailable
 from inference.redaction import backend_text_redact
 from inference.tokenizer import Tokenizer
 
 BranchMode = Literal["batched", "parallel"]
-SAMPLING = {"max_new_tokens": 1, "temperature": 0.0}
 READINESS_PATH = "/readiness"
 """The gateway's readiness: 200, or 503 while it has no healthy worker (when its `/health` still says
 200). Any other answer comes from a bare SGLang, which has no such route (404, or 401 from its API-key
@@ -133,9 +139,9 @@ class SGLangBackend:
     async def warm(self, *, rid: str, prefix_ids: Sequence[int], image_data: Sequence[str] = ()) -> Generation:
         # Selected-token log-probs here too: mixing plain and selected-logprob requests in one
         # SGLang batch has crashed the server.
-        body = _request_body(rid=rid, ids_json=_ids_json(prefix_ids), label_ids=prefix_ids[-1:],
-                             images_json=_ImagesJson().of(image_data))
-        return _generation_parse(await self._post("/generate", body), label_ids=(), rid=rid)
+        body = request_body(rid=rid, ids_json=ids_json(prefix_ids), label_ids=prefix_ids[-1:],
+                             images_json=ImagesJson().of(image_data))
+        return generation_parse(await self._post("/generate", body), label_ids=(), rid=rid)
 
     async def score(self, *, calls: Sequence[BranchCall], scored: BranchScored | None = None) -> list[Generation]:
         """Parallel mode reports each branch to `scored` as its request answers; batched mode reports them
@@ -151,13 +157,13 @@ class SGLangBackend:
     async def _score_batched(self, calls: Sequence[BranchCall]) -> list[Generation]:
         """One request under the first call's rid; SGLang names the items `<rid>_<i>`, which also proves
         that answers come back in call order."""
-        prefixes, images = _PrefixJson(), _ImagesJson()
+        prefixes, images = PrefixJson(), ImagesJson()
         ids_json = ",".join(f"[{prefixes.of(c)}]" for c in calls)
         union = list(dict.fromkeys(t for c in calls for t in c.label_ids))
         rid = calls[0].rid
         images_json = (f"[{','.join(images.of(c.image_data) or 'null' for c in calls)}]"
                        if any(c.image_data for c in calls) else None)
-        items = await self._post("/generate", _request_body(rid=rid, ids_json=f"[{ids_json}]", label_ids=union,
+        items = await self._post("/generate", request_body(rid=rid, ids_json=f"[{ids_json}]", label_ids=union,
                                                             images_json=images_json))
         if not isinstance(items, list) or len(items) != len(calls):
             raise BackendFailed(
@@ -165,7 +171,7 @@ class SGLangBackend:
                 f"of length {len(items) if isinstance(items, list) else '-'}"
             )
         return [
-            _generation_parse(item, label_ids=call.label_ids, rid=f"{rid}_{i}")
+            generation_parse(item, label_ids=call.label_ids, rid=f"{rid}_{i}")
             for i, (item, call) in enumerate(zip(items, calls, strict=True))
         ]
 
@@ -179,9 +185,9 @@ class SGLangBackend:
         return [task.result() for task in tasks]
 
     async def _score_one(self, call: BranchCall, index: int, scored: BranchScored | None) -> Generation:
-        body = _request_body(rid=call.rid, ids_json=f"[{_PrefixJson().of(call)}]", label_ids=call.label_ids,
-                             images_json=_ImagesJson().of(call.image_data))
-        generation = _generation_parse(await self._post("/generate", body), label_ids=call.label_ids, rid=call.rid)
+        body = request_body(rid=call.rid, ids_json=f"[{PrefixJson().of(call)}]", label_ids=call.label_ids,
+                             images_json=ImagesJson().of(call.image_data))
+        generation = generation_parse(await self._post("/generate", body), label_ids=call.label_ids, rid=call.rid)
         if scored is not None:
             scored(index, generation)
         return generation
@@ -226,102 +232,3 @@ def _gateway_error_code(*, text: str) -> str | None:
     error = body.get("error") if isinstance(body, dict) else None
     code = error.get("code") if isinstance(error, dict) else None
     return code if isinstance(code, str) else None
-
-
-def response_json_read(content: bytes) -> Any:
-    """orjson first: decoding a 64-item batch with the standard library was about 6 % of the server's
-    CPU on the 64-question request. orjson refuses the `-Infinity` and `NaN` constants that Python's
-    json writes, so such a body is read by the standard library, as before."""
-    try:
-        return orjson.loads(content)
-    except orjson.JSONDecodeError:
-        return json.loads(content)
-
-
-def _ids_json(ids: Sequence[int]) -> str:
-    return "[" + ",".join(map(str, ids)) + "]"
-
-
-class _PrefixJson:
-    """Serialises each distinct prefix once: a 64-branch batch repeats the same few hundred ids 64
-    times, and encoding them every time was the largest CPU cost of a batched evaluation."""
-
-    def __init__(self) -> None:
-        self._done: dict[int, str] = {}
-
-    def of(self, call: BranchCall) -> str:
-        prefix = self._done.get(id(call.prefix))
-        if prefix is None:
-            prefix = self._done[id(call.prefix)] = ",".join(map(str, call.prefix))
-        suffix = ",".join(map(str, call.suffix))
-        return f"{prefix},{suffix}" if prefix and suffix else prefix or suffix
-
-
-class _ImagesJson:
-    """Serialises each distinct image list once: every branch sends the same list, often of megabytes."""
-
-    def __init__(self) -> None:
-        self._done: dict[int, str] = {}
-
-    def of(self, image_data: Sequence[str]) -> str | None:
-        if not image_data:
-            return None
-        found = self._done.get(id(image_data))
-        if found is None:
-            found = self._done[id(image_data)] = json.dumps(list(image_data), separators=(",", ":"))
-        return found
-
-
-def _request_body(*, rid: str, ids_json: str, label_ids: Sequence[int], images_json: str | None = None) -> str:
-    """The /generate body as text; `ids_json` and `images_json` are already serialised (see _PrefixJson)."""
-    rest = orjson.dumps(
-        {
-            "sampling_params": SAMPLING,
-            "return_logprob": True,
-            "token_ids_logprob": list(label_ids),
-            "logprob_start_len": -1,
-            "rid": rid,
-        }
-    ).decode()
-    images = f'"image_data":{images_json},' if images_json else ""
-    return f'{{"input_ids":{ids_json},{images}{rest[1:]}'
-
-
-def _generation_parse(item: Any, *, label_ids: Sequence[int], rid: str) -> Generation:
-    """Strict reading of one result: its own rid, every requested label id exactly once (a batch
-    item's entries are the union of the batch's labels), finite or -inf values."""
-    meta = item.get("meta_info") if isinstance(item, dict) else None
-    if not isinstance(meta, dict):
-        raise BackendFailed("SGLang result has no meta_info")
-    if meta.get("id", rid) != rid:
-        raise BackendFailed(f"SGLang answered {meta.get('id')!r} where {rid!r} was expected")
-    finish = meta.get("finish_reason")
-    if isinstance(finish, dict) and finish.get("type") == "abort":
-        raise BackendFailed(f"SGLang aborted the request: {finish.get('message', '')}")
-    prompt_tokens = meta.get("prompt_tokens")
-    cached = meta.get("cached_tokens")
-    if not isinstance(prompt_tokens, int) or (cached is not None and not isinstance(cached, int)):
-        raise BackendFailed("SGLang result has no integer prompt_tokens/cached_tokens")
-    if not label_ids:
-        return Generation(prompt_tokens=prompt_tokens, cached_tokens=cached)
-    positions = meta.get("output_token_ids_logprobs")
-    if not isinstance(positions, list) or not positions or not isinstance(positions[0], list):
-        raise BackendFailed("SGLang result has no output_token_ids_logprobs for the first position")
-    found: dict[int, float] = {}
-    for entry in positions[0]:
-        if not (
-            isinstance(entry, list | tuple)
-            and len(entry) >= 2
-            and isinstance(entry[1], int)
-            and isinstance(entry[0], int | float)
-        ):
-            raise BackendFailed(f"malformed log-prob entry {entry!r}")
-        if entry[1] in found:
-            raise BackendFailed(f"SGLang returned label token {entry[1]} twice")
-        found[entry[1]] = float(entry[0])
-    missing = [t for t in label_ids if t not in found]
-    if missing:
-        raise BackendFailed(f"SGLang returned no log-prob for label token(s) {missing[:5]}")
-    return Generation(
-        prompt_tokens=prompt_tokens, cached_tokens=cached, label_logprobs=tuple(found[t] for t in label_ids)
-    )

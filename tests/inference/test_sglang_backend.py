@@ -8,7 +8,8 @@ import json
 import pytest
 
 from inference.backends.base import BranchCall
-from inference.backends.sglang import SGLangBackend, failure_classify, response_json_read
+from inference.backends.sglang import SGLangBackend, failure_classify
+from inference.backends.sglang_wire import response_json_read
 from inference.errors import BackendFailed, BackendUnavailable
 from inference.redaction import url_credentials_redact
 from testbed.qwen3 import qwen3_tokenizer
