@@ -4,6 +4,9 @@ answers, errors classified as unavailable or failed, readiness, and no credentia
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +113,27 @@ def test_a_backend_body_with_python_json_constants_still_reads_as_before():
     entries = response_json_read(body)[0]["meta_info"]["output_token_ids_logprobs"][0]
     assert entries[0][0] == float("-inf") and entries[1] == [-0.5, 11, None]
     assert response_json_read(b'{"a": [1, 2.5, "\\u00e9"]}') == {"a": [1, 2.5, "\u00e9"]}
+
+
+EXIT_SCRIPT = """
+import asyncio, gc, sys
+from inference.backends.sglang import SGLangBackend
+from testbed.qwen3 import qwen3_tokenizer
+kept = SGLangBackend(url=sys.argv[1], model="m", tokenizer=qwen3_tokenizer())
+dropped = SGLangBackend(url=sys.argv[1], model="m", tokenizer=qwen3_tokenizer())
+for backend in (kept, dropped, kept):  # a loop per run, as tests and management commands have
+    asyncio.run(backend.warm(rid="w", prefix_ids=list(range(1000, 1040))))
+del dropped
+gc.collect()
+print("ok")
+"""
+
+
+def test_a_process_that_used_the_backend_exits_without_reporting_leaked_connections(fake):
+    """The pooled connections are closed when the backend goes or the process ends, so operators never
+    read an 'Unclosed client session' error at shutdown."""
+    done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, fake.url], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+    assert "Unclosed" not in done.stderr and "never awaited" not in done.stderr, done.stderr
+    assert len(fake.requests) == 3
