@@ -47,6 +47,7 @@ from evaluations.redaction import text_redact
 from evaluations.stream import stream_transport_limit
 from inference.backends.sglang import HEALTH_PATH, READINESS_PATH
 from inference.errors import StartupError
+from serving.collector import collector_tune
 from serving.profiles import profile_get, sglang_command
 from serving.servers import DEFAULT_SERVER, SERVERS, ServerFailed, ServerOptions, StopSignal, server_create
 from serving.supervisor import (
@@ -237,6 +238,7 @@ class Command(BaseCommand):
                  options["host"], options["port"], options["server"], evaluator.backend.kind, evaluator.backend.model,
                  startup_seconds)
         stop.server = server
+        collector_tune()  # after the application is imported: everything loaded so far lives as long as we do
         if stop.event.is_set():  # a signal arrived while the evaluator was being built
             server.stop()
         try:
