@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from tokenizers import Tokenizer as HFTokenizerCore
 
+from inference.bpe_fast import tiktoken_encoder_build
 from inference.chat_template import ChatTemplate
 from inference.errors import StartupError
 
@@ -40,13 +41,23 @@ def _token_text(value: Any) -> str | None:
 
 
 class HFTokenizer:
-    """`tokenizer.json` through HF `tokenizers`, plus `tokenizer_config.json`'s chat template."""
+    """`tokenizer.json` through HF `tokenizers`, plus `tokenizer_config.json`'s chat template; text is
+    encoded by tiktoken instead where the vocabulary is a tiktoken one (`inference/bpe_fast.py`)."""
 
-    def __init__(self, core: HFTokenizerCore, template: ChatTemplate) -> None:
+    def __init__(self, core: HFTokenizerCore, template: ChatTemplate, *, spec: dict[str, Any] | None = None) -> None:
         self._core = core
         self._template = template
+        self._fast = None if spec is None else tiktoken_encoder_build(spec=spec, reference=self._reference_encode)
+
+    @property
+    def fast(self) -> bool:
+        """Whether tiktoken encodes (the same ids, about six times faster)."""
+        return self._fast is not None
 
     def encode(self, text: str) -> list[int]:
+        return self._fast(text) if self._fast is not None else self._reference_encode(text)
+
+    def _reference_encode(self, text: str) -> list[int]:
         return list(self._core.encode(text, add_special_tokens=False).ids)
 
     def decode(self, ids: Sequence[int]) -> str:
@@ -79,7 +90,9 @@ def hf_tokenizer_load(*, directory: Path) -> HFTokenizer:
         for name in ("bos_token", "eos_token", "pad_token", "unk_token")
         if (text := _token_text(config.get(name))) is not None
     }
-    return HFTokenizer(HFTokenizerCore.from_file(str(tokenizer_file)), ChatTemplate(template, special_tokens=specials))
+    spec = json.loads(tokenizer_file.read_bytes())
+    return HFTokenizer(HFTokenizerCore.from_file(str(tokenizer_file)), ChatTemplate(template, special_tokens=specials),
+                       spec=spec)
 
 
 def hf_tokenizer_resolve(*, source: str, revision: str | None, offline: bool) -> HFTokenizer:

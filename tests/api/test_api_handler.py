@@ -6,7 +6,6 @@ import threading
 
 from django.core import signals
 
-
 NON_BLOCKING_RECEIVERS = {
     "request_started": {"reset_queries", "close_old_connections"},
     "request_finished": {"close_old_connections", "close_caches", "reset_urlconf"},
