@@ -129,6 +129,8 @@ def _unpermuted(p: Sequence[float], order: Sequence[int]) -> list[float]:
 
 
 def _mean(rows: Sequence[Sequence[float]]) -> tuple[float, ...]:
+    if len(rows) == 1:  # one option order (the default): the mean is the row itself
+        return tuple(rows[0])
     return tuple(math.fsum(column) / len(rows) for column in zip(*rows, strict=True))
 
 
@@ -140,7 +142,9 @@ def answer_compute(*, question: Question, branches: Sequence[BranchScore], tempe
         logprobs = (branch.label_logprobs if branch.prior_logprobs is None else
                     debiased_logprobs(logprobs=branch.label_logprobs, prior_logprobs=branch.prior_logprobs))
         served.append(_unpermuted(probabilities_compute(logprobs=logprobs, temperature=temperature), branch.order))
-        raw.append(_unpermuted(probabilities_compute(logprobs=branch.label_logprobs, temperature=1.0), branch.order))
+        unchanged = branch.prior_logprobs is None and temperature == 1.0  # served as the model gave them
+        raw.append(served[-1] if unchanged else
+                   _unpermuted(probabilities_compute(logprobs=branch.label_logprobs, temperature=1.0), branch.order))
     p = _mean(served)
     mass = math.fsum(math.fsum(math.exp(x) for x in b.label_logprobs) for b in branches) / len(branches)
     return Answer(question=question, probabilities=p, raw_probabilities=_mean(raw), label_mass=min(1.0, mass),
