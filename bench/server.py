@@ -10,12 +10,18 @@ processes from /proc: the steadiest figure on a shared machine.
     .venv/bin/python bench/server.py                                  # batched, storage off and full, 1 worker
     .venv/bin/python bench/server.py --workers 1 2 --store full --requests 1200
     .venv/bin/python bench/server.py --server daphne --mode parallel
+    .venv/bin/python bench/server.py --store full --database postgresql://postgres@127.0.0.1:5432/postgres
+
+Storage goes to a fresh SQLite file per run, or with `--database` to a throwaway PostgreSQL database
+created beside the one named (and dropped afterwards): there the database server, not the API
+process, does the index work, so the API's CPU for storage is its writer thread alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -25,6 +31,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -117,15 +124,39 @@ def burst_cpu_ms(*, url: str, body: dict[str, Any], pids: list[int], size: int, 
     return (cpu_seconds(pids) - before) / (size * bursts) * 1000
 
 
+@contextlib.contextmanager
+def database_for_run(server_url: str | None) -> Iterator[str]:
+    """A fresh SQLite file, or a throwaway PostgreSQL database on the server `server_url` names."""
+    if server_url is None:
+        yield f"sqlite:///{Path(tempfile.mkdtemp(prefix='openjev-bench-')) / 'db.sqlite3'}"
+        return
+    import psycopg
+
+    name = f"openjev_bench_{os.getpid()}_{time.monotonic_ns()}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield server_url.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def measure(args: argparse.Namespace, *, mode: str, store: str, workers: int, fake_port: int,
             fake: subprocess.Popen[str]) -> None:
+    with database_for_run(args.database) as database_url:
+        measure_on(args, mode=mode, store=store, workers=workers, fake_port=fake_port, fake=fake,
+                   database_url=database_url)
+
+
+def measure_on(args: argparse.Namespace, *, mode: str, store: str, workers: int, fake_port: int,
+               fake: subprocess.Popen[str], database_url: str) -> None:
     port = free_port()
-    database = Path(tempfile.mkdtemp(prefix="openjev-bench-")) / "db.sqlite3"
     env = {**os.environ, "OPENJEV_TOKENIZER": str(qwen3_dir()), "OPENJEV_MODEL": "Qwen/Qwen3.6-35B-A3B",
            "OPENJEV_BRANCH_MODE": mode, "OPENJEV_STORE_EVALUATIONS": store,
-           "OPENJEV_DATABASE_URL": f"sqlite:///{database}", "OPENJEV_SECRET_KEY": "bench-" + "x" * 50,
+           "OPENJEV_DATABASE_URL": database_url, "OPENJEV_SECRET_KEY": "bench-" + "x" * 50,
            "DJANGO_SETTINGS_MODULE": "openjev_site.settings", "PYTHONPATH": str(ROOT)}
-    log = (database.parent / "serve.log").open("w")  # its per-request warnings would drown the figures
+    log = (Path(tempfile.mkdtemp(prefix="openjev-bench-")) / "serve.log").open("w")  # per-request warnings
     server = subprocess.Popen(server_command(server=args.server, port=port, fake_port=fake_port, workers=workers),
                               cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -144,7 +175,8 @@ def measure(args: argparse.Namespace, *, mode: str, store: str, workers: int, fa
             q = statistics.quantiles([ms for _, _, ms in results], n=100)
             burst = burst_cpu_ms(url=url, body=body, pids=pids, size=args.concurrency,
                                  bursts=max(4, requests // args.concurrency // 2))
-            print(f"{args.server} {mode} store={store:4s} workers={workers} {name:4s} "
+            database = "" if args.database is None else " postgresql"
+            print(f"{args.server} {mode} store={store:4s}{database} workers={workers} {name:4s} "
                   f"{statuses.get(200, 0) / elapsed:6.1f} eval/s  p50 {q[49]:6.1f} ms  p99 {q[98]:6.1f} ms  "
                   f"CPU steady {cpu / requests * 1000:5.2f} burst {burst:5.2f} ms/eval  "
                   f"backend calls/eval {calls / requests:4.2f}  statuses {statuses}", flush=True)
@@ -163,6 +195,7 @@ def main() -> None:
     parser.add_argument("--workloads", choices=list(WORKLOADS), nargs="+", default=list(WORKLOADS))
     parser.add_argument("--requests", type=int, default=600, help="steady-load requests of R3 (R64: a quarter)")
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--database", help="a PostgreSQL URL: store into a throwaway database on that server")
     parser.add_argument("--serve-fake", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_fake:
