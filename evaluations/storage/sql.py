@@ -60,8 +60,10 @@ def _json_text(value: Any) -> str | None:
     (answers, error details, image lists): orjson writes infinity as null, where the request as sent
     (`JSONTextField`) may hold 1e400 and keeps its own encoding. What orjson refuses (a lone surrogate)
     goes through the standard library, so the database refuses it as before and the row is scrubbed."""
-    if value is None:
-        return None
+    return None if value is None else _json_encode(value)
+
+
+def _json_encode(value: Any) -> str:
     try:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
     except orjson.JSONEncodeError:
@@ -69,12 +71,16 @@ def _json_text(value: Any) -> str | None:
 
 
 def _adapter(field: Any, db: Any) -> Callable[[Any], Any]:
-    """`JSONField`s go through `_json_text` where the database takes JSON as text (its backend keeps
-    Django's default adaptation: SQLite); anything else (date-times, the request as sent, PostgreSQL's
-    jsonb) the field prepares itself."""
-    if (isinstance(field, models.JSONField) and field.encoder is None
-            and type(db.ops).adapt_json_value is BaseDatabaseOperations.adapt_json_value):
-        return _json_text
+    """`JSONField`s are written by `_json_text`: as text where the database takes JSON as text (its backend
+    keeps Django's default adaptation: SQLite), as psycopg's `Jsonb` with that text on PostgreSQL; anything
+    else (date-times, the request as sent) the field prepares itself."""
+    if isinstance(field, models.JSONField) and field.encoder is None:
+        if type(db.ops).adapt_json_value is BaseDatabaseOperations.adapt_json_value:
+            return _json_text
+        if db.vendor == "postgresql":
+            from psycopg.types.json import Jsonb
+
+            return lambda value: None if value is None else Jsonb(value, dumps=_json_encode)
     return lambda value: field.get_db_prep_save(value, db)
 
 
