@@ -9,7 +9,7 @@ order = token id), so tiktoken is its reference implementation, not an approxima
 Used only when `tokenizer.json` is exactly that shape (byte-level BPE, NFC or no normalizer, one regex
 split, ranks in merge order, added tokens matched literally) and when both agree on a set of probe texts
 at load; anything else keeps HF `tokenizers`. `tests/inference/test_bpe_fast.py` compares the two on
-the public datasets' texts and on random Unicode.
+this project's docs, the standard library's sources, random Unicode and added tokens inside text.
 """
 
 from __future__ import annotations
@@ -89,7 +89,8 @@ def _ranks(model: Any) -> dict[bytes, int] | None:
 
 
 def _specials(added: Any) -> dict[str, int] | None:
-    """Added tokens as tiktoken's special tokens, when HF matches them literally and none contains another."""
+    """Added tokens by text, when HF matches them literally in the raw text and none contains another (so the
+    order they are searched in cannot matter)."""
     if not isinstance(added, list):
         return None
     specials: dict[str, int] = {}
