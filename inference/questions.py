@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -27,6 +28,12 @@ class Question:
     instructions: str | None
     options: tuple[Option, ...]
     levels: tuple[Any, ...] = ()  # score levels as sent, echoed in the legend
+
+    @functools.cached_property
+    def identity(self) -> tuple[str, str | None, tuple[tuple[str, str], ...]]:
+        """What makes two questions the same whatever their ids: type, instructions and options in order.
+        Computed once per object: the API reuses a parsed question for every request that sends it again."""
+        return self.type, self.instructions, tuple((o.key, o.text) for o in self.options)
 
 
 def text_render(value: Any) -> str:

@@ -64,11 +64,11 @@ class FitReport:
 def question_key(*, question: Question) -> str:
     """The identity of a question for calibration: type, instructions and ordered options, not its id
     (callers reuse ids such as "q" for unrelated questions, and reword questions under one id)."""
-    return _identity_hash(question.type, question.instructions, tuple((o.key, o.text) for o in question.options))
+    return _identity_hash(*question.identity)
 
 
 @functools.lru_cache(maxsize=4096)
-def _identity_hash(kind: str, instructions: str, options: tuple[tuple[str, str], ...]) -> str:
+def _identity_hash(kind: str, instructions: str | None, options: tuple[tuple[str, str], ...]) -> str:
     """Cached: every stored answer has a key, and callers ask the same questions again and again (the
     JSON and the hash were a fifth of the storage writer's CPU on 64-question evaluations)."""
     text = json.dumps([kind, instructions, [list(option) for option in options]], ensure_ascii=False,

@@ -19,15 +19,16 @@ from django.db.backends.base.operations import BaseDatabaseOperations
 from evaluations.models import ApiKey, Calibration, Classifier, Evaluation, EvaluationAnswer, JSONTextField
 from evaluations.storage.rows import Row
 
+_Columns = tuple[tuple[str, Callable[[Any], Any] | None], ...]
+"""Per column in statement order: its attname and how its value becomes a query parameter (None: as it is)."""
+
 
 @dataclass(frozen=True)
 class _Statements:
     evaluation_sql: str
-    evaluation_fields: tuple[Any, ...]
+    evaluation_columns: _Columns
     answer_sql: str
-    answer_fields: tuple[Any, ...]
-    prepared: dict[str, Callable[[Any], Any]]
-    """attname -> how its value becomes a query parameter (the rest go as they are)."""
+    answer_columns: _Columns
 
 
 _statements: dict[str, _Statements] = {}
@@ -47,9 +48,7 @@ def _statements_for(db: Any) -> _Statements:
                   f"{', '.join(qn(f.column) for f in an_fields)}) "
                   f"VALUES ((SELECT {qn('id')} FROM {ev_table} WHERE {qn('request_id')} = %s), "
                   f"{', '.join(['%s'] * len(an_fields))})")
-    prepared = {f.attname: _adapter(f, db) for f in (*ev_fields, *an_fields)
-                if isinstance(f, models.DateTimeField | models.JSONField | JSONTextField)}
-    found = _Statements(evaluation_sql, ev_fields, answer_sql, an_fields, prepared)
+    found = _Statements(evaluation_sql, _columns(ev_fields, db), answer_sql, _columns(an_fields, db))
     _statements[db.vendor] = found
     return found
 
@@ -70,6 +69,11 @@ def _json_encode(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _columns(fields: tuple[Any, ...], db: Any) -> _Columns:
+    return tuple((f.attname, _adapter(f, db) if isinstance(f, models.DateTimeField | models.JSONField | JSONTextField)
+                  else None) for f in fields)
+
+
 def _adapter(field: Any, db: Any) -> Callable[[Any], Any]:
     """`JSONField`s are written by `_json_text`: as text where the database takes JSON as text (its backend
     keeps Django's default adaptation: SQLite), as psycopg's `Jsonb` with that text on PostgreSQL; anything
@@ -81,11 +85,11 @@ def _adapter(field: Any, db: Any) -> Callable[[Any], Any]:
             from psycopg.types.json import Jsonb
 
             return lambda value: None if value is None else Jsonb(value, dumps=_json_encode)
-    return lambda value: field.get_db_prep_save(value, db)
+    return lambda value: None if value is None else field.get_db_prep_save(value, db)
 
 
-def _params(values: dict[str, Any], fields: tuple[Any, ...], prepared: dict[str, Callable[[Any], Any]]) -> list[Any]:
-    return [prepared[f.attname](values[f.attname]) if f.attname in prepared else values[f.attname] for f in fields]
+def _params(values: dict[str, Any], columns: _Columns) -> list[Any]:
+    return [values[name] if adapt is None else adapt(values[name]) for name, adapt in columns]
 
 
 def _existing(model: type[models.Model], ids: set[int]) -> set[int]:
@@ -105,10 +109,10 @@ def rows_insert(rows: list[Row]) -> None:
     for ev, answers in rows:
         linked = {**ev, "api_key_id": ev["api_key_id"] if ev["api_key_id"] in keys else None,
                   "classifier_id": ev["classifier_id"] if ev["classifier_id"] in classifiers else None}
-        ev_params.append(_params(linked, sql.evaluation_fields, sql.prepared))
+        ev_params.append(_params(linked, sql.evaluation_columns))
         for answer in answers:
             kept = answer if answer["calibration_id"] in calibrations else {**answer, "calibration_id": None}
-            an_params.append([ev["request_id"], *_params(kept, sql.answer_fields, sql.prepared)])
+            an_params.append([ev["request_id"], *_params(kept, sql.answer_columns)])
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.executemany(sql.evaluation_sql, ev_params)
         if an_params:
