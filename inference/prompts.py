@@ -143,8 +143,9 @@ def question_text(*, question: Question, labels: Sequence[Label], order: Sequenc
 TOKEN_CACHE_BYTES = 64 << 20
 """Per tokenizer; question blocks over 1 % of it (about 16,000 tokens) are tokenised every time."""
 
-_Block = tuple[tuple[str, str | None, tuple[tuple[str, str], ...]], tuple[int, ...] | None, tuple[str, ...]]
-"""A question block's key: the question's identity, the option order, the labels' texts."""
+_Block = tuple[tuple[str, str | None, tuple[tuple[str, str], ...]], tuple[int, ...] | None, str]
+"""A question block's key: the question's identity, the option order, the labels' texts (one string:
+there are hundreds of labels, and a tuple of them would be hashed again at every look-up)."""
 
 _caches: weakref.WeakKeyDictionary[Any, SizedLRU[str | _Block, tuple[int, ...]]] = weakref.WeakKeyDictionary()
 
@@ -175,7 +176,7 @@ def _text_ids(*, cache: SizedLRU[str | _Block, tuple[int, ...]], tokenizer: Toke
 
 
 def _block_ids(*, cache: SizedLRU[str | _Block, tuple[int, ...]], tokenizer: Tokenizer, question: Question,
-               labels: Sequence[Label], label_texts: tuple[str, ...], order: tuple[int, ...] | None) -> tuple[int, ...]:
+               labels: Sequence[Label], label_texts: str, order: tuple[int, ...] | None) -> tuple[int, ...]:
     """The tokens of a question block, cached by the question's identity (not its text: building the
     text of 64 blocks per request, only to look their tokens up, was a tenth of the compile's CPU)."""
     key = (question.identity, order, label_texts)
@@ -205,7 +206,7 @@ def plan_compile(
     prefix_ids = tuple(tokenizer.encode(prefix))
     cache = _token_cache(tokenizer)
     ending_ids = _text_ids(cache=cache, tokenizer=tokenizer, text=ending + ANSWER_CUE)
-    label_texts = tuple(lb.text for lb in labels)
+    label_texts = "\n".join(lb.text for lb in labels)
     label_ids: dict[int, tuple[int, ...]] = {}
 
     def labels_of(count: int) -> tuple[int, ...]:

@@ -126,13 +126,15 @@ def _chunks(params: list[list[Any]]) -> Iterator[list[list[Any]]]:
 def _execute(cursor: Any, insert: _Insert, rows: list[list[Any]]) -> list[Any]:
     """One multi-row INSERT on the driver's own cursor, in its own placeholder style (Django's SQLite cursor
     rewrites `%s` to `?` by a regular expression on every call: a fifth of the insert's CPU for 64 rows);
-    what it returns, if anything."""
+    what it returns, if anything. Driver errors become Django's, as on Django's cursor: retries and the
+    row-by-row fallback (`evaluations.storage.store`) catch those."""
     sql, params = insert.sql(len(rows)), [value for row in rows for value in row]
-    if isinstance(cursor, sqlite3.Cursor):
-        sqlite3.Cursor.execute(cursor, sql, params)
-    else:
-        cursor.execute(sql, params)
-    return cursor.fetchall() if insert.tail else []
+    with connection.wrap_database_errors:
+        if isinstance(cursor, sqlite3.Cursor):
+            sqlite3.Cursor.execute(cursor, sql, params)
+        else:
+            cursor.execute(sql, params)
+        return cursor.fetchall() if insert.tail else []
 
 
 def _existing(model: type[models.Model], ids: set[int]) -> set[int]:
