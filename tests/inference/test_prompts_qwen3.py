@@ -148,3 +148,24 @@ def test_score_levels_are_only_ever_shown_lowest_first_or_highest_first():
     assert [b.order for b in plan.branches] == [(0, 1, 2), (2, 1, 0)]
     reversed_text = tok.decode(plan.branches[1].suffix_ids)
     assert "levels from highest to lowest" in reversed_text and "A: Furious\nB: Cross\nC: Calm" in reversed_text
+
+
+def test_cached_question_blocks_follow_the_text_the_model_reads_not_the_question_object():
+    """Question blocks are cached by a question's identity: a reworded option, another label alphabet or
+    another option order must each get their own tokens, and a repeat must get the same ones."""
+    tok, labels = qwen3_tokenizer(), qwen3_labels()
+
+    def suffix(q, *, labels=labels, permutations=1, branch=0):
+        plan = plan_compile(conversation=said("s"), questions=[q], tokenizer=tok, labels=labels, budget=BUDGET,
+                            permutations=permutations)
+        return tok.decode(plan.branches[branch].suffix_ids)
+
+    first = question_build(id="q", type="choice", instructions="Team?", criteria={"a": "Billing", "b": "Tech"})
+    again = question_build(id="q", type="choice", instructions="Team?", criteria={"a": "Billing", "b": "Tech"})
+    reworded = question_build(id="q", type="choice", instructions="Team?", criteria={"a": "Billing", "b": "Sales"})
+    assert suffix(first) == suffix(again)
+    assert "B: Sales" in suffix(reworded) and "B: Tech" in suffix(first)
+    assert "A: Tech\nB: Billing" in suffix(first, permutations=2, branch=1)
+    shifted = (*labels[1:], labels[0])  # "B" is the first label
+    assert "B: Billing\nC: Tech" in suffix(first, labels=shifted)
+    assert "A: Billing\nB: Tech" in suffix(first)
