@@ -175,6 +175,19 @@ def _text_ids(*, cache: SizedLRU[str | _Block, tuple[int, ...]], tokenizer: Toke
     return ids
 
 
+_label_keys: dict[int, tuple[Sequence[Label], str]] = {}
+
+
+def _labels_key(labels: Sequence[Label]) -> str:
+    """The labels' texts as one string, once per labels object (an evaluator's hundreds of labels)."""
+    found = _label_keys.get(id(labels))
+    if found is None or found[0] is not labels:
+        if len(_label_keys) > 64:
+            _label_keys.clear()
+        found = _label_keys[id(labels)] = (labels, "\n".join(lb.text for lb in labels))
+    return found[1]
+
+
 def _block_ids(*, cache: SizedLRU[str | _Block, tuple[int, ...]], tokenizer: Tokenizer, question: Question,
                labels: Sequence[Label], label_texts: str, order: tuple[int, ...] | None) -> tuple[int, ...]:
     """The tokens of a question block, cached by the question's identity (not its text: building the
@@ -206,7 +219,7 @@ def plan_compile(
     prefix_ids = tuple(tokenizer.encode(prefix))
     cache = _token_cache(tokenizer)
     ending_ids = _text_ids(cache=cache, tokenizer=tokenizer, text=ending + ANSWER_CUE)
-    label_texts = "\n".join(lb.text for lb in labels)
+    label_texts = _labels_key(labels)
     label_ids: dict[int, tuple[int, ...]] = {}
 
     def labels_of(count: int) -> tuple[int, ...]:
