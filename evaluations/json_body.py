@@ -73,21 +73,29 @@ def _value_invalid(value: Any) -> bool:
 
 
 def _document_clean(data: Any) -> bool:
-    """The fast pass, level by level without building locations: most bodies are clean."""
+    """The fast pass, level by level without building locations: most bodies are clean. Only the exact
+    types JSON decodes to are passed here, tested inline (a 64-question body has hundreds of strings)."""
     level, depth = [data], 0
     while level:
         below: list[Any] = []
         for value in level:
-            if isinstance(value, dict):
-                if depth >= NESTING_MAX or any(_text_invalid(key) for key in value):
+            kind = type(value)
+            if kind is str:
+                if not value.isascii() and _SURROGATE.search(value) is not None:
+                    return False
+            elif kind is dict:
+                if depth >= NESTING_MAX or any(_text_invalid(key) for key in value if not key.isascii()):
                     return False
                 below.extend(value.values())
-            elif isinstance(value, list):
+            elif kind is list:
                 if depth >= NESTING_MAX:
                     return False
                 below.extend(value)
-            elif _value_invalid(value):
-                return False
+            elif kind is float:
+                if not math.isfinite(value):
+                    return False
+            elif kind is not int and kind is not bool and value is not None:
+                return False  # not a type JSON decodes to (a subclass, a tuple): the full walk decides
         level, depth = below, depth + 1
     return True
 

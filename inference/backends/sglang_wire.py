@@ -104,21 +104,33 @@ def generation_parse(item: Any, *, label_ids: Sequence[int], rid: str) -> Genera
     positions = meta.get("output_token_ids_logprobs")
     if not isinstance(positions, list) or not positions or not isinstance(positions[0], list):
         raise BackendFailed("SGLang result has no output_token_ids_logprobs for the first position")
+    found = _logprobs_read(positions[0])
+    try:
+        label_logprobs = tuple([found[t] for t in label_ids])
+    except KeyError:
+        missing = [t for t in label_ids if t not in found]
+        raise BackendFailed(f"SGLang returned no log-prob for label token(s) {missing[:5]}") from None
+    return Generation(prompt_tokens=prompt_tokens, cached_tokens=cached, label_logprobs=label_logprobs)
+
+
+_NUMBERS = (float, int)
+
+
+def _logprobs_read(entries: Any) -> dict[int, float]:
+    """`[logprob, token id, ...]` entries as token id -> log-prob; each id at most once. Exact type tests
+    (JSON gives lists, ints and floats) keep a 64-item batch's few hundred entries cheap; anything
+    else is looked at again by `_entry_valid` for its verdict and message."""
     found: dict[int, float] = {}
-    for entry in positions[0]:
-        if not (
-            isinstance(entry, list | tuple)
-            and len(entry) >= 2
-            and isinstance(entry[1], int)
-            and isinstance(entry[0], int | float)
-        ):
+    for entry in entries:
+        exact = type(entry) is list and len(entry) >= 2 and type(entry[1]) is int and type(entry[0]) in _NUMBERS
+        if not exact and not _entry_valid(entry):
             raise BackendFailed(f"malformed log-prob entry {entry!r}")
         if entry[1] in found:
             raise BackendFailed(f"SGLang returned label token {entry[1]} twice")
         found[entry[1]] = float(entry[0])
-    missing = [t for t in label_ids if t not in found]
-    if missing:
-        raise BackendFailed(f"SGLang returned no log-prob for label token(s) {missing[:5]}")
-    return Generation(
-        prompt_tokens=prompt_tokens, cached_tokens=cached, label_logprobs=tuple(found[t] for t in label_ids)
-    )
+    return found
+
+
+def _entry_valid(entry: Any) -> bool:
+    return (isinstance(entry, list | tuple) and len(entry) >= 2 and isinstance(entry[1], int)
+            and isinstance(entry[0], int | float))
