@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,8 +22,21 @@ from django.db.backends.base.operations import BaseDatabaseOperations
 from evaluations.models import ApiKey, Calibration, Classifier, Evaluation, EvaluationAnswer, JSONTextField
 from evaluations.storage.rows import Row
 
-_Columns = tuple[tuple[str, Callable[[Any], Any] | None], ...]
-"""Per column in statement order: its attname and how its value becomes a query parameter (None: as it is)."""
+
+class _Columns:
+    """A statement's columns in order: a row's values read by one `itemgetter`, then the few that need it
+    adapted (JSON, date-times); 64 answers per evaluation made a per-column loop count."""
+
+    def __init__(self, fields: tuple[Any, ...], db: Any) -> None:
+        self._values = operator.itemgetter(*(f.attname for f in fields))
+        self._adapters = tuple((i, _adapter(f, db)) for i, f in enumerate(fields)
+                               if isinstance(f, models.DateTimeField | models.JSONField | JSONTextField))
+
+    def params(self, values: dict[str, Any]) -> list[Any]:
+        row = list(self._values(values))
+        for i, adapt in self._adapters:
+            row[i] = adapt(row[i])
+        return row
 
 
 ROWS_PER_STATEMENT = 64
@@ -69,11 +83,11 @@ def _statements_for(db: Any) -> _Statements:
     an_fields = tuple(f for f in EvaluationAnswer._meta.concrete_fields if not f.primary_key and f.name != "evaluation")
     ev_table, an_table = qn(Evaluation._meta.db_table), qn(EvaluationAnswer._meta.db_table)
     evaluation = _Insert(f"INSERT INTO {ev_table} ({', '.join(qn(f.column) for f in ev_fields)}) VALUES",
-                         f"({', '.join([mark] * len(ev_fields))})", _columns(ev_fields, db),
+                         f"({', '.join([mark] * len(ev_fields))})", _Columns(ev_fields, db),
                          tail=f" RETURNING {qn('id')}, {qn('request_id')}")
     answer = _Insert(f"INSERT INTO {an_table} ({qn(EvaluationAnswer._meta.get_field('evaluation').column)}, "
                      f"{', '.join(qn(f.column) for f in an_fields)}) VALUES",
-                     f"({', '.join([mark] * (1 + len(an_fields)))})", _columns(an_fields, db))
+                     f"({', '.join([mark] * (1 + len(an_fields)))})", _Columns(an_fields, db))
     found = _Statements(evaluation, answer)
     _statements[db.vendor] = found
     return found
@@ -95,11 +109,6 @@ def _json_encode(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _columns(fields: tuple[Any, ...], db: Any) -> _Columns:
-    return tuple((f.attname, _adapter(f, db) if isinstance(f, models.DateTimeField | models.JSONField | JSONTextField)
-                  else None) for f in fields)
-
-
 def _adapter(field: Any, db: Any) -> Callable[[Any], Any]:
     """`JSONField`s are written by `_json_text`: as text where the database takes JSON as text (its backend
     keeps Django's default adaptation: SQLite), as psycopg's `Jsonb` with that text on PostgreSQL; anything
@@ -112,10 +121,6 @@ def _adapter(field: Any, db: Any) -> Callable[[Any], Any]:
 
             return lambda value: None if value is None else Jsonb(value, dumps=_json_encode)
     return lambda value: None if value is None else field.get_db_prep_save(value, db)
-
-
-def _params(values: dict[str, Any], columns: _Columns) -> list[Any]:
-    return [values[name] if adapt is None else adapt(values[name]) for name, adapt in columns]
 
 
 def _chunks(params: list[list[Any]]) -> Iterator[list[list[Any]]]:
@@ -153,13 +158,13 @@ def rows_insert(rows: list[Row]) -> None:
     for ev, _ in rows:
         linked = {**ev, "api_key_id": ev["api_key_id"] if ev["api_key_id"] in keys else None,
                   "classifier_id": ev["classifier_id"] if ev["classifier_id"] in classifiers else None}
-        ev_params.append(_params(linked, sql.evaluation.columns))
+        ev_params.append(sql.evaluation.columns.params(linked))
     with transaction.atomic(), connection.cursor() as cursor:
         ids: dict[str, int] = {}
         for chunk in _chunks(ev_params):
             ids.update((request_id, pk) for pk, request_id in _execute(cursor.cursor, sql.evaluation, chunk))
-        an_params = [[ids[ev["request_id"]], *_params(answer if answer["calibration_id"] in calibrations
-                                                      else {**answer, "calibration_id": None}, sql.answer.columns)]
+        an_params = [[ids[ev["request_id"]], *sql.answer.columns.params(
+                         answer if answer["calibration_id"] in calibrations else {**answer, "calibration_id": None})]
                      for ev, answers in rows for answer in answers]
         for chunk in _chunks(an_params):
             _execute(cursor.cursor, sql.answer, chunk)
