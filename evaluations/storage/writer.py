@@ -167,10 +167,15 @@ class BatchWriter:
                 connections.close_all()
                 continue
             batch = [first]
-            deadline = time.monotonic() + LINGER_SECONDS
+            if not isinstance(first, _Shutdown) and self._queue.qsize() < BATCH_MAX - 1:
+                # Linger briefly (not when a full batch is already waiting): one transaction for a burst
+                # costs far less than one per row. Asleep, not waiting on the queue, so the jobs arriving
+                # meanwhile do not each wake this thread (and take the GIL from the event loop) only to
+                # be appended.
+                time.sleep(LINGER_SECONDS)
             while len(batch) < BATCH_MAX and not isinstance(batch[-1], _Shutdown):
-                try:  # linger briefly: one transaction for a burst costs far less than one per row
-                    batch.append(self._queue.get(timeout=max(0.0, deadline - time.monotonic())))
+                try:
+                    batch.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
             jobs = [j for j in batch if isinstance(j, _Job)]
