@@ -59,10 +59,16 @@ async def test_batched_mode_sends_one_flat_label_list_and_one_rid_the_gateway_ac
     assert batch["model"] == "unknown"  # added by the gateway on its way, and accepted like SGLang does
 
 
-async def test_distinct_states_use_both_workers(live_gateway, workers, branch_mode, api_on):
+async def test_distinct_states_in_flight_together_use_both_workers(live_gateway, workers, branch_mode, api_on):
+    """A state no worker holds is a cache miss, which smg's cache-aware policy sends to the least-loaded
+    worker (the first one on a tie): evaluations of distinct states that overlap spread over both workers.
+    One after the other, each would find both workers idle and go to the first, unless smg had not yet
+    counted the previous request as finished, a race this test once lost in a full run."""
+    for worker in workers:
+        worker.delay = 0.05  # each request stays in flight long enough for the next to see its load
     api = api_on(gateway_evaluator(live_gateway, branch_mode=branch_mode))
-    for i in range(6):
-        assert (await api.post("/v1/systemone", json=request_with_state(i))).status_code == 200
+    responses = await asyncio.gather(*(api.post("/v1/systemone", json=request_with_state(i)) for i in range(6)))
+    assert [r.status_code for r in responses] == [200] * 6
     assert all(w.generate_calls >= 2 for w in workers), [w.generate_calls for w in workers]
 
 
