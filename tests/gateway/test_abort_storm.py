@@ -19,6 +19,7 @@ from testbed.smg import wait_until
 from tests.conftest import README_REQUEST
 
 CLIENTS = 16
+BRANCH_SECONDS = 3.0
 QUESTIONS = 64
 BODY = {**README_REQUEST, "questions": {f"q{i}": {"type": "noul", "instructions": f"Is point {i} of the ticket true?"}
                                         for i in range(QUESTIONS)}}
@@ -51,7 +52,10 @@ def test_sixteen_clients_cut_off_mid_request_leave_the_server_free_at_once(targe
     try:
         with LiveServer() as server:
             for worker in workers:
-                worker.delay = 0.5
+                # Long enough that no branch in flight when the clients hang up has run out its delay by
+                # then, however slowly the 16 evaluations reached their branches (a 0.5 s delay once let
+                # the earliest branch finish first on a loaded machine: 63 cut of 64).
+                worker.delay = BRANCH_SECONDS
             clients = [request_send(port=server.port, body=BODY) for _ in range(CLIENTS)]
             wait_until(lambda: branches_in_flight(workers, branch_mode), timeout=30, what="16 evaluations' branches")
             for client in clients:
@@ -64,7 +68,7 @@ def test_sixteen_clients_cut_off_mid_request_leave_the_server_free_at_once(targe
             assert response.status_code == 200, response.text
             assert elapsed < 1.0
             for worker in workers:
-                worker.wait_idle(5)  # the cut branches ended on the workers, before their 0.5 s ran out
+                worker.wait_idle(BRANCH_SECONDS / 2)  # the cut branches ended on the workers, not by their delay
             assert sum(len(w.disconnected) for w in workers) >= (CLIENTS if branch_mode == "batched" else 64)
             assert all(w.aborted == [] for w in workers)  # no /abort_request storm
     finally:
