@@ -124,8 +124,12 @@ def _adapter(field: Any, db: Any) -> Callable[[Any], Any]:
 
 
 def _chunks(params: list[list[Any]]) -> Iterator[list[list[Any]]]:
-    for start in range(0, len(params), ROWS_PER_STATEMENT):
-        yield params[start:start + ROWS_PER_STATEMENT]
+    """Up to `ROWS_PER_STATEMENT` rows, fewer where the database takes fewer parameters per statement (a
+    SQLite built with a lower variable limit)."""
+    limit = connection.features.max_query_params
+    per = ROWS_PER_STATEMENT if not limit or not params else max(1, min(ROWS_PER_STATEMENT, limit // len(params[0])))
+    for start in range(0, len(params), per):
+        yield params[start:start + per]
 
 
 def _execute(cursor: Any, insert: _Insert, rows: list[list[Any]]) -> list[Any]:
