@@ -1,8 +1,9 @@
 """The INSERTs of stored evaluations, compiled once per database vendor.
 
 The ORM's bulk_create compiles its SQL on every call, which was most of the writer's CPU; here only
-JSON and date-time values are adapted per row. A batch is a few multi-row INSERTs in one transaction:
-the evaluations' return their ids, which the answers' rows then carry.
+JSON and date-time values are adapted per row. A batch is one transaction: the evaluations' INSERT
+returns their ids, which the answers' rows then carry. How the rows travel is the driver's fastest way:
+multi-row INSERTs on SQLite, a pipelined INSERT per evaluation and a `COPY` of the answers on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+import psycopg
 from django.db import connection, models, transaction
 from django.db.backends.base.operations import BaseDatabaseOperations
 
@@ -49,7 +51,9 @@ times per evaluation cost more CPU than the inserts themselves."""
 class _Insert:
     """`INSERT INTO table (columns) VALUES` and one row's `(placeholders)`, for any number of rows."""
 
-    head: str
+    table: str
+    names: str
+    """The quoted columns, comma-separated."""
     row: str
     columns: _Columns
     tail: str = ""
@@ -60,8 +64,14 @@ class _Insert:
         statement cache is keyed by it)."""
         found = self._sql.get(rows)
         if found is None:
-            found = self._sql[rows] = f"{self.head} {', '.join([self.row] * rows)}{self.tail}"
+            values = ", ".join([self.row] * rows)
+            found = self._sql[rows] = f"INSERT INTO {self.table} ({self.names}) VALUES {values}{self.tail}"
         return found
+
+    @property
+    def copy(self) -> str:
+        """PostgreSQL's bulk load of the same columns."""
+        return f"COPY {self.table} ({self.names}) FROM STDIN"
 
 
 @dataclass(frozen=True)
@@ -82,11 +92,11 @@ def _statements_for(db: Any) -> _Statements:
     ev_fields = tuple(f for f in Evaluation._meta.concrete_fields if not f.primary_key)
     an_fields = tuple(f for f in EvaluationAnswer._meta.concrete_fields if not f.primary_key and f.name != "evaluation")
     ev_table, an_table = qn(Evaluation._meta.db_table), qn(EvaluationAnswer._meta.db_table)
-    evaluation = _Insert(f"INSERT INTO {ev_table} ({', '.join(qn(f.column) for f in ev_fields)}) VALUES",
+    evaluation = _Insert(ev_table, ", ".join(qn(f.column) for f in ev_fields),
                          f"({', '.join([mark] * len(ev_fields))})", _Columns(ev_fields, db),
                          tail=f" RETURNING {qn('id')}, {qn('request_id')}")
-    answer = _Insert(f"INSERT INTO {an_table} ({qn(EvaluationAnswer._meta.get_field('evaluation').column)}, "
-                     f"{', '.join(qn(f.column) for f in an_fields)}) VALUES",
+    answer = _Insert(an_table, ", ".join(qn(f.column) for f in (EvaluationAnswer._meta.get_field("evaluation"),
+                                                                 *an_fields)),
                      f"({', '.join([mark] * (1 + len(an_fields)))})", _Columns(an_fields, db))
     found = _Statements(evaluation, answer)
     _statements[db.vendor] = found
@@ -132,18 +142,46 @@ def _chunks(params: list[list[Any]]) -> Iterator[list[list[Any]]]:
         yield params[start:start + per]
 
 
-def _execute(cursor: Any, insert: _Insert, rows: list[list[Any]]) -> list[Any]:
-    """One multi-row INSERT on the driver's own cursor, in its own placeholder style (Django's SQLite cursor
-    rewrites `%s` to `?` by a regular expression on every call: a fifth of the insert's CPU for 64 rows);
-    what it returns, if anything. Driver errors become Django's, as on Django's cursor: retries and the
-    row-by-row fallback (`evaluations.storage.store`) catch those."""
-    sql, params = insert.sql(len(rows)), [value for row in rows for value in row]
+def _inserted(cursor: Any, insert: _Insert, rows: list[list[Any]]) -> list[Any]:
+    """`rows` inserted in the driver's cheapest way; what the statement returns (`insert.tail`), if anything.
+    Driver errors become Django's, as on Django's cursor: retries and the row-by-row fallback
+    (`evaluations.storage.store`) catch those."""
+    if not rows:
+        return []
     with connection.wrap_database_errors:
-        if isinstance(cursor, sqlite3.Cursor):
-            sqlite3.Cursor.execute(cursor, sql, params)
-        else:
-            cursor.execute(sql, params)
-        return cursor.fetchall() if insert.tail else []
+        if connection.vendor == "postgresql":
+            return _postgresql_inserted(insert, rows)
+        return [found for chunk in _chunks(rows) for found in _statement_run(cursor, insert, chunk)]
+
+
+def _statement_run(cursor: Any, insert: _Insert, rows: list[list[Any]]) -> list[Any]:
+    """One multi-row INSERT on the driver's own cursor, in its own placeholder style (Django's SQLite cursor
+    rewrites `%s` to `?` by a regular expression on every call: a fifth of the insert's CPU for 64 rows)."""
+    sql, params = insert.sql(len(rows)), [value for row in rows for value in row]
+    if isinstance(cursor, sqlite3.Cursor):
+        sqlite3.Cursor.execute(cursor, sql, params)
+    else:
+        cursor.execute(sql, params)
+    return cursor.fetchall() if insert.tail else []
+
+
+def _postgresql_inserted(insert: _Insert, rows: list[list[Any]]) -> list[Any]:
+    """PostgreSQL, on a cursor that binds on the server: Django's binds on the client, where psycopg quotes
+    every value into the statement's text in Python and parses again each statement over 4 KB or 50
+    parameters, 3.7 ms of the writer's CPU per 64-answer evaluation. A returning INSERT is pipelined (one
+    round trip, one prepared statement, a row per execution), the answers go in one `COPY`: 0.5 ms."""
+    with psycopg.Cursor(connection.connection) as cursor:
+        if not insert.tail:
+            with cursor.copy(insert.copy) as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return []
+        cursor.executemany(insert.sql(1), rows, returning=True)
+        found = []
+        while True:
+            found.extend(cursor.fetchall())
+            if not cursor.nextset():
+                return found
 
 
 def _existing(model: type[models.Model], ids: set[int]) -> set[int]:
@@ -164,11 +202,8 @@ def rows_insert(rows: list[Row]) -> None:
                   "classifier_id": ev["classifier_id"] if ev["classifier_id"] in classifiers else None}
         ev_params.append(sql.evaluation.columns.params(linked))
     with transaction.atomic(), connection.cursor() as cursor:
-        ids: dict[str, int] = {}
-        for chunk in _chunks(ev_params):
-            ids.update((request_id, pk) for pk, request_id in _execute(cursor.cursor, sql.evaluation, chunk))
+        ids = {request_id: pk for pk, request_id in _inserted(cursor.cursor, sql.evaluation, ev_params)}
         an_params = [[ids[ev["request_id"]], *sql.answer.columns.params(
                          answer if answer["calibration_id"] in calibrations else {**answer, "calibration_id": None})]
                      for ev, answers in rows for answer in answers]
-        for chunk in _chunks(an_params):
-            _execute(cursor.cursor, sql.answer, chunk)
+        _inserted(cursor.cursor, sql.answer, an_params)
