@@ -88,7 +88,7 @@ def _statements_for(db: Any) -> _Statements:
     if found is not None:
         return found
     qn = db.ops.quote_name
-    mark = "?" if db.vendor == "sqlite" else "%s"  # see _execute
+    mark = "?" if db.vendor == "sqlite" else "%s"  # see _statement_run
     ev_fields = tuple(f for f in Evaluation._meta.concrete_fields if not f.primary_key)
     an_fields = tuple(f for f in EvaluationAnswer._meta.concrete_fields if not f.primary_key and f.name != "evaluation")
     ev_table, an_table = qn(Evaluation._meta.db_table), qn(EvaluationAnswer._meta.db_table)
