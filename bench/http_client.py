@@ -5,8 +5,9 @@ process, at the concurrency of 16 evaluations in flight.
     .venv/bin/python bench/http_client.py --calls 10000 --rounds 3
 
 Stacks: httpx on its own pool (httpcore: each request polls every idle connection's socket, and h11
-parses in Python), httpx on aiohttp's pool through `httpx_aiohttp.AiohttpTransport` (what the backend
-uses), and aiohttp on its own (the floor: no httpx Request/Response objects).
+parses in Python), httpx on aiohttp's pool through `httpx_aiohttp.AiohttpTransport` by `client.post`, the
+same with the request's URL, headers and timeout merged once (`LoopHttp`: what the backend uses), and
+aiohttp on its own (the floor: no httpx Request/Response objects).
 """
 
 from __future__ import annotations
@@ -28,13 +29,14 @@ from httpx_aiohttp import AiohttpTransport
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from inference.backends.sglang import LoopHttp  # noqa: E402
 from testbed.ports import free_port  # noqa: E402
 
 BODY = json.dumps({"input_ids": list(range(1000, 1300)), "sampling_params": {"max_new_tokens": 1, "temperature": 0.0},
                    "return_logprob": True, "token_ids_logprob": [15, 16, 17], "logprob_start_len": -1,
                    "rid": "bench"}).encode()
 HEADERS = {"Content-Type": "application/json"}
-STACKS = ("httpx", "httpx+aiohttp", "aiohttp")
+STACKS = ("httpx", "httpx+aiohttp", "httpx+aiohttp, merged once", "aiohttp")
 
 Post = Callable[[], Awaitable[int]]
 
@@ -42,6 +44,13 @@ Post = Callable[[], Awaitable[int]]
 def _httpx_post(client: httpx.AsyncClient) -> Post:
     async def post() -> int:
         response = await client.post("/generate", content=BODY, headers=HEADERS)
+        return response.status_code
+    return post
+
+
+def _prebuilt_post(http: LoopHttp) -> Post:
+    async def post() -> int:
+        response = await http.client.send(http.generate_request(BODY))
         return response.status_code
     return post
 
@@ -74,9 +83,10 @@ async def stack_measure(*, stack: str, url: str, calls: int, concurrency: int) -
         post, close = _aiohttp_post(session, url), session.close
     else:
         transport = AiohttpTransport(client=aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))) \
-            if stack == "httpx+aiohttp" else None
+            if stack.startswith("httpx+aiohttp") else None
         client = httpx.AsyncClient(base_url=url, limits=limits, transport=transport)
-        post, close = _httpx_post(client), client.aclose
+        post = _prebuilt_post(LoopHttp.of(client)) if stack.endswith("merged once") else _httpx_post(client)
+        close = client.aclose
     try:
         await _calls(post, calls=calls, concurrency=concurrency)
         cpu, wall = time.process_time(), time.perf_counter()
@@ -101,7 +111,7 @@ def main() -> None:
             for stack in STACKS:
                 cpu_us, rate = uvloop.run(stack_measure(stack=stack, url=f"http://127.0.0.1:{port}", calls=args.calls,
                                                         concurrency=args.concurrency))
-                print(f"{stack:14s} {cpu_us:7.1f} µs client CPU per call  {rate:7.0f} calls/s", flush=True)
+                print(f"{stack:26s} {cpu_us:7.1f} µs client CPU per call  {rate:7.0f} calls/s", flush=True)
     finally:
         fake.terminate()
         fake.wait(10)

@@ -6,7 +6,8 @@ process-wide cap on in-flight backend calls so a burst of evaluations cannot flo
 client sends through aiohttp's connection pool (`httpx_aiohttp.AiohttpTransport`): httpx's own pool
 (httpcore) polls every idle connection's socket on each request and parses responses in Python, which
 cost about 0.8 ms of CPU per call at 16 concurrent evaluations against 0.19 ms through aiohttp
-(`bench/http_client.py`), with httpx's API, timeouts and exceptions unchanged.
+(`bench/http_client.py`), with httpx's API, timeouts and exceptions unchanged. Each `/generate` request
+is built from its URL, headers and timeout merged once per client (`LoopHttp`), not by `client.post`.
 Branches go either as one batched request (one worker behind a cache-aware gateway, one round trip)
 or as N parallel requests.
 
@@ -37,6 +38,7 @@ import asyncio
 import json
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
@@ -68,6 +70,30 @@ HEALTH_PATH = "/health"
 _GATEWAY_UNAVAILABLE_CODES = frozenset({"model_not_found", "no_models_available", "call_upstream_connection_failed"})
 
 
+@dataclass(frozen=True)
+class LoopHttp:
+    """One event loop's client, and what each of its `/generate` requests carries, merged once: httpx's
+    `build_request` merges the base URL, the default headers and the timeout again on every call (50 µs of
+    CPU, against 10 µs for the request itself; two calls per evaluation)."""
+
+    client: httpx.AsyncClient
+    generate_url: httpx.URL
+    headers: httpx.Headers
+    extensions: dict[str, Any]
+
+    @classmethod
+    def of(cls, client: httpx.AsyncClient) -> LoopHttp:
+        merged = client.build_request("POST", "/generate")  # the client's own URL and timeout merging
+        headers = httpx.Headers(client.headers)
+        headers["Content-Type"] = "application/json"
+        return cls(client, merged.url, headers, merged.extensions)
+
+    def generate_request(self, body: bytes) -> httpx.Request:
+        """What `client.post("/generate", content=body, headers=JSON)` would send (cookies included)."""
+        return httpx.Request("POST", self.generate_url, content=body, headers=self.headers,
+                             cookies=self.client.cookies, extensions=dict(self.extensions))
+
+
 class SGLangBackend:
     kind = "sglang"
     context_tokens: int | None = None  # SGLang's own --context-length is set from the same budget
@@ -90,7 +116,7 @@ class SGLangBackend:
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = timeout
         self._max_in_flight = max_in_flight
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopHttp] = (
             weakref.WeakKeyDictionary()
         )
         self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
@@ -105,10 +131,10 @@ class SGLangBackend:
     def tokenizer(self) -> Tokenizer:
         return self._tokenizer
 
-    def _client(self) -> httpx.AsyncClient:
+    def _http(self) -> LoopHttp:
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
+        http = self._clients.get(loop)
+        if http is None:
             self._clients_sweep()
             session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(
                 limit=self._max_in_flight, keepalive_timeout=KEEPALIVE_SECONDS))
@@ -117,15 +143,14 @@ class SGLangBackend:
             # has) on a URL without them: aiohttp refuses a request that carries both.
             url = httpx.URL(self.url)
             auth = httpx.BasicAuth(url.username, url.password) if url.username or url.password else None
-            client = httpx.AsyncClient(
+            http = self._clients[loop] = LoopHttp.of(httpx.AsyncClient(
                 base_url=url.copy_with(username=None, password=None) if auth else url,
                 auth=auth,
                 headers=self._headers,
                 transport=AiohttpTransport(client=session),
                 timeout=httpx.Timeout(self._timeout, connect=5.0),
-            )
-            self._clients[loop] = client
-        return client
+            ))
+        return http
 
     def _clients_sweep(self) -> None:
         """Forget the clients of event loops that have closed (a loop per test, per `asyncio.run`), their
@@ -141,12 +166,11 @@ class SGLangBackend:
             limit = self._limits[loop] = asyncio.Semaphore(self._max_in_flight)
         return limit
 
-    async def _post(self, path: str, body: str) -> Any:
+    async def _generate(self, body: str) -> Any:
         async with self._limit():
+            http = self._http()
             try:
-                response = await self._client().post(
-                    path, content=body.encode(), headers={"Content-Type": "application/json"}
-                )
+                response = await http.client.send(http.generate_request(body.encode()))
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
                 raise BackendUnavailable(f"SGLang at {self.url} is unreachable: {exc!r}") from exc
             except httpx.TimeoutException as exc:
@@ -167,7 +191,7 @@ class SGLangBackend:
         # SGLang batch has crashed the server.
         body = request_body(rid=rid, ids_json=ids_json(prefix_ids), label_ids=prefix_ids[-1:],
                              images_json=ImagesJson().of(image_data))
-        return generation_parse(await self._post("/generate", body), label_ids=(), rid=rid)
+        return generation_parse(await self._generate(body), label_ids=(), rid=rid)
 
     async def score(self, *, calls: Sequence[BranchCall], scored: BranchScored | None = None) -> list[Generation]:
         """Parallel mode reports each branch to `scored` as its request answers; batched mode reports them
@@ -189,8 +213,8 @@ class SGLangBackend:
         rid = calls[0].rid
         images_json = (f"[{','.join(images.of(c.image_data) or 'null' for c in calls)}]"
                        if any(c.image_data for c in calls) else None)
-        items = await self._post("/generate", request_body(rid=rid, ids_json=f"[{ids_json}]", label_ids=union,
-                                                            images_json=images_json))
+        items = await self._generate(request_body(rid=rid, ids_json=f"[{ids_json}]", label_ids=union,
+                                                  images_json=images_json))
         if not isinstance(items, list) or len(items) != len(calls):
             raise BackendFailed(
                 f"SGLang answered a batch of {len(calls)} with {type(items).__name__} "
@@ -213,7 +237,7 @@ class SGLangBackend:
     async def _score_one(self, call: BranchCall, index: int, scored: BranchScored | None) -> Generation:
         body = request_body(rid=call.rid, ids_json=f"[{PrefixJson().of(call)}]", label_ids=call.label_ids,
                              images_json=ImagesJson().of(call.image_data))
-        generation = generation_parse(await self._post("/generate", body), label_ids=call.label_ids, rid=call.rid)
+        generation = generation_parse(await self._generate(body), label_ids=call.label_ids, rid=call.rid)
         if scored is not None:
             scored(index, generation)
         return generation
@@ -224,7 +248,7 @@ class SGLangBackend:
 
     async def health(self) -> bool:
         """The gateway's readiness when the backend is a gateway, else SGLang's own `/health`."""
-        client = self._client()
+        client = self._http().client
         try:
             response = await client.get(READINESS_PATH, timeout=5.0)
             if response.status_code not in READINESS_ANSWERS:
@@ -235,9 +259,9 @@ class SGLangBackend:
 
     async def close(self) -> None:
         """Close this loop's client; the other loops' connections are closed where they stand."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.aclose()
+        http = self._clients.pop(asyncio.get_running_loop(), None)
+        if http is not None:
+            await http.client.aclose()
         _sessions_close(self._sessions)
         self._clients.clear()
 

@@ -8,10 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from inference.backends.base import BranchCall
-from inference.backends.sglang import SGLangBackend, failure_classify
+from inference.backends.sglang import LoopHttp, SGLangBackend, failure_classify
 from inference.backends.sglang_wire import response_json_read
 from inference.errors import BackendFailed, BackendUnavailable
 from inference.redaction import url_credentials_redact
@@ -101,6 +102,38 @@ async def test_health_of_a_bare_sglang_with_an_api_key_follows_its_health_route(
     assert await backend_for(fake.url, api_key=key).health()
     fake.healthy = False
     assert not await backend_for(fake.url, api_key=key).health()
+
+
+async def test_a_generate_request_merged_once_is_the_one_httpx_would_build_each_time():
+    client = httpx.AsyncClient(base_url="http://gw.internal:30000/sglang", headers={"Authorization": "Bearer k"},
+                               timeout=httpx.Timeout(7.0, connect=2.0), cookies={"route": "w1"})
+    http = LoopHttp.of(client)
+    built = client.build_request("POST", "/generate", content=b'{"a":1}', headers={"Content-Type": "application/json"})
+    merged = http.generate_request(b'{"a":1}')
+    assert merged.url == built.url == "http://gw.internal:30000/sglang/generate"
+    assert merged.headers.multi_items() == built.headers.multi_items()  # defaults, key, JSON, length, cookie
+    assert merged.extensions == built.extensions == {"timeout": {"connect": 2.0, "read": 7.0, "write": 7.0,
+                                                                 "pool": 7.0}}
+    client.cookies.set("route", "w2")  # a cookie the backend sets later goes with the next request, as before
+    assert http.generate_request(b"{}").headers["Cookie"] == "route=w2"
+    await client.aclose()
+
+
+@pytest.mark.parametrize("key, answered", [("sekrit", True), ("wrong", False)])
+async def test_generate_requests_carry_the_api_key(fake, key, answered):
+    fake.api_key = "sekrit"
+    backend = backend_for(fake.url, api_key=key)
+    if answered:
+        assert len(await backend.score(calls=calls_of([15, 16], [15, 16]))) == 2
+    else:
+        with pytest.raises(BackendFailed):
+            await backend.score(calls=calls_of([15, 16], [15, 16]))
+
+
+async def test_a_backend_slower_than_the_client_timeout_fails_as_timed_out(fake):
+    fake.delay = 2.0
+    with pytest.raises(BackendFailed, match="did not answer in time"):
+        await backend_for(fake.url, timeout=0.3).score(calls=calls_of([15, 16], [15, 16]))
 
 
 async def test_abort_sends_nothing_closing_the_connection_is_the_abort(fake):
