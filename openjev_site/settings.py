@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import os
+from datetime import timedelta
+
 import dj_database_url
 
-from evaluations.config import BASE_DIR, config_from_env
+from evaluations.config import BASE_DIR, _get, _positive, config_from_env
 from openjev_site.channel_layers import channel_layers_config
 
 OPENJEV = config_from_env()
+
+# Issue 25's settings, read and validated here (the same rules and messages as evaluations/config.py) until
+# they join its typed table: admin login throttling (django-axes, below) and the WebSocket limits.
+OPENJEV_ADMIN_LOGIN_FAILURES = _get(os.environ, "ADMIN_LOGIN_FAILURES", 5, int, _positive, "a positive integer")
+"""Failed admin sign-ins of one username from one address before that pair is locked out."""
+OPENJEV_ADMIN_LOCKOUT_SECONDS = _get(os.environ, "ADMIN_LOCKOUT_SECONDS", 900.0, float, _positive,
+                                     "a positive number of seconds")
+"""How long a lockout lasts unless an administrator clears it (Axes > Access attempts)."""
 
 SECRET_KEY = OPENJEV.secret_key
 DEBUG = OPENJEV.debug
@@ -24,7 +35,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "evaluations",
+    "axes",
+    "evaluations",  # last: its admin module gives every registered model admin the input check
 ]
 
 MIDDLEWARE = [
@@ -34,7 +46,19 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: it turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Admin sign-in throttling (django-axes). Only the admin signs in with a password: the API authenticates by
+# Bearer key on its own handler, without this middleware or these backends. A username is locked out per
+# address (never everywhere, which would let anyone lock an administrator out); a success resets the count.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = OPENJEV_ADMIN_LOGIN_FAILURES
+AXES_COOLOFF_TIME = timedelta(seconds=OPENJEV_ADMIN_LOCKOUT_SECONDS)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "admin/lockout.html"
 
 ROOT_URLCONF = "openjev_site.urls"
 ASGI_APPLICATION = "openjev_site.asgi.application"

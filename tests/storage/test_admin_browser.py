@@ -1,6 +1,6 @@
 """The admin in a real browser: headless Chromium (Debian's package, never a downloaded one) drives the
-changelist, an evaluation's detail page, the dashboard and the key issue flow on the app served by
-uvicorn, and saves a screenshot of each under `test-artifacts/`."""
+changelist, an evaluation's detail page, the dashboard, the key issue flow and the sign-in lockout on the
+app served by uvicorn, and saves a screenshot of each under `test-artifacts/`."""
 
 from __future__ import annotations
 
@@ -89,12 +89,20 @@ def loopback_only(page: Any) -> list[str]:
     return blocked
 
 
-def signed_in(page: Any, *, base: str, then: str) -> None:
-    """Sign in as the superuser `admin` through the login form, landing on `then`."""
+def sign_in_attempt(page: Any, *, base: str, then: str, username: str, password: str) -> int:
+    """Submit the login form; the status of the page it answers with."""
     page.goto(f"{base}/admin/login/?next={then}")
-    page.fill("#id_username", "admin")
-    page.fill("#id_password", ADMIN_PASSWORD)
-    page.click("input[type=submit]")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    with page.expect_response(lambda r: r.request.method == "POST" and "/admin/login/" in r.url) as answered:
+        page.click("input[type=submit]")
+    page.wait_for_load_state()
+    return int(answered.value.status)
+
+
+def signed_in(page: Any, *, base: str, then: str, username: str = "admin") -> None:
+    """Sign in as the superuser `username` through the login form, landing on `then`."""
+    assert sign_in_attempt(page, base=base, then=then, username=username, password=ADMIN_PASSWORD) == 302
     page.wait_for_url(f"**{then}")
 
 
@@ -145,4 +153,36 @@ def test_admin_pages_render_in_headless_chromium(asgi_server, fake, store, setti
         page.goto(f"{base}/admin/evaluations/apikey/")
         assert secret not in page.content() and page.locator("#result_list > tbody > tr").count() == 2
         shot(page, "keys")
+        assert page.errors == []
+
+
+def test_a_locked_out_admin_sees_the_lockout_page_until_another_admin_clears_it(asgi_server, settings, tmp_path):
+    for username in ("admin", "guard"):
+        get_user_model().objects.create_superuser(username, f"{username}@example.com", ADMIN_PASSWORD)
+    base, then = asgi_server.url, "/admin/"
+    with chromium_page(tmp_path / "chromium-profile") as page:
+        statuses = [sign_in_attempt(page, base=base, then=then, username="admin", password=f"guess {n}")
+                    for n in range(settings.AXES_FAILURE_LIMIT)]
+        assert statuses == [200] * (settings.AXES_FAILURE_LIMIT - 1) + [429]  # the login form, then the lockout
+        assert page.get_by_text("Sign-in locked").is_visible() and page.get_by_text("from this address").is_visible()
+        shot(page, "lockout")
+        # Locked out, the right password is refused too.
+        assert sign_in_attempt(page, base=base, then=then, username="admin", password=ADMIN_PASSWORD) == 429
+
+        # Another administrator (not locked: the lockout is per username and address) sees and clears it.
+        signed_in(page, base=base, then="/admin/axes/accessattempt/", username="guard")
+        attempt = page.locator("#result_list > tbody > tr", has_text="admin")
+        assert attempt.count() == 1 and "127.0.0.1" in attempt.inner_text()
+        shot(page, "lockout-attempts")
+        attempt.locator("input.action-select").check()
+        page.select_option("select[name=action]", "delete_selected")
+        page.get_by_role("button", name="Run").click()
+        page.click("input[type=submit][value^='Yes']")
+        page.wait_for_url("**/admin/axes/accessattempt/")
+        assert page.locator("#result_list > tbody > tr").count() == 0
+        page.get_by_role("button", name="Log out").click()
+        page.wait_for_url("**/admin/logout/")
+
+        signed_in(page, base=base, then=then)
+        assert page.get_by_role("button", name="Log out").is_visible()
         assert page.errors == []
