@@ -11,9 +11,11 @@ The protocol (docs/streaming.md has the full description and a client):
 
 Each evaluation ends with exactly one `done` or `error`. Evaluations go through the same service as
 `POST /v1/systemone` (validation, admission with its 529, the deadline, storage), each in its own
-task, so several run at once on one socket. A message that cannot be read (not JSON, too large, an
-unknown type, a missing id) gets an `error` with `"id": null` or its id, and the socket stays open.
-The socket is closed only for authentication (4401) and for idleness (4408), with a reason.
+task, so several run at once on one socket. A message that cannot be read (a binary frame, not JSON,
+too large, an unknown type, a missing id or one JavaScript cannot hold) gets an `error` with
+`"id": null` or its id, and the socket stays open. The socket is closed only for authentication (4401:
+a wrong key, or none within `OPENJEV_STREAM_AUTH_TIMEOUT` of opening) and for idleness (4408), with a
+reason; the per-process cap on open sockets is `openjev_site.sockets`'.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ STREAM_PATH = "/v1/systemone/stream"
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_IDLE = 4408
 ID_MAX_CHARACTERS = 200
+ID_MAX_MAGNITUDE = 2**53 - 1
+"""Integer ids are bounded to what a JavaScript number holds exactly (`Number.MAX_SAFE_INTEGER`), so a
+browser client reads back the id it sent."""
 NO_CHANNEL_LAYER = "openjev-stream-none"
 """A layer alias that is never configured: a stream socket answers only its own client, so it needs no
 channel of its own in the layer (with Redis, each channel would be one more blocking reader)."""
@@ -69,7 +74,8 @@ class StreamError(Exception):
 
 
 def evaluation_id_check(*, message: dict[str, Any]) -> Any:
-    """The client's id of an evaluation or a cancel: a string of 1 to 200 characters or an integer."""
+    """The client's id of an evaluation or a cancel: a string of 1 to 200 characters, or an integer of
+    magnitude at most 2**53 - 1."""
     if "id" not in message:
         raise RequestInvalid([Problem(("id",), "Field required", "missing")])
     eid = message["id"]
@@ -78,6 +84,9 @@ def evaluation_id_check(*, message: dict[str, Any]) -> Any:
     if isinstance(eid, str) and not 0 < len(eid) <= ID_MAX_CHARACTERS:
         raise RequestInvalid([Problem(("id",), f"Input should have 1 to {ID_MAX_CHARACTERS} characters",
                                       "string_length")])
+    if isinstance(eid, int) and abs(eid) > ID_MAX_MAGNITUDE:
+        raise RequestInvalid([Problem(("id",), f"Input should be an integer from -{ID_MAX_MAGNITUDE} to "
+                                      f"{ID_MAX_MAGNITUDE} (what a JavaScript number holds exactly)", "int_range")])
     return eid
 
 
@@ -104,9 +113,13 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         self.writer = asyncio.create_task(self._write(), name="openjev-stream-writer")
         self.watchdog = asyncio.create_task(self._watch_idle(), name="openjev-stream-idle")
+        self.deadline: asyncio.Task[None] | None = None
         header = dict(self.scope.get("headers", [])).get(b"authorization")
         if header is not None or not settings.OPENJEV.auth_required:
             await self._authenticate(authorization=header.decode("latin-1") if header is not None else None)
+        else:
+            self.deadline = asyncio.create_task(self._auth_deadline(seconds=settings.OPENJEV_STREAM_AUTH_TIMEOUT),
+                                                name="openjev-stream-auth-deadline")
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """channels' dispatch without its per-message thread hop to close stale database connections:
@@ -122,6 +135,8 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
         for task in self.in_flight.values():
             task.cancel()
         self.watchdog.cancel()
+        if self.deadline is not None:
+            self.deadline.cancel()
         self.outbox.put_nowait(None)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
@@ -129,8 +144,10 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
             return
         self.last_activity = asyncio.get_running_loop().time()
         try:
-            message = self._decode(text_data=text_data, bytes_data=bytes_data)
-            await self._handle(message)
+            if text_data is None:
+                raise StreamError(415, "unsupported_media_type",
+                                  "binary frames are not read: send each message as JSON in a text frame")
+            await self._handle(self._decode(text=text_data))
         except StreamError as exc:
             self._send_soon({"type": "error", "id": exc.eid, "status": exc.status,
                              "detail": {"error_type": exc.error_type, "message": exc.message}})
@@ -140,9 +157,9 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
 
     # -- reading messages -------------------------------------------------------------------------
 
-    def _decode(self, *, text_data: str | None, bytes_data: bytes | None) -> dict[str, Any]:
+    def _decode(self, *, text: str) -> dict[str, Any]:
         """Strict JSON under the body limit, as the body of `POST /v1/systemone` is read."""
-        raw = text_data.encode("utf-8") if text_data is not None else bytes_data or b""
+        raw = text.encode("utf-8")
         limit = settings.OPENJEV.max_body_bytes
         if len(raw) > limit:
             raise StreamError(413, "request_too_large", f"the message is over {limit} bytes")
@@ -191,6 +208,13 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
 
     async def _refuse(self, reason: str) -> None:
         await self._close(code=CLOSE_UNAUTHENTICATED, reason=reason)
+
+    async def _auth_deadline(self, *, seconds: float) -> None:
+        """Close a socket still unauthenticated `seconds` after it opened, whatever it sent meanwhile: without
+        a deadline, sockets that never authenticate were each held for the whole idle timeout."""
+        await asyncio.sleep(seconds)
+        if not self.authenticated:
+            await self._refuse(f"not authenticated within {seconds:g} s of opening")
 
     # -- evaluations ------------------------------------------------------------------------------
 

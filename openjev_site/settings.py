@@ -19,6 +19,11 @@ OPENJEV_ADMIN_LOGIN_FAILURES = _get(os.environ, "ADMIN_LOGIN_FAILURES", 5, int, 
 OPENJEV_ADMIN_LOCKOUT_SECONDS = _get(os.environ, "ADMIN_LOCKOUT_SECONDS", 900.0, float, _positive,
                                      "a positive number of seconds")
 """How long a lockout lasts unless an administrator clears it (Axes > Access attempts)."""
+OPENJEV_STREAM_AUTH_TIMEOUT = _get(os.environ, "STREAM_AUTH_TIMEOUT", 5.0, float, _positive,
+                                   "a positive number of seconds")
+"""Seconds a `/v1/systemone/stream` socket has to authenticate once open (auth on) before it is closed (4401)."""
+OPENJEV_MAX_WEBSOCKETS = _get(os.environ, "MAX_WEBSOCKETS", 1000, int, _positive, "a positive integer")
+"""WebSockets open at once in one process, every route together; one more is closed at once (4529)."""
 
 SECRET_KEY = OPENJEV.secret_key
 DEBUG = OPENJEV.debug

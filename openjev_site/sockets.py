@@ -6,6 +6,10 @@ client that reaches `/jev/v1/systemone` reaches `/jev/v1/systemone/stream` too. 
 socket gets channels' session and auth middleware (it authenticates by the admin's session cookie);
 the stream authenticates by API key, like the HTTP API. Any other path is accepted and closed at
 once with 4404 and the reason, which a client can read (a refused handshake shows only "403").
+
+At most `OPENJEV_MAX_WEBSOCKETS` sockets are open in the process at once, on every route together; one
+more is accepted and closed at once with 4529 (the API's 529: this server is full, retry later), so a
+flood of sockets costs the process a bounded number of file descriptors and tasks.
 """
 
 from __future__ import annotations
@@ -25,14 +29,44 @@ from openjev_site.api_handler import path_unprefixed
 STREAM_PATH = "v1/systemone/stream"
 DASHBOARD_LIVE_PATH = "admin/evaluations/evaluation/dashboard/live"
 CLOSE_NOT_FOUND = 4404
+CLOSE_SERVER_FULL = 4529
+REASON_MAX_CHARACTERS = 120
+"""A close frame carries at most 123 bytes of reason."""
 
 
-async def route_missing(scope: Scope, receive: Receive, send: Send) -> None:
+async def socket_refuse(*, receive: Receive, send: Send, code: int, reason: str) -> None:
+    """Accept the handshake, then close with `code` and `reason`, which a client can read (a refused
+    handshake shows only "403")."""
     message = await receive()
     if message["type"] == "websocket.connect":
         await send({"type": "websocket.accept"})
-        await send({"type": "websocket.close", "code": CLOSE_NOT_FOUND,
-                    "reason": f"no WebSocket route for {scope['path']}"[:120]})
+        await send({"type": "websocket.close", "code": code, "reason": reason[:REASON_MAX_CHARACTERS]})
+
+
+async def route_missing(scope: Scope, receive: Receive, send: Send) -> None:
+    await socket_refuse(receive=receive, send=send, code=CLOSE_NOT_FOUND,
+                        reason=f"no WebSocket route for {scope['path']}")
+
+
+class SocketCap:
+    """At most `OPENJEV_MAX_WEBSOCKETS` sockets open in this process; each is counted until its
+    application returns (the connection is closed)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.open = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limit = settings.OPENJEV_MAX_WEBSOCKETS
+        if self.open >= limit:
+            await socket_refuse(receive=receive, send=send, code=CLOSE_SERVER_FULL,
+                                reason=f"this server process has {limit} WebSockets open; retry later")
+            return
+        self.open += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.open -= 1
 
 
 class ScriptPrefix:
@@ -48,8 +82,8 @@ class ScriptPrefix:
 
 
 def websocket_application() -> Any:
-    return ScriptPrefix(URLRouter([
+    return SocketCap(ScriptPrefix(URLRouter([
         path(STREAM_PATH, SystemOneStreamConsumer.as_asgi()),
         path(DASHBOARD_LIVE_PATH, AuthMiddlewareStack(DashboardConsumer.as_asgi())),
         re_path(r"", cast(Any, route_missing)),  # django-stubs type route targets as views
-    ]))
+    ])))

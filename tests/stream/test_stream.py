@@ -4,6 +4,7 @@ fake SGLang behind it (through a proxy holding chosen branches where the timing 
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -220,3 +221,88 @@ async def test_the_stream_follows_a_forced_script_name_and_unknown_paths_are_clo
         assert of(await until_ended(ws, [1]), 1, "done")
     async with connect(ws_url(asgi_server, "/v1/systemone/streams")) as ws:
         assert await closed_with(ws) == (4404, "no WebSocket route for /v1/systemone/streams")
+
+
+async def test_a_socket_that_does_not_authenticate_in_time_is_closed_with_4401_whatever_it_sends(stream_url,
+                                                                                                key_required,
+                                                                                                settings):
+    settings.OPENJEV_STREAM_AUTH_TIMEOUT = 0.5
+    loop = asyncio.get_running_loop()
+    async with connect(stream_url) as ws:
+        opened = loop.time()
+        for _ in range(3):  # unreadable messages are answered, but do not extend the deadline
+            await ws.send("not json")
+            assert (await receive(ws))["status"] == 400
+            await asyncio.sleep(0.1)
+        code, reason = await closed_with(ws)
+    assert (code, reason) == (4401, "not authenticated within 0.5 s of opening")
+    assert 0.4 < loop.time() - opened < 3  # counted from the accept, just before the client sees it
+    async with connect(stream_url) as ws:  # authenticated in time: the deadline is over for this socket
+        await send(ws, {"type": "auth", "api_key": KEY})
+        await asyncio.sleep(0.8)
+        await send(ws, {"id": "late", **README_REQUEST})
+        assert of(await until_ended(ws, ["late"]), "late", "done")
+
+
+async def test_with_auth_off_no_authentication_deadline_applies(stream_url, settings):
+    settings.OPENJEV_STREAM_AUTH_TIMEOUT = 0.2
+    async with connect(stream_url) as ws:
+        await asyncio.sleep(0.5)
+        await send(ws, {"id": 1, **README_REQUEST})
+        assert of(await until_ended(ws, [1]), 1, "done")
+
+
+async def test_over_the_per_process_cap_a_socket_is_closed_with_4529_until_one_closes(stream_url, settings):
+    settings.OPENJEV_MAX_WEBSOCKETS = 2
+    async with connect(stream_url) as first, connect(stream_url):
+        async with connect(stream_url) as refused:
+            assert await closed_with(refused) == (4529, "this server process has 2 WebSockets open; retry later")
+        await send(first, {"id": 1, **README_REQUEST})  # those open are served as before
+        assert of(await until_ended(first, [1]), 1, "done")
+    for _ in range(50):  # a socket is counted out once its consumer has returned, just after the close
+        if await evaluates(stream_url):
+            break
+        await asyncio.sleep(0.05)
+    else:
+        pytest.fail("closing sockets did not make room for a new one")
+
+
+async def evaluates(url: str) -> bool:
+    """Whether a new socket at `url` is served (not refused by the cap)."""
+    async with connect(url) as ws:
+        try:
+            await send(ws, {"id": 1, **README_REQUEST})
+            return bool(of(await until_ended(ws, [1]), 1, "done"))
+        except ConnectionClosed:
+            return False
+
+
+@pytest.mark.parametrize("eid", [2**53 - 1, -(2**53 - 1), 0])
+async def test_integer_ids_that_javascript_holds_exactly_are_accepted(stream_url, eid):
+    async with connect(stream_url) as ws:
+        await send(ws, {"id": eid, **README_REQUEST})
+        assert of(await until_ended(ws, [eid]), eid, "done")
+
+
+@pytest.mark.parametrize("eid", [2**53, -(2**53), 10**40])
+async def test_integer_ids_beyond_what_javascript_holds_exactly_are_refused(stream_url, eid):
+    async with connect(stream_url) as ws:
+        await send(ws, {"id": eid, **README_REQUEST})
+        refused = await receive(ws)
+        await send(ws, {"type": "cancel", "id": eid})
+        cancel_refused = await receive(ws)
+    for error in (refused, cancel_refused):
+        assert (error["type"], error["id"], error["status"]) == ("error", None, 422)
+        ((problem),) = error["detail"]
+        assert problem["loc"] == ["body", "id"] and problem["type"] == "int_range"
+        assert "9007199254740991" in problem["msg"]
+
+
+async def test_a_binary_frame_gets_a_415_error_and_the_socket_stays_open(stream_url):
+    async with connect(stream_url) as ws:
+        await ws.send(json.dumps({"id": "binary", **README_REQUEST}).encode())
+        error = await receive(ws)
+        assert (error["type"], error["id"], error["status"]) == ("error", None, 415)
+        assert error["detail"]["error_type"] == "unsupported_media_type" and "text frame" in error["detail"]["message"]
+        await send(ws, {"id": "text", **README_REQUEST})
+        assert of(await until_ended(ws, ["text"]), "text", "done")
