@@ -11,6 +11,7 @@ processes from /proc: the steadiest figure on a shared machine.
     .venv/bin/python bench/server.py --workers 1 2 --store full --requests 1200
     .venv/bin/python bench/server.py --server daphne --mode parallel
     .venv/bin/python bench/server.py --store full --database postgresql://postgres@127.0.0.1:5432/postgres
+    .venv/bin/python bench/server.py --api systemone decisions --store full   # both wire formats, same questions
 
 Storage goes to a fresh SQLite file per run, or with `--database` to a throwaway PostgreSQL database
 created beside the one named (and dropped afterwards): there the database server, not the API
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -40,7 +42,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.workloads import WORKLOADS  # noqa: E402
+from bench.workloads import API_PATHS, BODIES, WORKLOADS  # noqa: E402
 from testbed.load import requests_send  # noqa: E402
 from testbed.ports import free_port  # noqa: E402
 from testbed.qwen3 import qwen3_dir  # noqa: E402
@@ -116,11 +118,11 @@ def fake_calls(fake: subprocess.Popen[str]) -> int:
     return int(json.loads(fake.stdout.readline())["calls"])
 
 
-def burst_cpu_ms(*, url: str, body: dict[str, Any], pids: list[int], size: int, bursts: int) -> float:
+def burst_cpu_ms(*, url: str, body: dict[str, Any], pids: list[int], size: int, bursts: int, path: str) -> float:
     """Server CPU ms per evaluation over `bursts` bursts of `size` simultaneous requests."""
     before = cpu_seconds(pids)
     for _ in range(bursts):
-        asyncio.run(requests_send(url=url, body=body, count=size, concurrency=size))
+        asyncio.run(requests_send(url=url, body=body, count=size, concurrency=size, path=path))
     return (cpu_seconds(pids) - before) / (size * bursts) * 1000
 
 
@@ -163,20 +165,21 @@ def measure_on(args: argparse.Namespace, *, mode: str, store: str, workers: int,
     try:
         wait_http(url + "/health")
         pids = process_tree(server.pid)
-        for name in args.workloads:
-            body = WORKLOADS[name]
+        for name, api in itertools.product(args.workloads, args.api):
+            body, path = BODIES[api][name], API_PATHS[api]
             requests = args.requests if name == "R3" else max(args.requests // 4, 50)
-            asyncio.run(requests_send(url=url, body=body, count=64, concurrency=args.concurrency))  # warm caches
+            asyncio.run(requests_send(url=url, body=body, count=64, concurrency=args.concurrency, path=path))  # warm
             calls_before, cpu_before, start = fake_calls(fake), cpu_seconds(pids), time.perf_counter()
-            results = asyncio.run(requests_send(url=url, body=body, count=requests, concurrency=args.concurrency))
+            results = asyncio.run(requests_send(url=url, body=body, count=requests, concurrency=args.concurrency,
+                                                path=path))
             elapsed, cpu = time.perf_counter() - start, cpu_seconds(pids) - cpu_before
             calls = fake_calls(fake) - calls_before
             statuses = dict(Counter(status for status, _, _ in results))
             q = statistics.quantiles([ms for _, _, ms in results], n=100)
             burst = burst_cpu_ms(url=url, body=body, pids=pids, size=args.concurrency,
-                                 bursts=max(4, requests // args.concurrency // 2))
+                                 bursts=max(4, requests // args.concurrency // 2), path=path)
             database = "" if args.database is None else " postgresql"
-            print(f"{args.server} {mode} store={store:4s}{database} workers={workers} {name:4s} "
+            print(f"{args.server} {mode} store={store:4s}{database} workers={workers} {api:9s} {name:4s} "
                   f"{statuses.get(200, 0) / elapsed:6.1f} eval/s  p50 {q[49]:6.1f} ms  p99 {q[98]:6.1f} ms  "
                   f"CPU steady {cpu / requests * 1000:5.2f} burst {burst:5.2f} ms/eval  "
                   f"backend calls/eval {calls / requests:4.2f}  statuses {statuses}", flush=True)
@@ -193,6 +196,8 @@ def main() -> None:
     parser.add_argument("--store", choices=["off", "metadata", "full"], nargs="+", default=["off", "full"])
     parser.add_argument("--workers", type=int, nargs="+", default=[1], help="API processes (0 = one per core)")
     parser.add_argument("--workloads", choices=list(WORKLOADS), nargs="+", default=list(WORKLOADS))
+    parser.add_argument("--api", choices=list(API_PATHS), nargs="+", default=["systemone"],
+                        help="the routes to send each workload to (the same questions on each)")
     parser.add_argument("--requests", type=int, default=600, help="steady-load requests of R3 (R64: a quarter)")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--database", help="a PostgreSQL URL: store into a throwaway database on that server")

@@ -1,4 +1,5 @@
-"""The request bodies the server benchmark sends: the issue's R3 and R64 workloads."""
+"""The request bodies the server benchmark sends: the issue's R3 and R64 workloads, in System One's shape and
+translated to the Decisions API's (the same questions, so the same prompts and backend work)."""
 
 from __future__ import annotations
 
@@ -28,3 +29,26 @@ WORKLOADS: dict[str, dict[str, Any]] = {
     "R3": README_REQUEST,
     "R64": {"model": "jev-latest", "state": STATE_600, "questions": {f"q{i:02d}": question_64(i) for i in range(64)}},
 }
+
+
+def decisions_body_of(body: dict[str, Any]) -> dict[str, Any]:
+    """A System One body as the same request to `POST /v1/decisions`: each question under its id as name."""
+    questions = []
+    for name, question in body["questions"].items():
+        asked: dict[str, Any] = {"name": name, "instructions": question["instructions"]}
+        if question["type"] == "noul":
+            asked["type"] = "predicate"
+        elif question["type"] == "choice":
+            asked |= {"type": "choice", "choices": [{"value": key} if text is None else {"value": key,
+                                                                                       "description": text}
+                                                    for key, text in question["criteria"].items()]}
+        else:
+            asked |= {"type": "score", "levels": [{"label": level} for level in question["criteria"]]}
+        questions.append(asked)
+    return {"model": body["model"], "input": body["state"], "questions": questions}
+
+
+API_PATHS = {"systemone": "/v1/systemone", "decisions": "/v1/decisions"}
+BODIES: dict[str, dict[str, dict[str, Any]]] = {
+    "systemone": WORKLOADS, "decisions": {name: decisions_body_of(body) for name, body in WORKLOADS.items()}}
+"""Workload bodies by API, then by name."""

@@ -85,6 +85,8 @@ class OpenJevConfig:
     """Option orders averaged per question (cyclic shifts); 1 asks each question once."""
     label_mass_warn: float = 0.5
     """A warning is logged for an answer whose label mass is under this."""
+    refusal_label_mass: float = 0.0
+    """`POST /v1/decisions` answers a question whose label mass is under this as a refusal; 0: never."""
     header_timeout: float = 20.0
     """Seconds a connection has to deliver a request's headers (`serve`'s uvicorn; daphne: per read)."""
     body_timeout: float = 60.0
@@ -237,6 +239,8 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
         calibration_min_labels=_get(env, "CALIBRATION_MIN_LABELS", 50, int, lambda v: v >= 10,
                                     "an integer of at least 10"),
         label_mass_warn=_get(env, "LABEL_MASS_WARN", 0.5, float, lambda v: 0 <= v <= 1, "a number from 0 to 1"),
+        refusal_label_mass=_get(env, "REFUSAL_LABEL_MASS", OpenJevConfig.refusal_label_mass, float,
+                                lambda v: 0 <= v <= 1, "a number from 0 to 1"),
         store_evaluations=_get(
             env, "STORE_EVALUATIONS", "full", _choice("full", "metadata", "off"), rule="full, metadata or off"
         ),

@@ -7,8 +7,10 @@ A 5xx tells the client a stable message for its class and the request id, nothin
 URL (with its credentials), its status and its own error text are for operators, who find them under
 that id in the log and in the stored evaluation (`ApiError.internal`), redacted.
 
-Two response shapes: System One's `{"detail": ...}` (a 422 lists its problems, located under `body`),
-and `{"error", "type", "code"}` on `POST /v1/classify`, whose clients were written for SGLang and vLLM.
+Three response shapes: System One's `{"detail": ...}` (a 422 lists its problems, located under `body`),
+`{"error", "type", "code"}` on `POST /v1/classify`, whose clients were written for SGLang and vLLM, and
+OpenAI's `{"error": {"message", "type", "param", "code"}}` on `POST /v1/decisions`, where an invalid
+request is a 400 and `x-should-retry` tells the SDK which failures to retry.
 Whatever produces an error (a view, DRF, the URL resolver, the ASGI body reader) renders it here.
 """
 
@@ -25,7 +27,7 @@ from django.http import HttpRequest, HttpResponse
 from rest_framework import exceptions as drf_exceptions
 
 from evaluations.redaction import configured_secrets, text_redact
-from evaluations.requestids import path_is_classify, request_id_current
+from evaluations.requestids import path_is_classify, path_is_decisions, request_id_current
 from inference.errors import (
     BackendFailed,
     BackendUnavailable,
@@ -38,8 +40,14 @@ from inference.errors import (
 
 log = logging.getLogger(__name__)
 
-Shape = Literal["detail", "classify"]
+Shape = Literal["detail", "classify", "openai"]
 RETRY_AFTER = {529: "1", 503: "5"}
+SHOULD_RETRY = {429: "true", 503: "true", 529: "true"}
+"""`x-should-retry` on OpenAI's shape, which the SDK reads before its own rule (it retries 408, 409, 429
+and every 5xx): a 504 ran out the request timeout and would again, a 502 or 500 would fail again."""
+OPENAI_TYPES = {401: "invalid_request_error", 403: "permission_error", 429: "rate_limit_error"}
+"""OpenAI's error `type` by status where it is not `invalid_request_error` (4xx) or `server_error` (5xx)."""
+OPENAI_CODES = {"authentication_error": "invalid_api_key", "validation_error": "invalid_value"}
 REASONS = {529: "Site Is Overloaded"}
 PUBLIC_MESSAGES = {
     500: "internal server error",
@@ -68,7 +76,7 @@ class ApiError(Exception):
     `problems` are a 422's validation problems, located within the body."""
 
     def __init__(self, status: int, error_type: str, message: str, headers: dict[str, str] | None = None,
-                 *, internal: str = "", problems: Sequence[Problem] = ()) -> None:
+                 *, internal: str = "", problems: Sequence[Problem] = (), param: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.error_type = error_type
@@ -76,6 +84,8 @@ class ApiError(Exception):
         self.headers = headers or {}
         self.internal = internal
         self.problems = tuple(problems)
+        self.param = param
+        """The field at fault, as OpenAI's errors name it (`questions[2].choices`)."""
 
 
 def error_text(*, error: BaseException) -> str:
@@ -128,13 +138,19 @@ def error_body(error: ApiError, *, shape: Shape, message: str | None = None) -> 
     text = error.message if message is None else message
     if shape == "classify":
         return {"error": text, "type": error.error_type, "code": error.status}
+    if shape == "openai":
+        kind = OPENAI_TYPES.get(error.status, "server_error" if error.status >= 500 else "invalid_request_error")
+        return {"error": {"message": text, "type": kind, "param": error.param,
+                          "code": OPENAI_CODES.get(error.error_type, error.error_type)}}
     if error.problems:
         return {"detail": problems_render(error.problems)}
     return {"detail": {"error_type": error.error_type, "message": text}}
 
 
 def shape_of_path(path: str) -> Shape:
-    return "classify" if path_is_classify(path) else "detail"
+    if path_is_classify(path):
+        return "classify"
+    return "openai" if path_is_decisions(path) else "detail"
 
 
 _ORJSON_STRICT = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
@@ -162,16 +178,22 @@ def json_response(body: Any, *, status: int = 200, headers: dict[str, str] | Non
     return response
 
 
-def error_response(error: ApiError, *, shape: Shape = "detail") -> HttpResponse:
-    """The response for `error`, logged as `error_message` says."""
+def error_response(error: ApiError, *, shape: Shape = "detail", logged: bool = True) -> HttpResponse:
+    """The response for `error`, logged as `error_message` says. `logged=False` for Django's own error
+    views: Django logs their exception (with its traceback) once the view has answered."""
     headers = dict(error.headers)
     if error.status in RETRY_AFTER:
         headers.setdefault("Retry-After", RETRY_AFTER[error.status])
-    body = error_body(error, shape=shape, message=error_message(error))
-    response = json_response(body, status=error.status, headers=headers)
-    # Marked as logged: Django would log every 5xx (each 529 under overload) at ERROR; ours are logged
-    # once, at the right level, in `error_message`.
-    response._has_been_logged = True  # type: ignore[attr-defined]
+    status = error.status
+    if shape == "openai":
+        status = 400 if status == 422 else status  # OpenAI's API has no 422: an invalid request is a 400
+        headers.setdefault("x-should-retry", SHOULD_RETRY.get(status, "false"))
+    body = error_body(error, shape=shape, message=error_message(error) if logged else error.message)
+    response = json_response(body, status=status, headers=headers)
+    if logged:
+        # Marked as logged: Django would log every 5xx (each 529 under overload) at ERROR; ours are logged
+        # once, at the right level, in `error_message`.
+        response._has_been_logged = True  # type: ignore[attr-defined]
     if response.status_code in REASONS:
         response.reason_phrase = REASONS[response.status_code]
     return response
@@ -216,16 +238,19 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> HttpRespon
 
 def not_found_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     return error_response(ApiError(404, "not_found", f"no route for {request.method} {request.path}"),
-                          shape=shape_of_path(request.path))
+                          shape=shape_of_path(request.path), logged=False)
 
 
 def server_error_view(request: HttpRequest) -> HttpResponse:
-    return error_response(ApiError(500, "internal_error", PUBLIC_MESSAGES[500]), shape=shape_of_path(request.path))
+    return error_response(ApiError(500, "internal_error", PUBLIC_MESSAGES[500]), shape=shape_of_path(request.path),
+                          logged=False)
 
 
 def bad_request_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    return error_response(ApiError(400, "invalid_request", "bad request"), shape=shape_of_path(request.path))
+    return error_response(ApiError(400, "invalid_request", "bad request"), shape=shape_of_path(request.path),
+                          logged=False)
 
 
 def permission_denied_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    return error_response(ApiError(403, "permission_denied", "permission denied"), shape=shape_of_path(request.path))
+    return error_response(ApiError(403, "permission_denied", "permission denied"),
+                          shape=shape_of_path(request.path), logged=False)

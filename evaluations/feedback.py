@@ -26,13 +26,18 @@ from inference.errors import Problem, RequestInvalid
 
 log = logging.getLogger(__name__)
 
-FIELDS = ("request_id", "question_id")
+REQUEST_ID_MAX = 64
+QUESTION_ID_MAX = 500
+"""The longest ids stored (`Evaluation.request_id`, `EvaluationAnswer.question_id`): a longer one names no
+answer, and is refused before it is looked up or echoed."""
 
 
 @dataclass(frozen=True)
 class Feedback:
     request_id: str
-    question_id: str
+    question_id: str | int
+    """A System One question id or a Decisions question's name; an integer: the question's position in the
+    request (a Decisions question without a name)."""
     label: Any
     """As sent; checked against the question's options once the answer is found."""
 
@@ -50,12 +55,25 @@ def feedback_parse(*, data: Any) -> Feedback:
     """The body's three fields, or a 422 listing every problem."""
     if not isinstance(data, dict):
         raise RequestInvalid([Problem((), "the body must be a JSON object", "object_type")])
-    problems = [Problem((name,), "a non-empty string is required", "string_type")
-                for name in FIELDS if not isinstance(data.get(name), str) or not data[name]]
+    problems = []
+    request_id, question_id = data.get("request_id"), data.get("question_id")
+    if not isinstance(request_id, str) or not request_id:
+        problems.append(Problem(("request_id",), "a non-empty string is required", "string_type"))
+    elif len(request_id) > REQUEST_ID_MAX:
+        problems.append(Problem(("request_id",), f"a request id has at most {REQUEST_ID_MAX} characters",
+                                "string_too_long"))
+    if isinstance(question_id, bool) or not isinstance(question_id, str | int) or question_id in ("", None):
+        problems.append(Problem(("question_id",), "a non-empty string (or a question's index) is required",
+                                "string_type"))
+    elif isinstance(question_id, int) and not 0 <= question_id < 1 << 15:
+        problems.append(Problem(("question_id",), "a question's index is from 0 to 32767", "index_range"))
+    elif isinstance(question_id, str) and len(question_id) > QUESTION_ID_MAX:
+        problems.append(Problem(("question_id",), f"a question id has at most {QUESTION_ID_MAX} characters",
+                                "string_too_long"))
     if "label" not in data or data["label"] is None:
         problems.append(Problem(("label",), "the true option is required", "missing"))
     problems += [Problem((name,), "unknown field", "extra_forbidden")
-                 for name in data if name not in (*FIELDS, "label")]
+                 for name in data if name not in ("request_id", "question_id", "label")]
     if problems:
         raise RequestInvalid(problems)
     return Feedback(request_id=data["request_id"], question_id=data["question_id"], label=data["label"])
@@ -63,8 +81,9 @@ def feedback_parse(*, data: Any) -> Feedback:
 
 def answer_find(*, feedback: Feedback, caller: Caller | None) -> EvaluationAnswer | None:
     """The stored answer the feedback is about, among the caller's own evaluations when auth is on."""
-    answers = EvaluationAnswer.objects.filter(evaluation__request_id=feedback.request_id,
-                                              question_id=feedback.question_id)
+    answers = EvaluationAnswer.objects.filter(evaluation__request_id=feedback.request_id)
+    answers = (answers.filter(position=feedback.question_id) if isinstance(feedback.question_id, int)
+               else answers.filter(question_id=feedback.question_id))
     if caller is not None:
         answers = answers.filter(evaluation__api_key_label=caller.label)
     return answers.first()
@@ -83,7 +102,7 @@ def _label_store(feedback: Feedback, caller: Caller | None) -> Labelled:
             raise RequestInvalid([Problem(("label",), f"not an option of this question; use {rule}", "label_invalid")])
         answer.label, answer.labelled_at = key, timezone.now()
         answer.save(update_fields=["label", "labelled_at"])
-        return Labelled(request_id=feedback.request_id, question_id=feedback.question_id, label=key,
+        return Labelled(request_id=feedback.request_id, question_id=answer.question_id, label=key,
                         labelled_at=answer.labelled_at)
     except (ApiError, RequestInvalid):
         raise

@@ -17,8 +17,8 @@ from django.utils import timezone
 
 STATUS_CHOICES = [
     (200, "200 OK"),
-    (400, "400 invalid request (classify)"),
-    (404, "404 unknown classifier"),
+    (400, "400 invalid request (classify, decisions)"),
+    (404, "404 unknown classifier or model (classify, decisions)"),
     (422, "422 invalid request"),
     (499, "499 client closed request"),
     (500, "500 internal error"),
@@ -27,6 +27,12 @@ STATUS_CHOICES = [
     (504, "504 timeout"),
     (529, "529 overloaded"),
 ]
+API_CHOICES = [
+    ("systemone", "System One (POST /v1/systemone and its stream)"),
+    ("decisions", "Decisions (POST /v1/decisions)"),
+    ("classify", "Classify (POST /v1/classify)"),
+]
+"""The wire format a call came through: every one runs the same evaluation."""
 QUESTION_TYPE_CHOICES = [("noul", "noul"), ("choice", "choice"), ("score", "score")]
 STORE_LEVEL_CHOICES = [("full", "full"), ("metadata", "metadata")]
 
@@ -191,8 +197,8 @@ class Calibration(models.Model):
 
 
 class Evaluation(models.Model):
-    """One call of `POST /v1/systemone` (or `POST /v1/classify`, then with its classifier) that reached
-    the evaluation service, answered or failed."""
+    """One call of `POST /v1/systemone`, `POST /v1/decisions` or `POST /v1/classify` (then with its classifier)
+    that reached the evaluation service, answered or failed."""
 
     request_id = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(db_index=True)
@@ -225,6 +231,15 @@ class Evaluation(models.Model):
                                        help_text="The classifier a POST /v1/classify asked for (kept after it is "
                                                  "renamed or deleted); empty for POST /v1/systemone.")
     store_level = models.CharField(max_length=16, choices=STORE_LEVEL_CHOICES)
+    api = models.CharField("API", max_length=16, choices=API_CHOICES, default="systemone",
+                           help_text="The wire format the call came through.")
+    safety_identifier = models.CharField(
+        max_length=64, blank=True,
+        help_text="The caller's own id of its end user (POST /v1/decisions `safety_identifier`), as sent; "
+                  "never an authenticated identity.")
+    prompt_cache_key = models.CharField(
+        max_length=256, blank=True,
+        help_text="POST /v1/decisions `prompt_cache_key`, as sent (the backend's prefix cache needs no hint).")
     image_count = models.PositiveSmallIntegerField("images", default=0)
     images = models.JSONField(
         null=True, blank=True,
@@ -268,6 +283,10 @@ class EvaluationAnswer(models.Model):
         null=True, blank=True,
         help_text="Summed probability of the option labels before renormalising: near 1 when the model "
                   "answered with a label; low values mean the answer is a ratio of leftovers.")
+    refused = models.BooleanField(
+        default=False,
+        help_text="Answered as a refusal (POST /v1/decisions): the label mass was under "
+                  "OPENJEV_REFUSAL_LABEL_MASS. The numbers above are kept as the model gave them.")
     question_key = models.CharField(max_length=32, blank=True,
                                     help_text="The question's identity for calibration (type, instructions, options).")
     uncalibrated_probabilities = models.JSONField(

@@ -21,8 +21,12 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 HEADER = b"x-typesafe-request-id"
+OPENAI_HEADER = b"x-request-id"
+"""The id's header on `POST /v1/decisions` too: OpenAI's SDK reads it (`_request_id`) and logs it."""
 CLASSIFY_PATH = "/v1/classify"
 """The route whose clients were written for SGLang and vLLM: their id format and error shape."""
+DECISIONS_PATH = "/v1/decisions"
+"""The route whose clients were written for OpenAI's API: its error shape and request id header."""
 
 _current: ContextVar[str | None] = ContextVar("openjev_request_id", default=None)
 
@@ -37,6 +41,11 @@ def request_id_assign(*, path: str) -> str:
 def path_is_classify(path: str) -> bool:
     """Whether `path` is `POST /v1/classify`'s, under whatever prefix a gateway mounts the API."""
     return path.endswith(CLASSIFY_PATH)
+
+
+def path_is_decisions(path: str) -> bool:
+    """Whether `path` is `POST /v1/decisions`'s, under whatever prefix a gateway mounts the API."""
+    return path.endswith(DECISIONS_PATH)
 
 
 def request_id_current() -> str | None:
@@ -68,14 +77,18 @@ class RequestIds:
         if scope["type"] != "http" or not self.applies(scope):
             await self.app(scope, receive, send)
             return
-        request_id = request_id_assign(path=str(scope.get("path", "")))
+        path = str(scope.get("path", ""))
+        request_id = request_id_assign(path=path)
         value = request_id.encode()
+        names = (HEADER, OPENAI_HEADER) if path_is_decisions(path) else (HEADER,)
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", ()))
-                if not any(name.lower() == HEADER for name, _ in headers):
-                    message = {**message, "headers": [*headers, (HEADER, value)]}
+                present = {name.lower() for name, _ in headers}
+                missing = [(name, value) for name in names if name not in present]
+                if missing:
+                    message = {**message, "headers": [*headers, *missing]}
             await send(message)
 
         token = _current.set(request_id)

@@ -7,15 +7,14 @@ from typing import Any
 
 from django.conf import settings
 
-from evaluations.calibrations import answer_calibrated, calibrating_get, outcome_calibrated
 from evaluations.callers import Caller
-from evaluations.evaluator import evaluator_get
+from evaluations.evaluate import evaluation_calibrated
 from evaluations.images import ImageLimits
 from evaluations.parsing import Limits, SystemOneRequest, systemone_request_parse
 from evaluations.recording import evaluation_recorded
 from evaluations.storage.records import Received
 from inference.questions import QUESTION_TYPES
-from inference.runner import Outcome, evaluation_run
+from inference.runner import Outcome
 from inference.streaming import AnswerSink
 
 
@@ -56,20 +55,14 @@ def request_limits() -> Limits:
 
 async def systemone_evaluate(*, data: Any, request_id: str, caller: Caller | None,
                              on_answer: AnswerSink | None = None, parts: dict[str, bytes] | None = None) -> Served:
-    """Validate (RequestInvalid), then evaluate on the process's evaluator (Overloaded, BackendUnavailable,
-    BackendFailed, EvaluationTimeout), then apply the active calibrations; `on_answer` gets each answer,
-    calibrated too, as soon as it is scored (the stream);
-    `parts` are a multipart body's image parts."""
+    """Validate (RequestInvalid), then evaluate and calibrate (`evaluation_calibrated`); `on_answer` gets each
+    answer as soon as it is scored (the stream); `parts` are a multipart body's image parts."""
     config = settings.OPENJEV
     limits = request_limits()
     with evaluation_recorded(request_id=request_id, caller=caller,
                              unparsed=lambda: received_of_body(data=data)) as call:
         request = systemone_request_parse(data=data, limits=limits, models=config.language_model_names, parts=parts)
         call.received = received_of(request=request)
-        call.evaluator = evaluator = await evaluator_get()
-        calibrating = await calibrating_get()
-        sink = on_answer if on_answer is None or not calibrating.calibrators else (
-            lambda answer: on_answer(answer_calibrated(answer=answer, calibrating=calibrating)))
-        outcome = await evaluation_run(evaluator=evaluator, request=request.evaluation, on_answer=sink)
-        call.outcome = outcome = outcome_calibrated(outcome=outcome, calibrating=calibrating)
-    return Served(request_id=request_id, request=request, model=evaluator.backend.model, outcome=outcome)
+        outcome = await evaluation_calibrated(call=call, request=request.evaluation, on_answer=on_answer)
+    assert call.evaluator is not None, "an evaluated call names its evaluator"
+    return Served(request_id=request_id, request=request, model=call.evaluator.backend.model, outcome=outcome)

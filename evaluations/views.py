@@ -21,6 +21,8 @@ from evaluations.calibrations import calibrated_header
 from evaluations.callers import Caller
 from evaluations.classify.registry import classifier_names_list
 from evaluations.classify.service import classify_run
+from evaluations.decisions.render import decided_headers, decided_render
+from evaluations.decisions.service import decisions_evaluate, decisions_limits
 from evaluations.errors import ApiError, Shape, body_invalid, exception_response, json_response
 from evaluations.evaluator import STARTUP_FAILED, evaluator_ready, evaluator_status
 from evaluations.feedback import feedback_record
@@ -29,7 +31,7 @@ from evaluations.multipart import MultipartInvalid, is_multipart, multipart_pars
 from evaluations.openapi import operations as doc
 from evaluations.openapi.classify import classify_schema
 from evaluations.openapi.feedback import feedback_schema
-from evaluations.requestids import CLASSIFY_PATH, request_id_assign, request_id_current
+from evaluations.requestids import CLASSIFY_PATH, DECISIONS_PATH, request_id_assign, request_id_current
 from evaluations.systemone import systemone_evaluate
 from evaluations.wire import classified_render, served_headers, served_render
 
@@ -48,7 +50,8 @@ MAX_PARTS_BEYOND_IMAGES = 8
 
 def _body_read(request: Request, *, multipart: bool, shape: Shape) -> Body:
     """The body as JSON (and parts). A JSON error is System One's 422 `json_invalid` (a multipart one
-    `multipart_invalid`); `POST /v1/classify` answers 400, as SGLang and vLLM do."""
+    `multipart_invalid`); `POST /v1/classify` answers 400, as SGLang and vLLM do, and `POST /v1/decisions`
+    as OpenAI does."""
     raw = request._request.body
     content_type = request._request.META.get("CONTENT_TYPE", "")
     parts: dict[str, bytes] = {}
@@ -66,6 +69,8 @@ def _body_read(request: Request, *, multipart: bool, shape: Shape) -> Body:
     except BodyNotJson as exc:
         if shape == "classify":
             raise ApiError(400, "invalid_request", str(exc)) from None
+        if shape == "openai":
+            raise ApiError(400, "invalid_json", f"We could not parse the JSON body of your request: {exc}") from None
         raise body_invalid(message=str(exc), error_type="json_invalid", position=exc.position) from None
 
 
@@ -134,6 +139,11 @@ async def _systemone_answer(body: Body, request_id: str, caller: Caller | None) 
     return json_response(served_render(served=served), headers=served_headers(served=served))
 
 
+async def _decisions_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
+    decided = await decisions_evaluate(data=body.data, request_id=request_id, caller=caller)
+    return json_response(decided_render(decided=decided), headers=decided_headers(decided=decided))
+
+
 async def _classify_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
     classified = await classify_run(data=body.data, request_id=request_id, caller=caller)
     headers = {"x-typesafe-request-id": request_id, "x-openjev-model": classified.served_model}
@@ -160,6 +170,17 @@ class SystemOneView(ApiView):
     @doc.systemone_schema
     async def post(self, request: Request) -> HttpResponse:
         return await self._served(request, path="/v1/systemone", serve=_systemone_answer)
+
+
+class DecisionsView(ApiView):
+    """`POST /v1/decisions`, OpenAI's Decisions API: every error of this route, 405 included, is in OpenAI's
+    `{"error": {"message", "type", "param", "code"}}` shape."""
+
+    shape = "openai"
+
+    @doc.decisions_schema
+    async def post(self, request: Request) -> HttpResponse:
+        return await self._served(request, path=DECISIONS_PATH, serve=_decisions_answer)
 
 
 class ClassifyView(ApiView):
@@ -204,7 +225,15 @@ class LimitsView(ApiView):
             "max_concurrent_requests": c.max_concurrent_requests,
             "max_concurrent_branches": c.max_concurrent_branches,
             "request_timeout_seconds": c.request_timeout,
+            "decisions": _decisions_limits(),
         })
+
+
+def _decisions_limits() -> dict[str, int]:
+    """What one `POST /v1/decisions` may ask on this server (OpenAI's API takes up to 400 questions)."""
+    limits = decisions_limits()
+    return {"max_questions": limits.max_questions, "max_choices": limits.max_choices,
+            "max_levels": limits.max_levels, "max_images": _images_accepted()}
 
 
 def _images_accepted() -> int:

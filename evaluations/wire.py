@@ -8,6 +8,7 @@ from typing import Any
 from evaluations.calibrations import calibrated_header
 from evaluations.classify.service import Classified
 from evaluations.systemone import Served
+from inference.runner import Outcome
 from inference.scoring import Answer
 
 
@@ -39,11 +40,17 @@ def served_render(*, served: Served) -> dict[str, Any]:
 def served_headers(*, served: Served) -> dict[str, str]:
     """Request id, served model, token counts, the lowest label mass, `Server-Timing` and which answers
     were calibrated."""
-    outcome = served.outcome
+    headers = served_headers_common(request_id=served.request_id, model=served.model, outcome=served.outcome)
+    return headers | calibrated_header(answers=served.outcome.answers)
+
+
+def served_headers_common(*, request_id: str, model: str, outcome: Outcome) -> dict[str, str]:
+    """The headers of an evaluation on every wire format: request id, served model, token counts, the
+    lowest label mass and `Server-Timing`."""
     t = outcome.timings
     headers = {
-        "x-typesafe-request-id": served.request_id,
-        "x-openjev-model": served.model,
+        "x-typesafe-request-id": request_id,
+        "x-openjev-model": model,
         "x-openjev-prefix-tokens": str(outcome.prefix_tokens),
         "x-openjev-label-mass": label_mass_header(answers=outcome.answers),
         "Server-Timing": f"prepare;dur={t.prepare_ms:.2f}, prefill;dur={t.prefill_ms:.2f}, "
@@ -51,7 +58,7 @@ def served_headers(*, served: Served) -> dict[str, str]:
     }
     if outcome.cached_tokens is not None:
         headers["x-openjev-cached-tokens"] = str(outcome.cached_tokens)
-    return headers | calibrated_header(answers=outcome.answers)
+    return headers
 
 
 def label_mass_header(*, answers: tuple[Answer, ...]) -> str:

@@ -13,6 +13,7 @@ handler500 = "evaluations.errors.server_error_view"
 
 urlpatterns = [
     path("v1/systemone", views.SystemOneView.as_view(), name="systemone"),
+    path("v1/decisions", views.DecisionsView.as_view(), name="decisions"),
     path("v1/classify", views.ClassifyView.as_view(), name="classify"),
     path("v1/feedback", views.FeedbackView.as_view(), name="feedback"),
     path("v1/models", views.ModelsView.as_view(), name="models"),

@@ -61,6 +61,9 @@ class WindowStats:
     label_mass_p50: float | None = None
     label_mass_low_share: float | None = None
     """Share of answers whose label mass is under the warning threshold."""
+    refusals: int = 0
+    """Answers sent as refusals (`POST /v1/decisions`, `OPENJEV_REFUSAL_LABEL_MASS`)."""
+    by_api: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def label_mass_low_pct(self) -> float | None:
@@ -106,7 +109,7 @@ def window_stats_compute(*, title: str, since: Any) -> WindowStats:
     answered = rows.filter(status_code=200)
     answers = EvaluationAnswer.objects.filter(evaluation__created_at__gte=since, label_mass__isnull=False)
     low = Q(label_mass__lt=settings.OPENJEV.label_mass_warn)
-    masses = answers.aggregate(n=Count("id"), low=Count("id", filter=low))
+    masses = answers.aggregate(n=Count("id"), low=Count("id", filter=low), refused=Count("id", filter=Q(refused=True)))
     return WindowStats(
         title=title,
         since=since,
@@ -128,6 +131,8 @@ def window_stats_compute(*, title: str, since: Any) -> WindowStats:
         classifications=counts["classifications"],
         label_mass_p50=percentiles_compute(queryset=answers, field="label_mass", fractions=(0.5,))["p50"],
         label_mass_low_share=masses["low"] / masses["n"] if masses["n"] else None,
+        refusals=masses["refused"],
+        by_api=[dict(r) for r in rows.values("api").annotate(n=Count("id")).order_by("-n", "api")],
         by_classifier=[dict(r) for r in rows.exclude(classifier_name="").values("classifier_name")
                        .annotate(n=Count("id")).order_by("-n", "classifier_name")[:10]],
     )

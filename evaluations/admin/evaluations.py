@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from evaluations.admin.dashboard import dashboard_view
 from evaluations.admin.display import json_pretty, ms_text, probability_bars, status_badge_html, text_shown
-from evaluations.models import QUESTION_TYPE_CHOICES, Evaluation
+from evaluations.models import QUESTION_TYPE_CHOICES, Evaluation, EvaluationAnswer
 
 
 class QuestionTypeFilter(admin.SimpleListFilter):
@@ -66,11 +66,13 @@ class EvaluationAdmin(admin.ModelAdmin):
     list_display = ("request_id", "created_at", "status_badge", "served_model", "classifier_name", "key_display",
                     "question_count", "lowest_label_mass", "latency")
     list_display_links = ("request_id",)
-    list_filter = ("status_code", "served_model", "backend", QuestionTypeFilter, ClassifierNameFilter,
+    list_filter = ("status_code", "api", "served_model", "backend", QuestionTypeFilter, ClassifierNameFilter,
                    ("created_at", admin.DateFieldListFilter), ("api_key_label", ApiKeyLabelFilter), "store_level",
                    "dataset_run")
-    search_fields = ("^request_id", "^api_key_label", "api_key__name", "api_key__owner", "=classifier_name")
-    search_help_text = "Request id (or its start), key prefix (oj_…), key name or owner, classifier name."
+    search_fields = ("^request_id", "^api_key_label", "api_key__name", "api_key__owner", "=classifier_name",
+                     "=safety_identifier")
+    search_help_text = ("Request id (or its start), key prefix (oj_…), key name or owner, classifier name, "
+                        "end-user id (safety_identifier).")
     date_hierarchy = "created_at"
     list_select_related = ("api_key",)
     list_per_page = 50
@@ -78,15 +80,17 @@ class EvaluationAdmin(admin.ModelAdmin):
     ordering = ("-created_at", "-id")
     readonly_fields = (
         "request_id", "created_at", "status_badge", "error_type", "error_message", "error_detail_pretty",
-        "key_display", "requested_model", "served_model", "backend", "classifier_link", "store_level",
+        "key_display", "api", "safety_identifier", "prompt_cache_key", "requested_model", "served_model", "backend",
+        "classifier_link", "store_level",
         "question_count", "question_types", "input_tokens", "output_tokens", "prefix_tokens", "cached_tokens",
         "prepare", "prefill", "branches", "latency", "answers_table", "state_pretty", "questions_pretty",
         "image_count", "images_table",
     )
     fieldsets = (
-        (None, {"fields": ("request_id", "created_at", "status_badge", "key_display")}),
+        (None, {"fields": ("request_id", "created_at", "status_badge", "api", "key_display", "safety_identifier")}),
         ("Error", {"fields": ("error_type", "error_message", "error_detail_pretty"), "classes": ("collapse",)}),
-        ("Model", {"fields": ("requested_model", "served_model", "backend", "classifier_link", "store_level")}),
+        ("Model", {"fields": ("requested_model", "served_model", "backend", "classifier_link", "store_level",
+                              "prompt_cache_key")}),
         ("Usage and timings", {"fields": (("input_tokens", "output_tokens"), ("prefix_tokens", "cached_tokens"),
                                           ("prepare", "prefill", "branches"), "latency")}),
         ("Answers", {"fields": ("question_count", "question_types", "answers_table")}),
@@ -186,13 +190,11 @@ class EvaluationAdmin(admin.ModelAdmin):
 
     @admin.display(description="per question")
     def answers_table(self, obj: Evaluation) -> SafeString:
-        questions: dict[str, Any] = obj.questions if isinstance(obj.questions, dict) else {}
         # A classification asks one question of each input text: show the text on its answer's row.
         inputs = (obj.state if isinstance(obj.state, list) else [obj.state]) if obj.classifier_name else []
         rows = []
         for answer in obj.answers.all():
-            question = questions.get(answer.question_id)
-            question = question if isinstance(question, dict) else {}
+            question = _question_stored(questions=obj.questions, answer=answer)
             keys = answer.option_keys
             options = probability_bars(keys=keys, texts=[_option_text(question, answer.type, key) for key in keys],
                                        probabilities=[float(answer.probabilities.get(k, 0.0)) for k in keys],
@@ -206,12 +208,31 @@ class EvaluationAdmin(admin.ModelAdmin):
                                           {"rows": rows, "label_mass_warn": settings.OPENJEV.label_mass_warn}))
 
 
+def _question_stored(*, questions: Any, answer: EvaluationAnswer) -> dict[str, Any]:
+    """The answer's question as sent, when it was stored (level `full`): System One's by id, a Decisions
+    request's (a list) by position."""
+    if isinstance(questions, list):
+        found = questions[answer.position] if answer.position < len(questions) else None
+    else:
+        found = questions.get(answer.question_id) if isinstance(questions, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
 def _option_text(question: dict[str, Any], kind: str, key: str) -> str:
-    """What the option meant, when the question text was stored (level `full`)."""
-    criteria = question.get("criteria")
+    """What the option meant, when the question text was stored (level `full`): System One's `criteria`, or
+    a Decisions question's `levels` and `choices`."""
+    criteria = question.get("criteria", question.get("levels"))
     value: Any = None
     if kind == "score" and isinstance(criteria, list) and key.isdigit() and int(key) < len(criteria):
         value = criteria[int(key)]
     elif kind in ("choice", "noul") and isinstance(criteria, dict):
         value = criteria.get(key)
+    elif kind == "choice" and isinstance(question.get("choices"), list):
+        value = next((c.get("description") or c.get("value") for c in question["choices"]
+                      if isinstance(c, dict) and _choice_key(c.get("value")) == key), None)
     return text_shown(value)
+
+
+def _choice_key(value: Any) -> str:
+    """A Decisions choice value as its stored option key (booleans as `true`/`false`)."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)

@@ -145,7 +145,8 @@ def received_of(*, data: Any, classifier: ClassifierSpec | None) -> Received:
     return Received(requested_model=name if isinstance(name, str) else "",
                     question_count=len(texts) if isinstance(texts, list) else int(isinstance(texts, str)),
                     question_types=(classifier.type,) if classifier else (), state=texts,
-                    questions={classifier.name: classifier.definition} if classifier else None, classifier=link)
+                    questions={classifier.name: classifier.definition} if classifier else None, classifier=link,
+                    api="classify")
 
 
 async def classify_run(*, data: Any, request_id: str, caller: Caller | None,

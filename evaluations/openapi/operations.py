@@ -6,6 +6,13 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 
+from evaluations.openapi.decisions import (
+    DECISIONS_DESCRIPTION,
+    DECISIONS_EXAMPLES,
+    DECISIONS_HEADERS,
+    DECISIONS_RESPONSES,
+    DecisionsRequestSerializer,
+)
 from evaluations.openapi.errors import KEY_MISSING, ValidationErrorSerializer, error_documented
 from evaluations.openapi.examples import REQUEST_EXAMPLES, RESPONSE_EXAMPLES
 from evaluations.openapi.service import HealthSerializer, LimitsSerializer, LiveSerializer, ModelsResponseSerializer
@@ -92,6 +99,18 @@ systemone_schema = extend_schema(
     responses=SYSTEMONE_RESPONSES,
     examples=[*REQUEST_EXAMPLES, *RESPONSE_EXAMPLES],
     parameters=RESPONSE_HEADERS,
+    auth=OPTIONAL_AUTH,
+)
+
+decisions_schema = extend_schema(
+    operation_id="createDecision",
+    summary="Decisions: typed answers about an input (OpenAI's Decisions API)",
+    description=DECISIONS_DESCRIPTION,
+    tags=["Decisions"],
+    request=DecisionsRequestSerializer,
+    responses=DECISIONS_RESPONSES,
+    examples=DECISIONS_EXAMPLES,
+    parameters=[*RESPONSE_HEADERS[:-2], *DECISIONS_HEADERS, RETRY_AFTER_HEADER],
     auth=OPTIONAL_AUTH,
 )
 

@@ -29,6 +29,13 @@ class ModelsResponseSerializer(serializers.Serializer):
                                                       "defined in the admin (names for `POST /v1/classify`).")
 
 
+class DecisionsLimitsSerializer(serializers.Serializer):
+    max_questions = serializers.IntegerField(min_value=1, help_text="Questions per request (OpenAI's API: 400).")
+    max_choices = serializers.IntegerField(min_value=2, help_text="Choices of one choice question.")
+    max_levels = serializers.IntegerField(min_value=2, help_text="Levels of one score question (at most 10).")
+    max_images = serializers.IntegerField(min_value=0, help_text="Images in the input; 0: refused.")
+
+
 class LimitsSerializer(serializers.Serializer):
     max_questions = serializers.IntegerField(min_value=1, help_text="Questions per request.")
     max_answers_per_question = serializers.IntegerField(min_value=2, help_text="Choice options or score levels.")
@@ -43,6 +50,8 @@ class LimitsSerializer(serializers.Serializer):
                                                                               "more get 529.")
     max_concurrent_branches = serializers.IntegerField(min_value=1, help_text="Backend calls at once in one process.")
     request_timeout_seconds = serializers.FloatField(min_value=0.0, help_text="Longest evaluation before 504.")
+    decisions = DecisionsLimitsSerializer(help_text="What one `POST /v1/decisions` may ask; over a limit is a 400 "
+                                                    "naming it.")
 
 
 class HealthSerializer(serializers.Serializer):

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from evaluations.callers import Caller
 from evaluations.config import StoreLevel
 from inference.requests import ImageMeta
 from inference.runner import Outcome
+
+Api = Literal["systemone", "decisions", "classify"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,12 @@ class Received:
     classifier: ClassifierLink | None = None
     images: tuple[ImageMeta, ...] = ()
     """What is known of each image of the state, in prompt order: kept at every level."""
+    api: Api = "systemone"
+    """The wire format the call came through (`evaluations.models.API_CHOICES`)."""
+    safety_identifier: str = ""
+    prompt_cache_key: str = ""
+    refusal_below: float = 0.0
+    """An answer whose label mass is under this was sent as a refusal (the Decisions API's); 0: none is."""
 
 
 @dataclass(frozen=True)

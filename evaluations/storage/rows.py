@@ -55,6 +55,9 @@ def evaluation_rows_build(*, record: StoredEvaluation) -> Row:
         "classifier_id": classifier.id if classifier else None,
         "classifier_name": classifier.name[:100] if classifier else "",
         "store_level": record.level,
+        "api": received.api,
+        "safety_identifier": received.safety_identifier[:64],
+        "prompt_cache_key": received.prompt_cache_key[:256],
         "image_count": min(len(received.images), 32767),
         "images": [asdict(meta) for meta in received.images] or None,
         "state": _stored_json(received.state, full=full, failed=failure is not None),
@@ -77,6 +80,7 @@ def evaluation_rows_build(*, record: StoredEvaluation) -> Row:
             "option_keys": keys,
             "raw_probabilities": dict(zip(keys, answer.raw_probabilities, strict=True)),
             "label_mass": answer.label_mass,
+            "refused": answer.label_mass < received.refusal_below,
             "question_key": question_key(question=answer.question),
             "uncalibrated_probabilities": (None if answer.uncalibrated is None else
                                            dict(zip(keys, answer.uncalibrated, strict=True))),

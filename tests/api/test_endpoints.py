@@ -20,7 +20,8 @@ async def test_limits_lists_every_admission_limit(api):
     assert body == {"max_questions": 64, "max_answers_per_question": 255, "max_body_bytes": 2097152,
                     "max_images": 0, "max_image_bytes": 1048576,
                     "max_input_tokens": 32768, "max_total_input_tokens": 262144, "max_concurrent_requests": 16,
-                    "max_concurrent_branches": 64, "request_timeout_seconds": 120.0}
+                    "max_concurrent_branches": 64, "request_timeout_seconds": 120.0,
+                    "decisions": {"max_questions": 64, "max_choices": 255, "max_levels": 10, "max_images": 0}}
 
 
 async def test_health_is_ok_when_the_backend_answers(api, fake):

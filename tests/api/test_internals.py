@@ -70,12 +70,12 @@ async def test_the_same_fault_gives_the_same_message_but_for_the_id(api, fake):
 
 
 async def test_a_bug_answers_500_with_the_request_id_and_no_exception_text(api, fake, monkeypatch):
-    from evaluations import systemone
+    from evaluations import evaluate
 
     async def broken(**kwargs):
         raise KeyError(f"http://admin:{SECRET}@db.internal/")
 
-    monkeypatch.setattr(systemone, "evaluation_run", broken)
+    monkeypatch.setattr(evaluate, "evaluation_run", broken)
     response = await api.post("/v1/systemone", json=README_REQUEST)
     assert_error(response, 500, "internal_error")
     assert SECRET not in response.text and "KeyError" not in response.text

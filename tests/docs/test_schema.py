@@ -14,8 +14,8 @@ from evaluations.openapi.fields import ERROR_TYPES
 from tests.conftest import README_REQUEST as TESTS_README_REQUEST
 from tests.docs.conftest import component_validator, openapi
 
-ENDPOINTS = {("/v1/systemone", "post"), ("/v1/classify", "post"), ("/v1/feedback", "post"), ("/v1/models", "get"),
-             ("/v1/limits", "get"),
+ENDPOINTS = {("/v1/systemone", "post"), ("/v1/decisions", "post"), ("/v1/classify", "post"), ("/v1/feedback", "post"),
+             ("/v1/models", "get"), ("/v1/limits", "get"),
              ("/health", "get"), ("/health/live", "get")}
 ID = "x-typesafe-request-id"
 SYSTEMONE_STATUSES = {"200", "400", "401", "408", "413", "415", "422", "500", "502", "503", "504", "529"}
