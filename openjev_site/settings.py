@@ -147,10 +147,12 @@ SPECTACULAR_SETTINGS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    # Credentials (URL userinfo, configured keys) are redacted from every line, tracebacks included.
+    # Credentials (URL userinfo, configured keys) are redacted from every line, tracebacks included; query
+    # strings and Authorization values too, which the servers' access lines would otherwise carry in full.
     "formatters": {"plain": {"()": "evaluations.redaction.RedactingFormatter",
                              "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"lines": {"()": "serving.access_log.LogLineRedaction"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["lines"]}},
     "root": {"handlers": ["console"], "level": "INFO"},
     # httpx logs every backend call at INFO: one line per branch is noise in production and costs
     # measurable server CPU per evaluation (bench/server.py).

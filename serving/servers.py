@@ -110,7 +110,12 @@ class _Daphne:
 
 
 def _daphne_access_log(protocol: str, action: str, details: dict[str, Any]) -> None:
-    log.info("%s %s %s %s", details.get("client"), details.get("method"), details.get("path"), details.get("status"))
+    """One line per HTTP request and per WebSocket step (the site's log filter redacts their query strings)."""
+    if protocol == "websocket":
+        log.info("%s WebSocket %s %s", details.get("client"), details.get("path"), action)
+    else:
+        log.info("%s %s %s %s", details.get("client"), details.get("method"), details.get("path"),
+                 details.get("status"))
 
 
 def server_create(*, kind: ServerKind, app: Any, options: ServerOptions) -> Server:
