@@ -107,6 +107,19 @@ class OpenJevConfig:
     """Apply the active per-question calibrations (`OPENJEV_CALIBRATION=on|off`)."""
     calibration_min_labels: int = 50
     """Labelled answers a calibration fit needs at least (its held-out split is 30 % of them)."""
+    redis_url: str | None = None
+    """`redis://...`: where every process and replica counts the per-key limits; None: each process alone."""
+    key_requests_per_minute: int | None = None
+    """Evaluating requests per minute per API key (or client address without keys), unless the key sets its
+    own; None: unlimited."""
+    key_tokens_per_minute: int | None = None
+    """Input tokens per minute per API key (or client address), unless the key sets its own; None: unlimited."""
+    key_concurrency: int | None = None
+    """Evaluations in flight at once per API key (or client address), unless the key sets its own."""
+    rate_limit_failure: Literal["open", "closed"] = "open"
+    """With Redis unreachable: `open` serves unlimited (logged once per outage), `closed` answers 503."""
+    bad_keys_per_minute: int = 30
+    """Wrong Bearer keys one client address may send per minute before it gets 429 (before any key lookup)."""
 
     @property
     def auth_required(self) -> bool:
@@ -230,6 +243,18 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
         channel_layer_url=_get(env, "CHANNEL_LAYER_URL", None, str, lambda v: v is None or v.startswith(
             ("redis://", "rediss://", "unix://")), "a redis://, rediss:// or unix:// URL of a Redis server"),
         stream_max_in_flight=_get(env, "STREAM_MAX_IN_FLIGHT", 16, int, _positive, "a positive integer"),
+        redis_url=_get(env, "REDIS_URL", OpenJevConfig.redis_url, str, lambda v: v is None or v.startswith(
+            ("redis://", "rediss://", "unix://")), "a redis://, rediss:// or unix:// URL of a Redis server"),
+        key_requests_per_minute=_get(env, "KEY_REQUESTS_PER_MINUTE", OpenJevConfig.key_requests_per_minute, int,
+                                     lambda v: v is None or v > 0, "a positive integer"),
+        key_tokens_per_minute=_get(env, "KEY_TOKENS_PER_MINUTE", OpenJevConfig.key_tokens_per_minute, int,
+                                   lambda v: v is None or v > 0, "a positive integer"),
+        key_concurrency=_get(env, "KEY_CONCURRENCY", OpenJevConfig.key_concurrency, int,
+                             lambda v: v is None or v > 0, "a positive integer"),
+        rate_limit_failure=_get(env, "RATE_LIMIT_FAILURE", OpenJevConfig.rate_limit_failure,
+                                _choice("open", "closed"), rule="open or closed"),
+        bad_keys_per_minute=_get(env, "BAD_KEYS_PER_MINUTE", OpenJevConfig.bad_keys_per_minute, int, _positive,
+                                 "a positive integer"),
         stream_idle_timeout=_get(env, "STREAM_IDLE_TIMEOUT", 300.0, float, _positive, "a positive number of seconds"),
         temperature=_get(env, "TEMPERATURE", None, float, lambda v: v is None or v > 0, "a positive number"),
         confidence=_get(env, "CONFIDENCE", "entropy", _choice("entropy", "typesafe"), rule="entropy or typesafe"),
