@@ -20,6 +20,8 @@ from rest_framework.request import Request
 
 from evaluations.callers import Caller
 from evaluations.keys import apikey_verify
+from evaluations.ratelimits import bad_key_counted, bad_keys_refused
+from evaluations.requestids import client_address_current
 
 ENV_CALLER = Caller(label="env")
 """The caller who sent the environment's key (`OPENJEV_API_KEY`)."""
@@ -36,7 +38,8 @@ def bearer_token(header: str | None) -> str | None:
 
 async def caller_authenticate(*, authorization: str | None) -> Caller | None:
     """The caller an `Authorization` header names, or None while auth is off; raises AuthenticationFailed
-    (401). The API's views and the WebSocket stream (header or `auth` message) both ask this."""
+    (401), or a 429 for an address that sent too many wrong keys this minute (before any key lookup). The
+    API's views and the WebSocket stream (header or `auth` message) both ask this."""
     config = settings.OPENJEV
     if not config.auth_required:
         return None
@@ -45,8 +48,11 @@ async def caller_authenticate(*, authorization: str | None) -> Caller | None:
         raise AuthenticationFailed("missing API key: send Authorization: Bearer <key>")
     if config.api_key and hmac.compare_digest(token.encode(), config.api_key.encode()):
         return ENV_CALLER
+    address = client_address_current()
+    await bad_keys_refused(address=address)
     caller = await apikey_verify(secret=token)
     if caller is None:
+        await bad_key_counted(address=address)
         raise AuthenticationFailed("invalid API key")
     return caller
 

@@ -6,9 +6,29 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class KeyLimits:
+    """What one caller may use; None: the deployment's default (`OPENJEV_KEY_*`), itself None for unlimited."""
+
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    """Input tokens the backend reads for the caller, per minute."""
+    concurrency: int | None = None
+    """Evaluations in flight at once."""
+
+    def over(self, defaults: KeyLimits) -> KeyLimits:
+        """These limits, each unset one taken from `defaults`."""
+        return KeyLimits(
+            requests_per_minute=self.requests_per_minute or defaults.requests_per_minute,
+            tokens_per_minute=self.tokens_per_minute or defaults.tokens_per_minute,
+            concurrency=self.concurrency or defaults.concurrency)
+
+
+@dataclass(frozen=True)
 class Caller:
     """Who made a request, as evaluations record it: an issued key (its row and its public label
     `oj_<prefix>`), the environment's key (`env`), the admin's "try it" (`admin`)."""
 
     label: str
     key_id: int | None = None
+    limits: KeyLimits = KeyLimits()
+    """The key's own limits, set in the admin."""

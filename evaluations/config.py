@@ -117,7 +117,7 @@ class OpenJevConfig:
     key_concurrency: int | None = None
     """Evaluations in flight at once per API key (or client address), unless the key sets its own."""
     rate_limit_failure: Literal["open", "closed"] = "open"
-    """With Redis unreachable: `open` serves unlimited (logged once per outage), `closed` answers 503."""
+    """With Redis unreachable: `open` serves unlimited (logged once per outage), `closed` answers 429."""
     bad_keys_per_minute: int = 30
     """Wrong Bearer keys one client address may send per minute before it gets 429 (before any key lookup)."""
 

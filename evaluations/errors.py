@@ -47,7 +47,8 @@ SHOULD_RETRY = {429: "true", 503: "true", 529: "true"}
 and every 5xx): a 504 ran out the request timeout and would again, a 502 or 500 would fail again."""
 OPENAI_TYPES = {401: "invalid_request_error", 403: "permission_error", 429: "rate_limit_error"}
 """OpenAI's error `type` by status where it is not `invalid_request_error` (4xx) or `server_error` (5xx)."""
-OPENAI_CODES = {"authentication_error": "invalid_api_key", "validation_error": "invalid_value"}
+OPENAI_CODES = {"authentication_error": "invalid_api_key", "validation_error": "invalid_value",
+                "rate_limited": "rate_limit_exceeded"}
 REASONS = {529: "Site Is Overloaded"}
 PUBLIC_MESSAGES = {
     500: "internal server error",

@@ -27,7 +27,7 @@ from django.db import connections
 from django.db.models import Q
 from django.utils import timezone
 
-from evaluations.callers import Caller
+from evaluations.callers import Caller, KeyLimits
 from evaluations.errors import ApiError
 from evaluations.models import ApiKey
 from evaluations.storage.writer import writer, writes_retried
@@ -61,6 +61,7 @@ class _KeyRow:
     secret_hash: str
     expires_at: datetime | None
     revoked: bool
+    limits: KeyLimits
 
 
 _cache: TtlCache[str, _KeyRow | None] = TtlCache(seconds=KEY_CACHE_SECONDS, max_entries=KEY_CACHE_MAX)
@@ -132,7 +133,9 @@ def _row_fetch(prefix: str) -> _KeyRow | None:
     if key is None:
         return None
     return _KeyRow(id=key.pk, label=key.label, secret_hash=key.secret_hash, expires_at=key.expires_at,
-                   revoked=key.revoked_at is not None)
+                   revoked=key.revoked_at is not None,
+                   limits=KeyLimits(requests_per_minute=key.requests_per_minute,
+                                    tokens_per_minute=key.tokens_per_minute, concurrency=key.concurrency))
 
 
 async def _row_get(prefix: str) -> _KeyRow | None:
@@ -213,4 +216,4 @@ async def apikey_verify(*, secret: str) -> Caller | None:
     if row.revoked or (row.expires_at is not None and row.expires_at <= now):
         return None
     _touch(row, now)
-    return Caller(label=row.label, key_id=row.id)
+    return Caller(label=row.label, key_id=row.id, limits=row.limits)

@@ -71,6 +71,15 @@ class ApiKey(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Leave empty for a key that never expires.")
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    requests_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Evaluating requests per minute; blank: OPENJEV_KEY_REQUESTS_PER_MINUTE "
+                                         "(unset: unlimited).")
+    tokens_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Input tokens per minute; blank: OPENJEV_KEY_TOKENS_PER_MINUTE (unset: "
+                                         "unlimited).")
+    concurrency = models.PositiveIntegerField(
+        "concurrent evaluations", null=True, blank=True,
+        help_text="Evaluations in flight at once; blank: OPENJEV_KEY_CONCURRENCY (unset: unlimited).")
 
     class Meta:
         verbose_name = "API key"

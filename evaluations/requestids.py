@@ -29,6 +29,7 @@ DECISIONS_PATH = "/v1/decisions"
 """The route whose clients were written for OpenAI's API: its error shape and request id header."""
 
 _current: ContextVar[str | None] = ContextVar("openjev_request_id", default=None)
+_address: ContextVar[str | None] = ContextVar("openjev_client_address", default=None)
 
 
 def request_id_assign(*, path: str) -> str:
@@ -46,6 +47,21 @@ def path_is_classify(path: str) -> bool:
 def path_is_decisions(path: str) -> bool:
     """Whether `path` is `POST /v1/decisions`'s, under whatever prefix a gateway mounts the API."""
     return path.endswith(DECISIONS_PATH)
+
+
+def client_address_current() -> str | None:
+    """The client address of the API request being served (what limits count without API keys)."""
+    return _address.get()
+
+
+@contextmanager
+def client_address_bound(*, address: str | None) -> Iterator[None]:
+    """`address` as the current client's inside the block (a WebSocket stream's messages)."""
+    token = _address.set(address)
+    try:
+        yield
+    finally:
+        _address.reset(token)
 
 
 def request_id_current() -> str | None:
@@ -92,7 +108,10 @@ class RequestIds:
             await send(message)
 
         token = _current.set(request_id)
+        client = scope.get("client")
+        address_token = _address.set(str(client[0]) if client else None)
         try:
             await self.app(scope, receive, send_with_id)
         finally:
             _current.reset(token)
+            _address.reset(address_token)

@@ -34,7 +34,7 @@ from evaluations.authentication import caller_authenticate
 from evaluations.callers import Caller
 from evaluations.errors import exception_detail
 from evaluations.json_body import body_parse, document_problems
-from evaluations.requestids import request_id_assign, request_id_bound
+from evaluations.requestids import client_address_bound, request_id_assign, request_id_bound
 from evaluations.systemone import systemone_evaluate
 from evaluations.wire import answer_render
 from inference.errors import Problem, RequestInvalid
@@ -247,7 +247,8 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
                              "answer": answer_render(answer=answer)})
 
         try:
-            with request_id_bound(request_id=request_id):
+            client = self.scope.get("client")
+            with request_id_bound(request_id=request_id), client_address_bound(address=client[0] if client else None):
                 served = await systemone_evaluate(data=body, request_id=request_id, caller=self.caller,
                                                   on_answer=on_answer)
         except asyncio.CancelledError as exc:

@@ -11,6 +11,7 @@ from evaluations.callers import Caller
 from evaluations.evaluate import evaluation_calibrated
 from evaluations.images import ImageLimits
 from evaluations.parsing import Limits, SystemOneRequest, systemone_request_parse
+from evaluations.ratelimits import rate_limited
 from evaluations.recording import evaluation_recorded
 from evaluations.storage.records import Received
 from inference.questions import QUESTION_TYPES
@@ -63,6 +64,7 @@ async def systemone_evaluate(*, data: Any, request_id: str, caller: Caller | Non
                              unparsed=lambda: received_of_body(data=data)) as call:
         request = systemone_request_parse(data=data, limits=limits, models=config.language_model_names, parts=parts)
         call.received = received_of(request=request)
-        outcome = await evaluation_calibrated(call=call, request=request.evaluation, on_answer=on_answer)
+        async with rate_limited(call=call):
+            outcome = await evaluation_calibrated(call=call, request=request.evaluation, on_answer=on_answer)
     assert call.evaluator is not None, "an evaluated call names its evaluator"
     return Served(request_id=request_id, request=request, model=call.evaluator.backend.model, outcome=outcome)

@@ -40,9 +40,13 @@ class KeyStatusFilter(admin.SimpleListFilter):
         return queryset
 
 
+LIMIT_FIELDS = ("requests_per_minute", "tokens_per_minute", "concurrency")
+"""The key's own limits (blank: the deployment's `OPENJEV_KEY_*` defaults)."""
+
+
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ("name", "owner", "label", "status", "created_at", "expires_at", "last_used_at")
+    list_display = ("name", "owner", "label", "status", *LIMIT_FIELDS, "created_at", "expires_at", "last_used_at")
     list_filter = (KeyStatusFilter,)
     search_fields = ("name", "owner", "prefix")
     search_help_text = "Name, owner or prefix (without oj_)."
@@ -51,16 +55,16 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> Any:
         if obj is None:
-            return ("name", "owner", "expires_at")
-        return ("label", "status", "name", "owner", "expires_at", "created_at", "last_used_at", "revoked_at",
-                "usage_link")
+            return ("name", "owner", "expires_at", *LIMIT_FIELDS)
+        return ("label", "status", "name", "owner", "expires_at", *LIMIT_FIELDS, "created_at", "last_used_at",
+                "revoked_at", "usage_link")
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> Any:
         if obj is None:
             return ()
         readonly = ["label", "status", "created_at", "last_used_at", "revoked_at", "usage_link"]
         if obj.revoked_at is not None:  # a revoked key stays revoked: nothing left to edit
-            readonly += ["name", "owner", "expires_at"]
+            readonly += ["name", "owner", "expires_at", *LIMIT_FIELDS]
         return readonly
 
     @admin.display(description="key")

@@ -22,6 +22,7 @@ from evaluations.classify.parsing import classify_request_parse
 from evaluations.classify.registry import ClassifierSpec, classifier_find
 from evaluations.errors import ApiError
 from evaluations.evaluator import evaluator_get
+from evaluations.ratelimits import rate_limited
 from evaluations.recording import evaluation_recorded
 from evaluations.storage.records import ClassifierLink, Received
 from inference.errors import RequestInvalid
@@ -166,10 +167,11 @@ async def classify_run(*, data: Any, request_id: str, caller: Caller | None,
             raise ApiError(404, "not_found", f"classifier {classifier.name!r} cannot be served: {classifier.problem}")
         found = classifier if classifier is not None else await classifier_find(name=request.model)
         call.received = received_of(data=data, classifier=found)
-        call.evaluator = evaluator = await evaluator_get()
-        outcome = await classifier_evaluate(evaluator=evaluator, classifier=found, inputs=request.inputs)
-        calibrating = await calibrating_get(classifier=found.name)
-        call.outcome = outcome = outcome_calibrated(outcome=outcome, calibrating=calibrating)
+        async with rate_limited(call=call):
+            call.evaluator = evaluator = await evaluator_get()
+            outcome = await classifier_evaluate(evaluator=evaluator, classifier=found, inputs=request.inputs)
+            calibrating = await calibrating_get(classifier=found.name)
+            call.outcome = outcome = outcome_calibrated(outcome=outcome, calibrating=calibrating)
     items = tuple(ClassifyItem(index=i, label=found.labels[answer.choice_index], probs=answer.probabilities)
                   for i, answer in enumerate(outcome.answers))
     return Classified(request_id=request_id, created=int(call.created_at.timestamp()), classifier=found,

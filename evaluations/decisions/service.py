@@ -23,6 +23,7 @@ from evaluations.errors import ApiError
 from evaluations.evaluate import evaluation_calibrated
 from evaluations.images import ImageLimits
 from evaluations.json_body import Loc
+from evaluations.ratelimits import rate_limited
 from evaluations.recording import evaluation_recorded
 from evaluations.storage.records import Received
 from inference.errors import Problem, RequestInvalid
@@ -116,8 +117,9 @@ async def decisions_evaluate(*, data: Any, request_id: str, caller: Caller | Non
             raise ApiError(404, "model_not_found", f"The model {str(exc)!r} does not exist on this server; use "
                                                    f"{config.model_alias} or {config.model}", param="model") from None
         call.received = received_of(request=request, refusal_below=config.refusal_label_mass)
-        with problems_answered(request=request):
-            outcome = await evaluation_calibrated(call=call, request=request.evaluation)
+        async with rate_limited(call=call):
+            with problems_answered(request=request):
+                outcome = await evaluation_calibrated(call=call, request=request.evaluation)
     assert call.evaluator is not None, "an evaluated call names its evaluator"
     return Decided(request_id=request_id, request=request, model=call.evaluator.backend.model, outcome=outcome,
                    refusal_below=config.refusal_label_mass)

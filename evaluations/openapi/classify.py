@@ -9,7 +9,13 @@ from rest_framework import serializers
 
 from evaluations.openapi.errors import SHARED_ERRORS, ClassifyErrorSerializer, error_example
 from evaluations.openapi.fields import ClassifyInputField, NullField, ZeroField, const_field, probability_field
-from evaluations.openapi.operations import AUTH_HEADER, OPTIONAL_AUTH
+from evaluations.openapi.operations import (
+    AUTH_HEADER,
+    OPTIONAL_AUTH,
+    RATE_LIMIT_HEADERS,
+    RATE_LIMITED_DESCRIPTION,
+    RETRY_AFTER_HEADER,
+)
 from evaluations.openapi.systemone import PROBABILITY_HELP
 
 
@@ -103,6 +109,7 @@ classify_schema = extend_schema(
         408: _classify_failure("The body did not arrive in time (`request_timeout`); the connection is closed."),
         413: _classify_failure("The body, after decompression, is over `max_body_bytes` (`request_too_large`)."),
         415: _classify_failure("The `Content-Encoding` is not gzip, zstd or identity (`unsupported_media_type`)."),
+        429: _classify_failure(RATE_LIMITED_DESCRIPTION),
         500: _classify_failure("A bug on our side (`internal_error`)."),
         502: _classify_failure("The backend answered with an error or malformed log-probabilities (`backend_error`)."),
         503: _classify_failure("The backend (or the classifier table) is unavailable; see `Retry-After`."),
@@ -128,8 +135,8 @@ classify_schema = extend_schema(
                                      "errors included; also stored with it, and named in a 5xx's message."),
         OpenApiParameter("x-openjev-model", str, OpenApiParameter.HEADER, required=True, response=[200],
                          description="The language model the backend actually served."),
-        OpenApiParameter("Retry-After", int, OpenApiParameter.HEADER, required=True, response=[503, 529],
-                         description="Seconds to wait before retrying."),
+        RETRY_AFTER_HEADER,
+        *RATE_LIMIT_HEADERS,
         AUTH_HEADER,
     ],
     auth=OPTIONAL_AUTH,

@@ -258,6 +258,7 @@ DECISIONS_EXAMPLES = [
                                           "server, got 1", "questions[1].choices"),
           (401, "invalid_api_key", "missing API key: send Authorization: Bearer <key>", None),
           (404, "model_not_found", "The model 'gpt-6-luna' does not exist on this server", "model"),
+          (429, "rate_limited", "rate limit reached for requests; retry in 12s", None),
       )],
 ]
 
@@ -276,6 +277,8 @@ DECISIONS_RESPONSES: dict[int, OpenApiResponse] = {
     408: _error("The body did not arrive in time (`request_timeout`)."),
     413: _error("The body, after decompression, is over `max_body_bytes` (`request_too_large`)."),
     415: _error("The `Content-Encoding` is not gzip, zstd or identity."),
+    429: _error("The caller is over a per-key limit (`rate_limit_exceeded`): requests or input tokens per minute, or "
+                "evaluations in flight; `retry-after`, `retry-after-ms`, `x-ratelimit-*`, `x-should-retry: true`."),
     500: _error("A bug on our side; `x-should-retry: false`."),
     502: _error("The backend failed this request (`backend_error`); `x-should-retry: false`."),
     503: _error("The backend is unavailable or starting (`backend_unavailable`); `retry-after`, "
@@ -289,7 +292,7 @@ DECISIONS_HEADERS = [
                      description="This request's id (the same as `x-typesafe-request-id`), which the SDK exposes "
                                  "as `_request_id`."),
     OpenApiParameter("x-should-retry", str, OpenApiParameter.HEADER, required=True,
-                     response=[500, 502, 503, 504, 529],
+                     response=[400, 429, 500, 502, 503, 504, 529],
                      description="`true` or `false`: whether retrying can help, which the SDK obeys."),
     OpenApiParameter("x-openjev-label-mass", str, OpenApiParameter.HEADER, required=True, response=[200],
                      description="The lowest label mass of the answers: near 1 when the model answered with labels."),

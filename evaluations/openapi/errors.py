@@ -56,6 +56,7 @@ SHARED_ERRORS: dict[int, tuple[str, str]] = {
     **{status: (error_type, f"{PUBLIC_MESSAGES[status]} (request id {EXAMPLE_REQUEST_ID})")
        for status, error_type in ((500, "internal_error"), (502, "backend_error"), (503, "backend_unavailable"),
                                   (504, "timeout"))},
+    429: ("rate_limited", "rate limit reached for requests; retry in 12s"),
     529: ("overloaded", "16 evaluations are active (limit 16); retry shortly"),
 }
 

@@ -29,8 +29,22 @@ REQUEST_ID_HEADER = OpenApiParameter(
     "x-typesafe-request-id", str, OpenApiParameter.HEADER, required=True, response=True,
     description="This request's id (`req_…`), on every response, errors included; an evaluation is stored under "
                 "it. Quote it to the operator: a 5xx names it in its message too.")
-RETRY_AFTER_HEADER = OpenApiParameter("Retry-After", int, OpenApiParameter.HEADER, required=True, response=[503, 529],
-                                     description="Seconds to wait before retrying.")
+RETRY_AFTER_HEADER = OpenApiParameter("Retry-After", int, OpenApiParameter.HEADER, required=True,
+                                     response=[429, 503, 529], description="Seconds to wait before retrying.")
+RATE_LIMIT_HEADERS = [
+    OpenApiParameter("retry-after-ms", int, OpenApiParameter.HEADER, required=True, response=[429],
+                     description="Milliseconds to wait before retrying (the SDKs prefer it to `Retry-After`)."),
+    *(OpenApiParameter(f"x-ratelimit-{what}-{counted}", str, OpenApiParameter.HEADER, required=False, response=[429],
+                       description=text.format(counted=counted))
+      for counted in ("requests", "tokens")
+      for what, text in (("limit", "The caller's limit of {counted} per minute (the window that was full)."),
+                         ("remaining", "What is left of it: 0."),
+                         ("reset", "When the window has room again, e.g. `12s` or `1m3s`.")))]
+"""A 429: the caller (its API key, or its address without keys) is over one of its limits."""
+RATE_LIMITED_DESCRIPTION = ("The caller is over a per-key limit (`rate_limited`): requests or input tokens per minute, "
+                            "or evaluations in flight (`OPENJEV_KEY_*`, or the key's own in the admin); retry after "
+                            "`Retry-After`. Also `rate_limits_unavailable` when the counts cannot be read and "
+                            "`OPENJEV_RATE_LIMIT_FAILURE=closed`, and too many wrong keys from one address.")
 AUTH_HEADER = OpenApiParameter("WWW-Authenticate", str, OpenApiParameter.HEADER, required=True, response=[401],
                                description="`Bearer`.")
 
@@ -50,6 +64,7 @@ RESPONSE_HEADERS = [
                      description="Ids of the questions whose answers a fitted calibration adjusted, comma-separated; "
                                  "absent when none was (`OPENJEV_CALIBRATION`, `manage.py calibrate`)."),
     RETRY_AFTER_HEADER,
+    *RATE_LIMIT_HEADERS,
     AUTH_HEADER,
 ]
 
@@ -71,6 +86,7 @@ SYSTEMONE_RESPONSES: dict[int, OpenApiResponse] = {
                                      "a token budget, or images (`images_not_supported` when the served model cannot "
                                      "see, `too_many_images`, `image_too_large`, `image_format`, `image_url`, ...). "
                                      "Nothing was run."),
+    429: error_documented(RATE_LIMITED_DESCRIPTION),
     500: error_documented("A bug on our side (`internal_error`)."),
     502: error_documented("The backend answered with an error or malformed log-probabilities (`backend_error`)."),
     503: error_documented("The backend is unreachable or still starting (`backend_unavailable`); see `Retry-After`."),
@@ -110,7 +126,7 @@ decisions_schema = extend_schema(
     request=DecisionsRequestSerializer,
     responses=DECISIONS_RESPONSES,
     examples=DECISIONS_EXAMPLES,
-    parameters=[*RESPONSE_HEADERS[:-2], *DECISIONS_HEADERS, RETRY_AFTER_HEADER],
+    parameters=[*RESPONSE_HEADERS[:-1], *DECISIONS_HEADERS],
     auth=OPTIONAL_AUTH,
 )
 

@@ -18,7 +18,7 @@ ENDPOINTS = {("/v1/systemone", "post"), ("/v1/decisions", "post"), ("/v1/classif
              ("/v1/models", "get"), ("/v1/limits", "get"),
              ("/health", "get"), ("/health/live", "get")}
 ID = "x-typesafe-request-id"
-SYSTEMONE_STATUSES = {"200", "400", "401", "408", "413", "415", "422", "500", "502", "503", "504", "529"}
+SYSTEMONE_STATUSES = {"200", "400", "401", "408", "413", "415", "422", "429", "500", "502", "503", "504", "529"}
 NAMED_REQUESTS = {"ReadmeRequest", "ChatTranscriptState", "Score10Levels", "StructuredState"}
 
 

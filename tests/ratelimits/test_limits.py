@@ -1,0 +1,164 @@
+"""Per-key limits on every evaluating route: requests and input tokens per minute and evaluations in flight,
+per issued key or per client address without keys, in this process or shared through a real Redis; 429s
+in each route's own shape with the headers the SDKs retry by; Redis down; wrong keys from one address."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+
+import httpx
+import pytest
+import redis
+
+from evaluations.keys import apikey_issue
+from evaluations.models import ApiKey
+from evaluations.openapi.decisions import DECISIONS_REQUEST
+from testbed.live_server import LiveServer
+from tests.conftest import README_REQUEST
+from tests.database import db
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture
+def limit(settings):
+    """limit(**fields) sets the deployment's limit settings for this test."""
+
+    def set_limits(**fields) -> None:
+        settings.OPENJEV = replace(settings.OPENJEV, **fields)
+
+    return set_limits
+
+
+@pytest.fixture
+def redis_counts() -> Iterator[str]:
+    """A real Redis for the counts, emptied of this service's counters before and after."""
+    client = redis.Redis.from_url(REDIS_URL)
+
+    def clear() -> None:
+        for key in client.scan_iter("openjev*"):
+            client.delete(key)
+
+    clear()
+    yield REDIS_URL
+    clear()
+
+
+def assert_limited(response: httpx.Response, *, counted: str | None = "requests") -> None:
+    assert response.status_code == 429, response.text
+    assert int(response.headers["retry-after"]) >= 1 and int(response.headers["retry-after-ms"]) >= 1
+    if counted is not None:
+        assert response.headers[f"x-ratelimit-remaining-{counted}"] == "0"
+        assert int(response.headers[f"x-ratelimit-limit-{counted}"]) > 0
+        assert response.headers[f"x-ratelimit-reset-{counted}"].endswith("s")
+
+
+async def test_without_keys_each_client_address_gets_the_default_requests_per_minute(api, fake, limit):
+    limit(key_requests_per_minute=2)
+    first = [await api.post("/v1/systemone", json=README_REQUEST) for _ in range(2)]
+    calls = fake.generate_calls
+    refused = await api.post("/v1/systemone", json=README_REQUEST)
+    assert [r.status_code for r in first] == [200, 200]
+    assert_limited(refused)
+    assert refused.json()["detail"]["error_type"] == "rate_limited"
+    assert fake.generate_calls == calls  # refused before any backend work
+
+
+async def test_a_limited_call_is_refused_in_each_routes_own_shape(api, fake, limit):
+    limit(key_requests_per_minute=1)
+    assert (await api.post("/v1/decisions", json=DECISIONS_REQUEST)).status_code == 200
+    decision = await api.post("/v1/decisions", json=DECISIONS_REQUEST)
+    assert_limited(decision)
+    assert decision.json()["error"]["type"] == "rate_limit_error"
+    assert decision.json()["error"]["code"] == "rate_limit_exceeded"
+    assert decision.headers["x-should-retry"] == "true"
+    systemone = await api.post("/v1/systemone", json=README_REQUEST)
+    assert_limited(systemone)
+
+
+async def test_input_tokens_per_minute_admit_a_request_while_tokens_are_left_then_refuse(api, fake, limit):
+    limit(key_tokens_per_minute=500)
+    first = await api.post("/v1/systemone", json=README_REQUEST)  # reads over 400 tokens
+    second = await api.post("/v1/systemone", json=README_REQUEST)
+    third = await api.post("/v1/systemone", json=README_REQUEST)
+    assert first.status_code == 200 and second.status_code == 200
+    assert first.json()["usage"]["input_tokens"] + second.json()["usage"]["input_tokens"] > 500
+    assert_limited(third, counted="tokens")
+
+
+async def test_evaluations_in_flight_are_limited_per_caller(api, fake, limit):
+    limit(key_concurrency=1)
+    fake.delay = 0.5
+    slow = asyncio.create_task(api.post("/v1/systemone", json=README_REQUEST))
+    await asyncio.sleep(0.2)
+    refused = await api.post("/v1/systemone", json=README_REQUEST)
+    assert_limited(refused, counted=None)
+    assert (await slow).status_code == 200
+    fake.delay = 0.0
+    assert (await api.post("/v1/systemone", json=README_REQUEST)).status_code == 200
+
+
+async def test_unset_limits_count_nothing(api, fake, limit, monkeypatch):
+    from evaluations import ratelimits
+
+    def counted() -> None:
+        raise AssertionError("no limit is set, so nothing may be counted")
+
+    monkeypatch.setattr(ratelimits, "_counters", counted)
+    assert (await api.post("/v1/systemone", json=README_REQUEST)).status_code == 200
+
+
+def test_two_processes_share_the_counts_through_redis(evaluator, fake, limit, redis_counts):
+    """Two servers, each on its own event loop with its own Redis connection, count one limit together."""
+    limit(key_requests_per_minute=3, redis_url=redis_counts)
+    with LiveServer() as one, LiveServer() as two:
+        statuses = [httpx.post(f"{server.url}/v1/systemone", json=README_REQUEST, timeout=30).status_code
+                    for server in (one, two, one, two)]
+    assert statuses == [200, 200, 200, 429]
+
+
+def test_redis_down_serves_unlimited_when_open_and_429_when_closed(evaluator, fake, limit, caplog):
+    limit(key_requests_per_minute=1, redis_url="redis://127.0.0.1:1/0")
+    with LiveServer() as server, caplog.at_level(logging.WARNING, logger="evaluations.ratelimits"):
+        opened = [httpx.post(f"{server.url}/v1/systemone", json=README_REQUEST, timeout=30) for _ in range(3)]
+        limit(key_requests_per_minute=1, redis_url="redis://127.0.0.1:1/0", rate_limit_failure="closed")
+        closed = httpx.post(f"{server.url}/v1/decisions", json=DECISIONS_REQUEST, timeout=30)
+    assert [r.status_code for r in opened] == [200, 200, 200]
+    assert closed.status_code == 429 and closed.json()["error"]["code"] == "rate_limits_unavailable"
+    assert closed.headers["retry-after"] == "5"
+    assert len([r for r in caplog.records if "cannot be counted" in r.getMessage()]) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_keys_own_limits_win_and_other_keys_keep_theirs(api, fake, settings, limit):
+    limit(require_api_key=True, key_requests_per_minute=5)
+    name = uuid.uuid4().hex[:8]
+    tight = await db(lambda: apikey_issue(name=f"tight-{name}"))
+    roomy = await db(lambda: apikey_issue(name=f"roomy-{name}"))
+    await db(lambda: ApiKey.objects.filter(pk=tight.id).update(requests_per_minute=1))
+
+    async def send(secret: str) -> int:
+        response = await api.post("/v1/systemone", json=README_REQUEST, headers={"Authorization": f"Bearer {secret}"})
+        return response.status_code
+
+    assert [await send(tight.secret) for _ in range(3)] == [200, 429, 429]
+    assert [await send(roomy.secret) for _ in range(3)] == [200, 200, 200]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_address_sending_wrong_keys_gets_429_before_any_key_lookup(api, fake, limit, monkeypatch):
+    limit(require_api_key=True, bad_keys_per_minute=3)
+    good = await db(lambda: apikey_issue(name=f"good-{uuid.uuid4().hex[:8]}"))
+    wrong = [await api.post("/v1/systemone", json=README_REQUEST,
+                            headers={"Authorization": f"Bearer oj_{uuid.uuid4().hex[:8]}_nope"}) for _ in range(3)]
+    assert [r.status_code for r in wrong] == [401, 401, 401]
+    async def looked_up(**kwargs):
+        raise AssertionError("a refused address must not cost a key lookup")
+
+    monkeypatch.setattr("evaluations.authentication.apikey_verify", looked_up)
+    refused = await api.post("/v1/systemone", json=README_REQUEST, headers={"Authorization": f"Bearer {good.secret}"})
+    assert_limited(refused, counted=None)
