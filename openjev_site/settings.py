@@ -9,6 +9,7 @@ import dj_database_url
 
 from evaluations.config import BASE_DIR, _get, _positive, config_from_env
 from openjev_site.channel_layers import channel_layers_config
+from openjev_site.csp import site_policy
 
 OPENJEV = config_from_env()
 
@@ -46,6 +47,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The admin's and the docs' Content-Security-Policy (openjev_site/csp.py); the API has no middleware.
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -65,6 +68,8 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "admin/lockout.html"
 
+SECURE_CSP = site_policy(templates=BASE_DIR / "templates")
+
 ROOT_URLCONF = "openjev_site.urls"
 ASGI_APPLICATION = "openjev_site.asgi.application"
 CHANNEL_LAYERS = channel_layers_config(url=OPENJEV.channel_layer_url)
@@ -82,6 +87,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.csp",  # `{% csp_nonce_attr %}` in the admin and Swagger UI
             ],
         },
     },

@@ -1,5 +1,6 @@
 """The reference pages in a real browser, offline: headless Debian Chromium with every request that
-leaves the loopback interface aborted and recorded (and asserted absent).
+leaves the loopback interface aborted and recorded (and asserted absent), under the pages'
+Content-Security-Policy, with no script or console error (a CSP violation is a console error).
 
 Needs `/usr/bin/chromium` (`apt-get install -y chromium`); playwright never downloads a browser here.
 Without it the tests skip, unless OPENJEV_REQUIRE_BROWSER=1 (the test script sets it) makes that a
@@ -16,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, Route, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, Response, Route, sync_playwright
 
 from evaluations.config import BASE_DIR
 from evaluations.openapi.examples import REQUEST_EXAMPLES
@@ -70,7 +71,16 @@ class OfflineContext:
     def page(self) -> Page:
         page = self.context.new_page()
         page.on("pageerror", lambda error: self.errors.append(str(error)))
+        page.on("console", lambda message: self.errors.append(message.text) if message.type == "error" else None)
+        page.on("response", self._policed)
         return page
+
+    def _policed(self, response: Response) -> None:
+        """Every page of the site comes with the Content-Security-Policy that the checks run under."""
+        if response.request.resource_type == "document":
+            policy = response.headers.get("content-security-policy", "")
+            if "script-src 'self'" not in policy or "frame-ancestors 'none'" not in policy:
+                self.errors.append(f"{response.url}: no Content-Security-Policy ({policy!r})")
 
 
 @pytest.fixture

@@ -46,7 +46,8 @@ def test_the_live_dashboard_draws_the_last_hour_offline_and_moves_with_each_eval
         blocked = loopback_only(page)
         signed_in(page, base=asgi_server.url, then="/admin/evaluations/evaluation/dashboard/")
         page.locator("#oj-live-state[data-state=live]").wait_for()
-        page.wait_for_function("document.getElementById('oj-live-total').textContent === '3'")
+        # Predicates as functions: Playwright evals a bare expression in the page, which the page's CSP refuses.
+        page.wait_for_function("() => document.getElementById('oj-live-total').textContent === '3'")
         for chart, colour in SERIES.items():
             drawn, values = page.evaluate(DRAWN, [chart, colour])
             assert drawn > 20 and values > 0, (chart, drawn, values)
@@ -55,9 +56,9 @@ def test_the_live_dashboard_draws_the_last_hour_offline_and_moves_with_each_eval
 
         with httpx.Client(base_url=asgi_server.url) as client:
             assert client.post("/v1/systemone", json=README_REQUEST).status_code == 200
-        page.wait_for_function("window.ojLive.ticks > 0 && "
+        page.wait_for_function("() => window.ojLive.ticks > 0 && "
                                "document.getElementById('oj-live-total').textContent === '4'")
-        page.wait_for_function("document.getElementById('oj-live-generations').textContent !== '—'")
+        page.wait_for_function("() => document.getElementById('oj-live-generations').textContent !== '—'")
         drawn, values = page.evaluate(DRAWN, ["oj-chart-generations", "#00838f"])
         assert drawn > 20 and values > 0  # generations are counted live only: these are the new evaluation's
         shot(page, "dashboard-live-tick")
