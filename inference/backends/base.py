@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from inference.tokenizer import Tokenizer
+
+BranchMode = Literal["batched", "parallel"]
+"""How a backend sends an evaluation's branches: one batched request, or one request each. Here, not in
+the SGLang client, so that settings name it without loading an HTTP stack."""
 
 
 @dataclass(frozen=True)

@@ -39,13 +39,13 @@ import json
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from inference.backends.base import BranchCall, BranchScored, Generation
+from inference.backends.base import BranchCall, BranchMode, BranchScored, Generation
 from inference.backends.sglang_wire import (
     ImagesJson,
     PrefixJson,
@@ -58,7 +58,6 @@ from inference.errors import BackendFailed, BackendUnavailable
 from inference.redaction import backend_text_redact
 from inference.tokenizer import Tokenizer
 
-BranchMode = Literal["batched", "parallel"]
 READINESS_PATH = "/readiness"
 """The gateway's readiness: 200, or 503 while it has no healthy worker (when its `/health` still says
 200). Any other answer comes from a bare SGLang, which has no such route (404, or 401 from its API-key
