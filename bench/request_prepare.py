@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,9 @@ import django  # noqa: E402
 
 django.setup()
 
-from bench.workloads import WORKLOADS  # noqa: E402
+from bench.workloads import BODIES  # noqa: E402
+from evaluations.decisions.parsing import decisions_request_parse  # noqa: E402
+from evaluations.decisions.service import decisions_limits  # noqa: E402
 from evaluations.parsing import systemone_request_parse  # noqa: E402
 from evaluations.systemone import request_limits  # noqa: E402
 from inference.prompts import Budget, plan_compile  # noqa: E402
@@ -33,16 +36,24 @@ from testbed.qwen3 import qwen3_labels, qwen3_tokenizer  # noqa: E402
 ROUNDS, CALLS = 5, 200
 
 
-def prepare_us(body: dict[str, Any]) -> tuple[float, float]:
+PARSERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "systemone": lambda body: systemone_request_parse(data=body, limits=request_limits(),
+                                                      models=frozenset({body["model"]})),
+    "decisions": lambda body: decisions_request_parse(data=body, limits=decisions_limits(),
+                                                      models=frozenset({body["model"]})),
+}
+
+
+def prepare_us(body: dict[str, Any], *, api: str) -> tuple[float, float]:
     """(parse, compile) thread-CPU µs per request, best round of `ROUNDS`."""
-    tokenizer, labels, limits = qwen3_tokenizer(), qwen3_labels(), request_limits()
+    tokenizer, labels, parse_body = qwen3_tokenizer(), qwen3_labels(), PARSERS[api]
     budget = Budget(max_input_tokens=32768, max_total_input_tokens=10**7)
     parse, compile_ = [], []
     for round_ in range(ROUNDS + 1):
         parse_s = compile_s = 0.0
         for _ in range(CALLS):
             start = time.thread_time()
-            request = systemone_request_parse(data=body, limits=limits, models=frozenset({body["model"]}))
+            request = parse_body(body)
             parsed = time.thread_time()
             plan_compile(conversation=request.evaluation.conversation, questions=request.evaluation.questions,
                          tokenizer=tokenizer, labels=labels, budget=budget)
@@ -55,8 +66,9 @@ def prepare_us(body: dict[str, Any]) -> tuple[float, float]:
 
 def main() -> None:
     for name in ("R3", "R64"):
-        parse, compile_ = prepare_us(WORKLOADS[name])
-        print(f"{name:4s} parse {parse:6.0f} µs  compile {compile_:6.0f} µs  per request "
+        for api, bodies in BODIES.items():
+            parse, compile_ = prepare_us(bodies[name], api=api)
+            print(f"{api:9s} {name:4s} parse {parse:6.0f} µs  compile {compile_:6.0f} µs  per request "
               f"(thread CPU, best of {ROUNDS} x {CALLS})", flush=True)
 
 

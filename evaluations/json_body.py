@@ -10,9 +10,13 @@ import json
 import math
 import re
 import sys
+from collections.abc import Callable, Hashable
 from typing import Any
 
+import orjson
+
 from inference.errors import Problem
+from inference.lru import SizedLRU
 
 Loc = tuple[str | int, ...]
 
@@ -150,3 +154,33 @@ def json_kind(value: Any) -> str:
     return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
         type(value), "number"
     )
+
+
+JsonKeyed = tuple[Hashable, ...]
+"""A cache key: what the value's meaning depends on besides its JSON (its id, the limits), then that JSON."""
+
+
+def json_cached[V](*, cache: SizedLRU[JsonKeyed, V], key: tuple[Hashable, ...], value: Any,
+                   build: Callable[[], V | None]) -> V | None:
+    """`build()` for a piece of a body (a question), answered from `cache` when the same `key` and JSON were
+    valid before: callers send the same questions with ever new inputs. Keyed by orjson's text, which is
+    unambiguous once `document_problems` has refused NaN and infinities (orjson writes either as `null`);
+    an invalid piece (None) is never cached, so its problems are found again each time."""
+    try:
+        text = orjson.dumps(value)
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits: checked every time
+        return build()
+    full = (*key, text)
+    found = cache.get(full)
+    if found is None:
+        found = build()
+        if found is not None:
+            cache.put(full, found)
+    return found
+
+
+def json_cache_cost(key: JsonKeyed, value: object) -> int:
+    """What a cached piece costs: its JSON (three times, for the objects built from it) and its id."""
+    text = key[-1]
+    assert isinstance(text, bytes), "the key ends with the JSON"
+    return 400 + sum(len(part) for part in key[:-1] if isinstance(part, str)) + 3 * len(text)

@@ -322,3 +322,26 @@ class EvaluationAnswer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.question_id} ({self.type})"
+
+
+class KeyUsage(models.Model):
+    """What one API key (or, without keys, everyone together) used on one day (UTC): answered evaluations,
+    their questions, input tokens the backend read and the prefix-cache hits among them. Counted by the
+    storage writer from the evaluations it is handed (at every storage level, `off` included)."""
+
+    key_label = models.CharField("API key", max_length=32, help_text="oj_<prefix>, 'env', 'admin', or empty "
+                                                                     "when auth is off.")
+    day = models.DateField()
+    evaluations = models.PositiveIntegerField(default=0)
+    questions = models.PositiveBigIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    cached_tokens = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "key usage (per day)"
+        verbose_name_plural = "key usage (per day)"
+        ordering = ("-day", "key_label")
+        constraints = (models.UniqueConstraint(fields=["key_label", "day"], name="key_usage_per_day"),)
+
+    def __str__(self) -> str:
+        return f"{self.key_label or '(no key)'} on {self.day}"

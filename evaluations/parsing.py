@@ -18,11 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from evaluations.config import language_model_named
 from evaluations.images import ImageLimits, assets_check, images_total_check
-from evaluations.json_body import Loc, document_problems, json_kind
+from evaluations.json_body import JsonKeyed, Loc, document_problems, json_cache_cost, json_cached, json_kind
 from evaluations.state_parsing import Checker, conversation_check, is_text
 from inference.errors import Problem, RequestInvalid
 from inference.lru import SizedLRU
@@ -117,29 +115,14 @@ def _questions_check(check: Checker, data: dict[str, Any], limits: Limits) -> tu
 
 
 PARSED_CACHE_BYTES = 16 << 20
-_parsed: SizedLRU[tuple[str, bytes, int], Question] = SizedLRU(
-    max_bytes=PARSED_CACHE_BYTES, cost=lambda key, question: 400 + len(key[0]) + 3 * len(key[1]))
+_parsed: SizedLRU[JsonKeyed, Question] = SizedLRU(max_bytes=PARSED_CACHE_BYTES, cost=json_cache_cost)
 """Valid questions by id and JSON: callers send the same questions with ever new states, and checking
 and building 64 of them was a tenth of the server's CPU on the 64-question request."""
 
 
 def _question_cached(check: Checker, qid: str, question: Any, loc: Loc, limits: Limits) -> Question | None:
-    """`_question_check`, answered from `_parsed` when the same id and JSON were valid before.
-
-    Keyed by orjson's text of the question, which is unambiguous here because `document_problems` has
-    already refused the body if it held NaN or an infinity (orjson would write either as `null`).
-    """
-    try:
-        text = orjson.dumps(question)
-    except orjson.JSONEncodeError:  # an integer beyond 64 bits: checked every time
-        return _question_check(check, qid, question, loc, limits)
-    key = (qid, text, limits.max_answers)
-    found = _parsed.get(key)
-    if found is None:
-        found = _question_check(check, qid, question, loc, limits)
-        if found is not None:
-            _parsed.put(key, found)
-    return found
+    return json_cached(cache=_parsed, key=(qid, limits.max_answers), value=question,
+                       build=lambda: _question_check(check, qid, question, loc, limits))
 
 
 def _question_check(check: Checker, qid: str, question: Any, loc: Loc, limits: Limits) -> Question | None:

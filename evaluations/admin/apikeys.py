@@ -6,18 +6,20 @@ into that page (never into a message cookie or the session) and only its SHA-256
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from evaluations.admin.display import STATE_COLOURS, badge_html
+from evaluations.admin.usage import apikey_usage_view
 from evaluations.keys import apikey_hash, apikey_revoke, apikey_secret_new
 from evaluations.models import ApiKey
 
@@ -84,7 +86,12 @@ class ApiKeyAdmin(admin.ModelAdmin):
     @admin.display(description="evaluations")
     def usage_link(self, obj: ApiKey) -> SafeString:
         url = reverse("admin:evaluations_evaluation_changelist") + f"?api_key_label={obj.label}"
-        return format_html('<a href="{}">evaluations made with this key</a>', url)
+        return format_html('<a href="{}">evaluations made with this key</a> · <a href="{}">usage, last 30 days</a>',
+                           url, reverse("admin:evaluations_apikey_usage", args=[obj.pk]))
+
+    def get_urls(self) -> list[URLPattern]:
+        usage = self.admin_site.admin_view(partial(apikey_usage_view, site=self.admin_site))
+        return [path("<int:pk>/usage/", usage, name="evaluations_apikey_usage"), *super().get_urls()]
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if not change:

@@ -13,6 +13,7 @@ silently different question.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from evaluations.config import language_model_named
@@ -23,9 +24,11 @@ from evaluations.decisions.inputs import (
     unknown_keys_check,
 )
 from evaluations.images import ImageLimits, images_total_check
-from evaluations.json_body import Loc, document_problems, json_kind
+from evaluations.json_body import JsonKeyed, Loc, document_problems, json_cache_cost, json_cached, json_kind
+from evaluations.parsing import PARSED_CACHE_BYTES
 from evaluations.state_parsing import Checker
 from inference.errors import Problem, RequestInvalid
+from inference.lru import SizedLRU
 from inference.questions import Question, question_build
 from inference.requests import EvaluationRequest
 
@@ -151,17 +154,31 @@ def _questions_check(check: Checker, data: dict[str, Any], limits: Limits) -> tu
     found = []
     ids: set[str] = set()
     for i, question in enumerate(questions):
-        built = _question_check(check, question, ("questions", i), limits, position=i, taken=ids)
+        qid = _question_id(question, position=i, taken=ids)
+        built = json_cached(cache=_parsed, key=(qid, limits.max_choices, limits.max_levels), value=question,
+                            build=partial(_question_check, check, question, ("questions", i), limits, qid=qid))
         if built is not None:
             found.append(built)
-            ids.add(built[0].id)
+        ids.add(qid)
     return tuple(q for q, _ in found), tuple(a for _, a in found)
 
 
-def _question_check(check: Checker, question: Any, loc: Loc, limits: Limits, *, position: int,
-                    taken: set[str]) -> tuple[Question, Asked] | None:
-    """The core's question and what its answer needs. Its id (what storage and feedback know it by) is its
-    name, or its position when it has none or an earlier question has the same id."""
+_parsed: SizedLRU[JsonKeyed, tuple[Question, Asked]] = SizedLRU(max_bytes=PARSED_CACHE_BYTES, cost=json_cache_cost)
+"""Valid questions by id and JSON, as System One keeps them (`evaluations.parsing`), so a question sent again
+is the same object and the prompt compiler's caches find it."""
+
+
+def _question_id(question: Any, *, position: int, taken: set[str]) -> str:
+    """What storage and feedback know a question by: its name, or its position when it has none or an earlier
+    question has the same id (`#position` if a name took that)."""
+    name = question.get("name") if isinstance(question, dict) else None
+    qid = name if isinstance(name, str) and name not in taken else str(position)
+    return qid if qid not in taken else f"#{position}"
+
+
+def _question_check(check: Checker, question: Any, loc: Loc, limits: Limits, *,
+                    qid: str) -> tuple[Question, Asked] | None:
+    """The core's question under `qid`, and what its answer needs."""
     if not isinstance(question, dict):
         check.add(loc, f"Invalid type: expected a question object, got {json_kind(question)}", "invalid_type")
         return None
@@ -174,8 +191,6 @@ def _question_check(check: Checker, question: Any, loc: Loc, limits: Limits, *, 
     unknown_keys_check(check, question, _QUESTION_KEYS[kind], loc)
     name = string_check(check, question, "name", loc, required=False)
     instructions = _instructions_check(check, question.get("instructions"), (*loc, "instructions"))
-    qid = name if name is not None and name not in taken else str(position)
-    qid = qid if qid not in taken else f"#{position}"
     if kind == "predicate":
         built = question_build(id=qid, type="noul", instructions=instructions, criteria=None), Asked(name=name)
     elif kind == "choice":

@@ -16,6 +16,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from evaluations.storage.records import StoredEvaluation
 from evaluations.storage.rows import Row, evaluation_rows_build, row_scrub
 from evaluations.storage.sql import rows_insert
+from evaluations.storage.usage import usage_add, usage_totals
 from evaluations.storage.writer import schema_missing, writer, writes_retried
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ class EvaluationSink:
         self._last_schema_log = 0.0
 
     def write(self, jobs: list[StoredEvaluation]) -> int:
+        usage_sink.write(jobs)
         rows = []
         for record in jobs:
             try:
@@ -57,6 +59,24 @@ class EvaluationSink:
         return sum(_row_write(row) for row in rows)
 
 
+class UsageSink:
+    """The writer's sink for usage per key per day: the evaluation sink hands it every batch, and at level
+    `off` answered evaluations come here alone. Its own transaction: a batch retried row by row must not
+    count twice."""
+
+    name = "key-usage"
+
+    def write(self, jobs: list[StoredEvaluation]) -> int:
+        try:
+            totals = usage_totals(records=jobs)
+            writes_retried(lambda: usage_add(totals=totals), what="key usage")
+        except Exception:
+            log.warning("could not count the usage of %d evaluation(s)", len(jobs), exc_info=True)
+            connections.close_all()
+            return 0
+        return len(jobs)
+
+
 def _row_write(row: Row) -> bool:
     try:
         try:
@@ -72,13 +92,16 @@ def _row_write(row: Row) -> bool:
 
 
 sink = EvaluationSink()
+usage_sink = UsageSink()
 
 
 def evaluation_store(*, record: StoredEvaluation) -> None:
-    """Queue one evaluation for the writer (nothing at level `off`). Never raises."""
+    """Queue one evaluation for the writer (at level `off` only an answered one, for its usage). Never raises."""
     try:
         if record.level != "off":
             writer.submit(sink=sink, job=record)
+        elif record.outcome is not None:
+            writer.submit(sink=usage_sink, job=record)
     except Exception:
         log.exception("could not queue evaluation %s for storage", record.request_id)
         writer.stats.add(sink=sink.name, failed=1)
