@@ -30,7 +30,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 ARTIFACTS = BASE_DIR / "test-artifacts"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-OPERATIONS = ["Evaluate typed questions about a state", "Classify texts with a saved classifier",
+OPERATIONS = ["Evaluate typed questions about a state",
+              "Decisions: typed answers about an input (OpenAI's Decisions API)",
+              "Classify texts with a saved classifier",
               "List the accepted model names", "Readiness: is the backend answering?",
               "Liveness: is the process running?", "Admission limits of this deployment",
               "Label a stored answer with the truth"]
