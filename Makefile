@@ -1,5 +1,6 @@
-# The two commands of the README. Each one sets everything up first (scripts/bootstrap.sh).
-.PHONY: serve test lint bench
+# The two commands of the README, and the fast test tier for the edit-test loop. Each one sets everything up
+# first (scripts/bootstrap.sh).
+.PHONY: serve test test-fast lint bench
 
 HOST ?= 127.0.0.1
 PORT ?= 8000
@@ -11,6 +12,10 @@ serve:
 test:
 	scripts/bootstrap.sh
 	scripts/test.sh
+
+test-fast:
+	scripts/bootstrap.sh
+	scripts/test.sh --fast
 
 lint:
 	.venv/bin/ruff check .

@@ -1,39 +1,62 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it (after scripts/bootstrap.sh): lint, types, every test on
-# SQLite (the embedded-model and browser tests included), then the database tests on PostgreSQL.
+# The test suite, after scripts/bootstrap.sh. Two tiers:
+#   scripts/test.sh         everything, as CI runs it (make test): lint, types, every test on SQLite (the
+#                           embedded-model and browser tests included), then the database tests on PostgreSQL;
+#   scripts/test.sh --fast  the edit-test loop (make test-fast): lint and every test on SQLite but the
+#                           embedded-model and browser ones (markers `embedded`, `browser`); no Chromium or
+#                           PostgreSQL needed.
+# Any other argument goes to pytest, e.g. `scripts/test.sh --fast tests/ops -x`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONDONTWRITEBYTECODE=1
-export OPENJEV_REQUIRE_BROWSER=1  # a missing browser fails the browser tests instead of skipping them
+FAST=0
+if [ "${1:-}" = "--fast" ]; then FAST=1; shift; fi
 
-if ! command -v chromium >/dev/null 2>&1; then
-  echo "== installing Debian's chromium for the browser tests"
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-    || { echo "chromium could not be installed (run as root, or install Debian's chromium package)" >&2; exit 1; }
-fi
+browser_ensure() {
+  if ! command -v chromium >/dev/null 2>&1; then
+    echo "== installing Debian's chromium for the browser tests"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || { echo "chromium could not be installed (run as root, or install Debian's chromium package)" >&2; exit 1; }
+  fi
+}
 
-PG_URL=${OPENJEV_TEST_POSTGRES_URL:-postgresql://postgres@127.0.0.1:5432/test}
-if ! .venv/bin/python -c "import psycopg, sys; psycopg.connect(sys.argv[1], connect_timeout=3).close()" "$PG_URL" 2>/dev/null; then
-  echo "== starting PostgreSQL"
-  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n 1)" main start || true
-fi
+postgres_ensure() {
+  if ! .venv/bin/python -c "import psycopg, sys; psycopg.connect(sys.argv[1], connect_timeout=3).close()" "$PG_URL" \
+      2>/dev/null; then
+    echo "== starting PostgreSQL"
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n 1)" main start || true
+  fi
+}
 
 # Redis: the live dashboard's channel layer is tested through a real server (tests/storage/test_dashboard_live.py).
-if ! .venv/bin/python -c "import redis; redis.Redis(host='127.0.0.1', port=6379, socket_connect_timeout=2).ping()" \
-    2>/dev/null; then
-  if ! command -v redis-server >/dev/null 2>&1; then
-    echo "== installing Debian's redis-server for the channel layer tests"
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null) \
-      || { echo "redis-server could not be installed (run as root, or install Debian's redis-server)" >&2; exit 1; }
+redis_ensure() {
+  if ! .venv/bin/python -c "import redis; redis.Redis(host='127.0.0.1', port=6379, socket_connect_timeout=2).ping()" \
+      2>/dev/null; then
+    if ! command -v redis-server >/dev/null 2>&1; then
+      echo "== installing Debian's redis-server for the channel layer tests"
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null) \
+        || { echo "redis-server could not be installed (run as root, or install Debian's redis-server)" >&2; exit 1; }
+    fi
+    echo "== starting Redis"
+    mkdir -p /var/lib/redis /var/log/redis
+    redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis \
+      --logfile /var/log/redis/ci.log
   fi
-  echo "== starting Redis"
-  mkdir -p /var/lib/redis /var/log/redis
-  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis \
-    --logfile /var/log/redis/ci.log
-fi
+}
 
+redis_ensure
 echo "== ruff"
 .venv/bin/ruff check .
+if [ "$FAST" = 1 ]; then
+  echo "== pytest (SQLite; no embedded-model or browser tests)"
+  # tests.tiers fails a test that loads the model or a browser without its marker.
+  exec .venv/bin/python -m pytest -p no:cacheprovider -p tests.tiers -m "not embedded and not browser" "$@"
+fi
+
+export OPENJEV_REQUIRE_BROWSER=1  # a missing browser fails the browser tests instead of skipping them
+PG_URL=${OPENJEV_TEST_POSTGRES_URL:-postgresql://postgres@127.0.0.1:5432/test}
+browser_ensure
+postgres_ensure
 echo "== mypy"
 .venv/bin/mypy inference evaluations openjev_site serving fake_sglang testbed tests bench
 echo "== pytest (SQLite)"
