@@ -151,10 +151,17 @@ def cue_use(name: str) -> None:
         evaluator_module.labels_build = _legacy_labels  # type: ignore[assignment]
 
 
-def evaluator_for(*, model: str, permutations: int) -> Evaluator:
+def evaluator_for(*, model: str, permutations: int, threads: int | None) -> Evaluator:
+    """The service's evaluator on the embedded model; `threads` other than the served default (every
+    core) is for a machine shared with other work, where one thread at the lowest priority is not held
+    up waiting at each step for a second one that another process has the core of."""
+    from inference.backends.llamacpp import llamacpp_backend_create  # --load and the tests need no llama.cpp
+
     config = config_from_env({**os.environ, "OPENJEV_BACKEND": "local", "OPENJEV_LOCAL_MODEL": model,
                               "OPENJEV_DEBIAS": "on", "OPENJEV_PERMUTATIONS": str(permutations)})
-    evaluator = evaluator_build(config=config)
+    backend = llamacpp_backend_create(source=config.local_model, cache_dir=config.model_cache,
+                                      n_ctx=config.local_context, threads=threads)
+    evaluator = evaluator_build(config=config, backend=backend)
     # One evaluation at a time, however long the slowest one takes on a busy machine.
     return replace(evaluator, timeout=3600.0, scoring=replace(evaluator.scoring, temperature=1.0))
 
@@ -494,7 +501,7 @@ def run_resumed(*, args: argparse.Namespace) -> tuple[dict[str, Any], list[Recor
              if (q[0], q[1]) not in done]
     print(f"{len(done)} items saved, {len(queue)} to run", file=sys.stderr)
     cue_use(args.cue)
-    evaluator = evaluator_for(model=args.model, permutations=args.permutations)
+    evaluator = evaluator_for(model=args.model, permutations=args.permutations, threads=args.threads)
     print(f"README example ({args.model}, debiased, temperature 1): "
           f"{asyncio.run(readme_answers(evaluator=evaluator))}", flush=True)
     save = args.save.open("a", encoding="utf-8") if args.save else None
@@ -515,6 +522,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cue", choices=sorted(CUES), default="shipped")
     parser.add_argument("--permutations", type=int, default=1, help="option orders asked per question")
+    parser.add_argument("--threads", type=int, help="llama.cpp threads (default: every core, as served)")
     parser.add_argument("--save", type=Path, help="append every item's branch log-probs here (JSON lines); resumes")
     parser.add_argument("--load", type=Path, help="recompute the tables from a --save file instead of running")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of tables")
