@@ -56,15 +56,28 @@ _loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Counters] = weakre
 _outage: dict[str, bool] = {"logged": False}
 
 
+def _storage_new() -> Storage:
+    url = settings.OPENJEV.redis_url
+    if url is None:
+        return MemoryStorage()
+    return RedisStorage(f"async+{url}", implementation="redispy", wrap_exceptions=True, key_prefix=KEY_PREFIX)
+
+
 def _counters() -> _Counters:
     loop = asyncio.get_running_loop()
     found = _loops.get(loop)
     if found is None:
-        url = settings.OPENJEV.redis_url
-        storage: Storage = (RedisStorage(f"async+{url}", implementation="redispy", wrap_exceptions=True,
-                                         key_prefix=KEY_PREFIX) if url else MemoryStorage())
+        storage = _storage_new()
         found = _loops[loop] = _Counters(storage=storage, limiter=SlidingWindowCounterRateLimiter(storage))
     return found
+
+
+def ratelimits_prepare() -> None:
+    """Build a Redis storage once at startup, before the server takes requests: the first one imports the Redis
+    client and compiles the scripts (about a second), which on the event loop stalls every request in flight.
+    It opens no connection (each event loop opens its own)."""
+    if settings.OPENJEV.redis_url is not None:
+        _storage_new()
 
 
 def subject_of(*, caller: Caller | None, address: str | None) -> str:

@@ -7,16 +7,17 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 from adrf.views import APIView
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
-from rest_framework.exceptions import MethodNotAllowed
+from rest_framework.exceptions import AuthenticationFailed, MethodNotAllowed
 from rest_framework.request import Request
 
-from evaluations.authentication import BearerKeyAuthentication
+from evaluations.authentication import BearerKeyAuthentication, caller_authenticate
 from evaluations.calibrations import calibrated_header
 from evaluations.callers import Caller
 from evaluations.classify.registry import classifier_names_list
@@ -52,8 +53,9 @@ def _body_read(request: Request, *, multipart: bool, shape: Shape) -> Body:
     """The body as JSON (and parts). A JSON error is System One's 422 `json_invalid` (a multipart one
     `multipart_invalid`); `POST /v1/classify` answers 400, as SGLang and vLLM do, and `POST /v1/decisions`
     as OpenAI does."""
-    raw = request._request.body
     content_type = request._request.META.get("CONTENT_TYPE", "")
+    _cross_site_refused(request, content_type=content_type, multipart=multipart)
+    raw = request._request.body
     parts: dict[str, bytes] = {}
     if is_multipart(content_type):
         if not multipart:
@@ -72,6 +74,21 @@ def _body_read(request: Request, *, multipart: bool, shape: Shape) -> Body:
         if shape == "openai":
             raise ApiError(400, "invalid_json", f"We could not parse the JSON body of your request: {exc}") from None
         raise body_invalid(message=str(exc), error_type="json_invalid", position=exc.position) from None
+
+
+def _cross_site_refused(request: Request, *, content_type: str, multipart: bool) -> None:
+    """No page on another website may make this service evaluate, label or store: a browser sends a form or
+    `text/plain` body cross-site without asking first, so a body must say it is JSON (which a browser sends
+    cross-site only after a preflight this server never grants), and a request a browser marks as coming from
+    another origin is refused whatever its type. Clients that are not browsers send no `Origin`."""
+    origin = request.headers.get("Origin")
+    if origin is not None and urlsplit(origin).netloc.lower() != request._request.get_host().lower():
+        raise ApiError(403, "permission_denied", "requests from a web page of another origin are refused")
+    media = content_type.partition(";")[0].strip().lower()
+    if media == "application/json" or media.endswith("+json") or (multipart and is_multipart(content_type)):
+        return
+    raise ApiError(415, "unsupported_media_type", f"send the body as JSON with Content-Type: application/json "
+                                                  f"(got {media or 'no Content-Type'})")
 
 
 class ApiView(APIView):
@@ -250,13 +267,26 @@ class HealthView(ApiView):
         evaluator, startup_seconds, error = evaluator_status()
         backend = settings.OPENJEV.backend
         if evaluator is not None and await evaluator.backend.health():
-            return json_response({"status": "ok", "backend": evaluator.backend.kind,
-                                  "model": evaluator.backend.model, "startup_seconds": startup_seconds,
-                                  "worker_pid": os.getpid()})
+            body: dict[str, Any] = {"status": "ok", "backend": evaluator.backend.kind,
+                                    "startup_seconds": startup_seconds}
+            if await _key_shown(request):
+                body |= {"model": evaluator.backend.model, "worker_pid": os.getpid()}
+            return json_response(body)
         body = {"status": "unavailable", "backend": backend, "startup_seconds": startup_seconds,
                 "message": STARTUP_FAILED if error else
                 ("the backend does not answer its health check" if evaluator else "starting")}
         return json_response(body, status=503, headers={"Retry-After": "5"})
+
+
+async def _key_shown(request: Request) -> bool:
+    """Whether `/health` may name the model and the worker: always with auth off, else to a valid key only
+    (load balancers probe without one, and learn only ready or not)."""
+    if not settings.OPENJEV.auth_required:
+        return True
+    try:
+        return await caller_authenticate(authorization=request.headers.get("Authorization")) is not None
+    except (AuthenticationFailed, ApiError):
+        return False
 
 
 class LiveView(ApiView):

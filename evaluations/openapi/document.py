@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from drf_spectacular.generators import SchemaGenerator
 
+from evaluations.config import config_from_env
 from evaluations.openapi.operations import SECURITY_SCHEME
 
 API_DESCRIPTION = """\
@@ -83,7 +84,9 @@ def schema_postprocess(result: dict[str, Any], generator: Any, request: Any, pub
 
     Runs once per generated document (the served one is generated once per process).
     """
-    config = settings.OPENJEV
+    # With auth on, an anonymous caller (the document is open to the docs pages) learns the defaults, not this
+    # deployment's limits; `GET /v1/limits` gives those to a key.
+    config = config_from_env({}) if settings.OPENJEV.auth_required else settings.OPENJEV
     result = copy.deepcopy(result)
     result["info"]["description"] = API_DESCRIPTION
     result["info"]["license"] = {"name": "Apache-2.0", "identifier": "Apache-2.0"}

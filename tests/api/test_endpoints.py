@@ -39,12 +39,38 @@ async def test_health_is_503_when_the_backend_is_down_and_live_stays_200(api, fa
     assert (await api.get("/health/live")).status_code == 200
 
 
-async def test_health_needs_no_key_when_auth_is_on(api, fake, settings):
+async def test_health_needs_no_key_when_auth_is_on_and_names_model_and_worker_only_to_a_key(api, fake, settings):
     from dataclasses import replace
 
     settings.OPENJEV = replace(settings.OPENJEV, api_key="k")
-    assert (await api.get("/health")).status_code == 200
+    anonymous = await api.get("/health")
+    assert anonymous.status_code == 200 and set(anonymous.json()) == {"status", "backend", "startup_seconds"}
+    wrong = await api.get("/health", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 200 and "model" not in wrong.json()
+    keyed = (await api.get("/health", headers={"Authorization": "Bearer k"})).json()
+    assert keyed["model"] == "Qwen/Qwen3.6-35B-A3B" and isinstance(keyed["worker_pid"], int)
     assert (await api.get("/health/live")).status_code == 200
+
+
+async def test_the_openapi_document_shows_the_default_limits_not_this_deployments_when_auth_is_on(api, settings):
+    from dataclasses import replace
+
+    from evaluations.openapi.document import schema_document, schema_render
+
+    def max_questions() -> int:
+        schema_document.cache_clear()
+        schema_render.cache_clear()
+        document = schema_document()
+        return int(document["components"]["schemas"]["SystemOneRequest"]["properties"]["questions"]["maxProperties"])
+
+    try:
+        settings.OPENJEV = replace(settings.OPENJEV, max_questions=7)
+        assert max_questions() == 7
+        settings.OPENJEV = replace(settings.OPENJEV, max_questions=7, api_key="k")
+        assert max_questions() == 64
+    finally:
+        schema_document.cache_clear()
+        schema_render.cache_clear()
 
 
 async def test_a_failed_engine_startup_is_reported_by_health_and_requests_and_logged_with_its_reason(

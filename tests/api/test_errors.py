@@ -179,7 +179,8 @@ BIG = str(2 * 1024 * 1024 + 1)
 EVERY_API_RESPONSE: dict[str, tuple[str, str, dict[str, Any], int]] = {
     "200": ("POST", "/v1/systemone", {"json": README_REQUEST}, 200),
     "422": ("POST", "/v1/systemone", {"json": body_with(model="gpt-4")}, 422),
-    "422 not JSON": ("POST", "/v1/systemone", {"content": b"{"}, 422),
+    "422 not JSON": ("POST", "/v1/systemone", {"content": b"{", "headers": {"Content-Type": "application/json"}}, 422),
+    "415 not declared JSON": ("POST", "/v1/systemone", {"content": b"{}"}, 415),
     "400 corrupt gzip (guard)": ("POST", "/v1/systemone", {"content": b"x", "headers": {"Content-Encoding": "gzip"}},
                                  400),
     "413 (guard)": ("POST", "/v1/systemone", {"content": b"{}", "headers": {"Content-Length": BIG}}, 413),

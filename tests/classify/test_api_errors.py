@@ -115,7 +115,8 @@ async def test_body_guard_errors_use_the_classify_shape_on_this_route(api, fake,
     assert_classify_error(await api.post("/v1/classify", content=corrupt, headers={"Content-Encoding": "gzip"}),
                           400, "invalid_request")
     ok = gzip.compress(json.dumps({"model": "sentiment", "input": REVIEW}).encode())
-    assert (await api.post("/v1/classify", content=ok, headers={"Content-Encoding": "gzip"})).status_code == 200
+    headers = {"Content-Encoding": "gzip", "Content-Type": "application/json"}
+    assert (await api.post("/v1/classify", content=ok, headers=headers)).status_code == 200
     # Other routes keep the Jev shape.
     jev = await api.post("/v1/systemone", content=b"{}", headers={"Content-Encoding": "br"})
     assert jev.json()["detail"]["error_type"] == "unsupported_media_type"
