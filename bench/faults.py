@@ -50,8 +50,6 @@ MODEL = "Qwen/Qwen3.6-35B-A3B"
 POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 NOISY = "noisy"
 """The key that sends over its own requests-per-minute limit."""
-WARM = "warm-up"
-"""A key with a limit it never reaches, for `Plan.warm_limits`."""
 KILL_MARGIN_SECONDS = 2.0
 """Answers received this long before the SIGKILL count as the killed worker's possibly unwritten batch."""
 KEYS_SCRIPT = """
@@ -87,8 +85,6 @@ class Plan:
     down_seconds: float = 2.0
     """How long the stand-in and Redis stay down."""
     drain_seconds: float = 5.0
-    warm_limits: bool = False
-    """Send each API worker one evaluation under a limit before the load (see `ApiUnit.start`)."""
 
 
 @dataclass(frozen=True)
@@ -150,8 +146,7 @@ def keys_read(process: subprocess.Popen[str]) -> dict[str, str]:
 class ApiUnit:
     """`manage.py serve --connect GATEWAY --workers 2` on one port: started, SIGKILLed in part, restarted, stopped."""
 
-    def __init__(self, *, env: dict[str, str], drain: float, log_path: Path, probe_key: str,
-                 warm_key: str | None) -> None:
+    def __init__(self, *, env: dict[str, str], drain: float, log_path: Path, probe_key: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._argv = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(self.port),
@@ -160,14 +155,10 @@ class ApiUnit:
         self._drain = drain
         self._log_path = log_path
         self._probe_key = probe_key
-        self._warm_key = warm_key
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        """Start serve and return once both of its workers answer `/health` (each names its pid to a key) and,
-        with a `warm_key`, each has answered one evaluation under a limit: a process's first one builds its
-        Redis client, whose import holds that worker's event loop for seconds (measured: 2.8 s, 3.5 s under
-        load), a cold-start stall the fault figures would otherwise carry."""
+        """Start serve and return once both of its workers answer `/health` (each names its pid to a key)."""
         with self._log_path.open("ab") as log:
             self._process = subprocess.Popen(self._argv, cwd=ROOT, env=self._env, stdout=log, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL)
@@ -178,9 +169,6 @@ class ApiUnit:
             with httpx.Client(base_url=self.url, timeout=30) as client:  # one connection: one worker
                 answer = client.get("/health", headers={"Authorization": f"Bearer {self._probe_key}"})
                 pid = int(answer.json().get("worker_pid", 0))
-                if pid and pid not in seen and self._warm_key is not None:
-                    client.post("/v1/systemone", json=README_REQUEST,
-                                headers={"Authorization": f"Bearer {self._warm_key}"}).raise_for_status()
             seen.add(pid)
             return len(seen - {0}) >= 2
 
@@ -397,7 +385,7 @@ def faults_run(*, plan: Plan, workdir: Path, progress: Callable[[str], None] = l
     steady: dict[str, int | None] = {f"steady-{i + 1}": None for i in range(plan.steady_keys)}
     with database_for_run(POSTGRES_URL) as database_url:
         api: ApiUnit | None = None
-        keys = keys_launch(database_url=database_url, limits={**steady, NOISY: plan.noisy_limit, WARM: 1000})
+        keys = keys_launch(database_url=database_url, limits={**steady, NOISY: plan.noisy_limit})
         try:
             for stand_in in stand_ins:
                 stand_in.launch()
@@ -411,7 +399,7 @@ def faults_run(*, plan: Plan, workdir: Path, progress: Callable[[str], None] = l
                 callers = [Caller(name, secrets[name], plan.rate) for name in steady]
                 callers.append(Caller(NOISY, secrets[NOISY], plan.noisy_rate, plan.noisy_limit, plan.quiet_seconds))
                 api = ApiUnit(env=env, drain=plan.drain_seconds, log_path=workdir / "serve.log",
-                              probe_key=secrets[callers[0].name], warm_key=secrets[WARM] if plan.warm_limits else None)
+                              probe_key=secrets[callers[0].name])
                 api.start()
                 progress(f"serving on {api.url} (workers {api.workers()}), gateway {gateway.url}, logs in {workdir}")
                 run = _faults_make(plan=plan, api=api, gateway=gateway, stand_ins=stand_ins, callers=callers,
@@ -478,11 +466,8 @@ def main(argv: Iterable[str] | None = None) -> None:
     parser.add_argument("--rate", type=float, default=6.0, help="requests/s of each steady key")
     parser.add_argument("--noisy-rate", type=float, default=5.0, help="requests/s of the noisy key")
     parser.add_argument("--noisy-limit", type=int, default=60, help="the noisy key's requests per minute")
-    parser.add_argument("--warm-limits", action="store_true",
-                        help="one limited evaluation per API worker before the load (hides the cold-start stall)")
     args = parser.parse_args(None if argv is None else list(argv))
-    plan = Plan(phase_seconds=args.phase, rate=args.rate, noisy_rate=args.noisy_rate, noisy_limit=args.noisy_limit,
-                warm_limits=args.warm_limits)
+    plan = Plan(phase_seconds=args.phase, rate=args.rate, noisy_rate=args.noisy_rate, noisy_limit=args.noisy_limit)
     workdir = Path(tempfile.mkdtemp(prefix="openjev-faults-"))
     run = faults_run(plan=plan, workdir=workdir, progress=lambda line: print(line, flush=True))
     print("\n".join(run.lines()))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from django.conf import settings
 from django.db import connections
 
+from evaluations.callers import Caller
 from evaluations.models import Calibration
 from evaluations.ttlcache import TtlCache
 from inference.runner import Outcome
@@ -31,7 +32,24 @@ CLASSIFIER_KEY_PREFIX = "classifier:"
 CALIBRATED_HEADER = "x-openjev-calibrated"
 
 _ALL = "all"
-_cache: TtlCache[str, dict[str, Calibrator]] = TtlCache(seconds=CALIBRATION_CACHE_SECONDS, max_entries=1)
+
+
+@dataclass(frozen=True)
+class _Active:
+    """The active calibrations: by question (or classifier) key, each with the callers it applies to."""
+
+    calibrators: dict[str, Calibrator]
+    scopes: dict[str, frozenset[str]]
+    """Keys of the calibrations limited to some callers (their API key labels); the others apply to everyone."""
+
+    def for_caller(self, *, label: str) -> dict[str, Calibrator]:
+        if not self.scopes:
+            return self.calibrators
+        return {key: found for key, found in self.calibrators.items()
+                if key not in self.scopes or label in self.scopes[key]}
+
+
+_cache: TtlCache[str, _Active] = TtlCache(seconds=CALIBRATION_CACHE_SECONDS, max_entries=1)
 
 
 @dataclass(frozen=True)
@@ -57,30 +75,35 @@ def calibrator_of(*, row: Calibration) -> Calibrator:
                       ref=row.pk)
 
 
-def _active_fetch() -> dict[str, Calibrator]:
-    """Key → calibrator of every active calibration (in a worker thread that closes its connection)."""
+def _active_fetch() -> _Active:
+    """Every active calibration (in a worker thread that closes its connection)."""
     try:
-        return {row.key: calibrator_of(row=row) for row in Calibration.objects.filter(active=True)}
+        rows = list(Calibration.objects.filter(active=True))
     finally:
         connections.close_all()
+    return _Active(calibrators={row.key: calibrator_of(row=row) for row in rows},
+                   scopes={row.key: frozenset(row.applies_to) for row in rows if row.applies_to})
 
 
-def _active_load() -> dict[str, Calibrator]:
+def _active_load() -> _Active:
     return _cache.load(_ALL, _active_fetch)
 
 
-async def calibrating_get(*, classifier: str | None = None) -> Calibrating:
-    """What this request applies: nothing when calibration is off or the database cannot be read."""
+async def calibrating_get(*, caller: Caller | None, classifier: str | None = None) -> Calibrating:
+    """What this request applies: the active calibrations that apply to its caller (a calibration limited to
+    some API keys changes only their answers), nothing when calibration is off or the database cannot be read."""
     if not settings.OPENJEV.calibration:
         return Calibrating(calibrators={})
+    label = caller.label if caller is not None else ""
     cached = _cache.get(_ALL)
     if cached is not None:
-        return Calibrating(calibrators=cached.value, classifier=classifier)
+        return Calibrating(calibrators=cached.value.for_caller(label=label), classifier=classifier)
     try:
-        return Calibrating(calibrators=await asyncio.to_thread(_active_load), classifier=classifier)
+        active = await asyncio.to_thread(_active_load)
     except Exception:
         log.warning("could not read calibrations; serving uncalibrated answers", exc_info=True)
         return Calibrating(calibrators={})
+    return Calibrating(calibrators=active.for_caller(label=label), classifier=classifier)
 
 
 def answer_calibrated(*, answer: Answer, calibrating: Calibrating) -> Answer:

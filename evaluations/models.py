@@ -195,6 +195,13 @@ class Calibration(models.Model):
     report = models.JSONField(help_text="n, split sizes, held-out metrics and reliability bins before and after.")
     active = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
+    label_keys = models.JSONField(
+        "labels by API key", default=dict, blank=True,
+        help_text="Which API keys' labels it was fitted on, and how many each ('' : no key).")
+    applies_to = models.JSONField(
+        null=True, blank=True,
+        help_text='The API keys whose answers it changes, e.g. ["oj_ab12cd34"] ("" for calls without a key); '
+                  "empty: every caller's. Labels from one tenant should calibrate that tenant alone.")
 
     class Meta:
         ordering = ("-created_at",)
@@ -322,6 +329,17 @@ class EvaluationAnswer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.question_id} ({self.type})"
+
+    @property
+    def question_sent(self) -> dict[str, Any]:
+        """The answer's question as the request sent it, {} when it was not stored (level `full` keeps it):
+        System One's questions by id, a Decisions request's (a list) by position."""
+        questions = self.evaluation.questions
+        if isinstance(questions, list):
+            found = questions[self.position] if self.position < len(questions) else None
+        else:
+            found = questions.get(self.question_id) if isinstance(questions, dict) else None
+        return found if isinstance(found, dict) else {}
 
 
 class KeyUsage(models.Model):

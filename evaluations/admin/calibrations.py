@@ -67,8 +67,9 @@ class CalibrationAdmin(admin.ModelAdmin):
     search_fields = ("=key", "subject")
     actions = ("activate", "deactivate")
     readonly_fields = ("key", "subject", "question_type", "option_keys", "method", "temperature", "biases",
-                       "active", "created_at", "report_table", "reliability")
+                       "active", "created_at", "report_table", "reliability", "label_keys")
     fieldsets = ((None, {"fields": ("subject", "key", "question_type", "option_keys", "active", "created_at")}),
+                 ("Tenants", {"fields": ("label_keys", "applies_to")}),
                  ("Fit", {"fields": ("method", "temperature", "biases", "report_table", "reliability")}))
 
     def has_add_permission(self, request: HttpRequest) -> bool:

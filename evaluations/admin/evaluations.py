@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from evaluations.admin.dashboard import dashboard_view
 from evaluations.admin.display import json_pretty, ms_text, probability_bars, status_badge_html, text_shown
-from evaluations.models import QUESTION_TYPE_CHOICES, Evaluation, EvaluationAnswer
+from evaluations.models import QUESTION_TYPE_CHOICES, Evaluation
 
 
 class QuestionTypeFilter(admin.SimpleListFilter):
@@ -194,7 +194,7 @@ class EvaluationAdmin(admin.ModelAdmin):
         inputs = (obj.state if isinstance(obj.state, list) else [obj.state]) if obj.classifier_name else []
         rows = []
         for answer in obj.answers.all():
-            question = _question_stored(questions=obj.questions, answer=answer)
+            question = answer.question_sent
             keys = answer.option_keys
             options = probability_bars(keys=keys, texts=[_option_text(question, answer.type, key) for key in keys],
                                        probabilities=[float(answer.probabilities.get(k, 0.0)) for k in keys],
@@ -206,16 +206,6 @@ class EvaluationAdmin(admin.ModelAdmin):
             return mark_safe('<span class="oj-muted">no answers (the evaluation failed)</span>')
         return mark_safe(render_to_string("admin/evaluations/evaluation/answers.html",
                                           {"rows": rows, "label_mass_warn": settings.OPENJEV.label_mass_warn}))
-
-
-def _question_stored(*, questions: Any, answer: EvaluationAnswer) -> dict[str, Any]:
-    """The answer's question as sent, when it was stored (level `full`): System One's by id, a Decisions
-    request's (a list) by position."""
-    if isinstance(questions, list):
-        found = questions[answer.position] if answer.position < len(questions) else None
-    else:
-        found = questions.get(answer.question_id) if isinstance(questions, dict) else None
-    return found if isinstance(found, dict) else {}
 
 
 def _option_text(question: dict[str, Any], kind: str, key: str) -> str:

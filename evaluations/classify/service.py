@@ -170,7 +170,7 @@ async def classify_run(*, data: Any, request_id: str, caller: Caller | None,
         async with rate_limited(call=call):
             call.evaluator = evaluator = await evaluator_get()
             outcome = await classifier_evaluate(evaluator=evaluator, classifier=found, inputs=request.inputs)
-            calibrating = await calibrating_get(classifier=found.name)
+            calibrating = await calibrating_get(caller=caller, classifier=found.name)
             call.outcome = outcome = outcome_calibrated(outcome=outcome, calibrating=calibrating)
     items = tuple(ClassifyItem(index=i, label=found.labels[answer.choice_index], probs=answer.probabilities)
                   for i, answer in enumerate(outcome.answers))
