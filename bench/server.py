@@ -12,6 +12,7 @@ processes from /proc: the steadiest figure on a shared machine.
     .venv/bin/python bench/server.py --server daphne --mode parallel
     .venv/bin/python bench/server.py --store full --database postgresql://postgres@127.0.0.1:5432/postgres
     .venv/bin/python bench/server.py --api systemone decisions --store full   # both wire formats, same questions
+    .venv/bin/python bench/server.py --limits off redis --workloads R3          # what counting per-key limits costs
 
 Storage goes to a fresh SQLite file per run, or with `--database` to a throwaway PostgreSQL database
 created beside the one named (and dropped afterwards): there the database server, not the API
@@ -144,20 +145,30 @@ def database_for_run(server_url: str | None) -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def measure(args: argparse.Namespace, *, mode: str, store: str, workers: int, fake_port: int,
+LIMITS: dict[str, dict[str, str]] = {
+    "off": {},
+    "memory": {"OPENJEV_KEY_REQUESTS_PER_MINUTE": str(10**9), "OPENJEV_KEY_TOKENS_PER_MINUTE": str(10**12),
+               "OPENJEV_KEY_CONCURRENCY": str(10**6)},
+}
+LIMITS["redis"] = {**LIMITS["memory"], "OPENJEV_REDIS_URL": "redis://127.0.0.1:6379/2"}
+"""Per-key limits for `--limits`: none, all three counted in-process, or all three in a Redis on this machine
+(limits no request reaches: what is measured is the counting)."""
+
+
+def measure(args: argparse.Namespace, *, mode: str, store: str, workers: int, limits: str, fake_port: int,
             fake: subprocess.Popen[str]) -> None:
     with database_for_run(args.database) as database_url:
-        measure_on(args, mode=mode, store=store, workers=workers, fake_port=fake_port, fake=fake,
+        measure_on(args, mode=mode, store=store, workers=workers, limits=limits, fake_port=fake_port, fake=fake,
                    database_url=database_url)
 
 
-def measure_on(args: argparse.Namespace, *, mode: str, store: str, workers: int, fake_port: int,
+def measure_on(args: argparse.Namespace, *, mode: str, store: str, workers: int, limits: str, fake_port: int,
                fake: subprocess.Popen[str], database_url: str) -> None:
     port = free_port()
     env = {**os.environ, "OPENJEV_TOKENIZER": str(qwen3_dir()), "OPENJEV_MODEL": "Qwen/Qwen3.6-35B-A3B",
            "OPENJEV_BRANCH_MODE": mode, "OPENJEV_STORE_EVALUATIONS": store,
            "OPENJEV_DATABASE_URL": database_url, "OPENJEV_SECRET_KEY": "bench-" + "x" * 50,
-           "DJANGO_SETTINGS_MODULE": "openjev_site.settings", "PYTHONPATH": str(ROOT)}
+           "DJANGO_SETTINGS_MODULE": "openjev_site.settings", "PYTHONPATH": str(ROOT), **LIMITS[limits]}
     log = (Path(tempfile.mkdtemp(prefix="openjev-bench-")) / "serve.log").open("w")  # per-request warnings
     server = subprocess.Popen(server_command(server=args.server, port=port, fake_port=fake_port, workers=workers),
                               cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -179,7 +190,8 @@ def measure_on(args: argparse.Namespace, *, mode: str, store: str, workers: int,
             burst = burst_cpu_ms(url=url, body=body, pids=pids, size=args.concurrency,
                                  bursts=max(4, requests // args.concurrency // 2), path=path)
             database = "" if args.database is None else " postgresql"
-            print(f"{args.server} {mode} store={store:4s}{database} workers={workers} {api:9s} {name:4s} "
+            print(f"{args.server} {mode} store={store:4s}{database} workers={workers} limits={limits:6s} {api:9s} "
+                  f"{name:4s} "
                   f"{statuses.get(200, 0) / elapsed:6.1f} eval/s  p50 {q[49]:6.1f} ms  p99 {q[98]:6.1f} ms  "
                   f"CPU steady {cpu / requests * 1000:5.2f} burst {burst:5.2f} ms/eval  "
                   f"backend calls/eval {calls / requests:4.2f}  statuses {statuses}", flush=True)
@@ -196,6 +208,8 @@ def main() -> None:
     parser.add_argument("--store", choices=["off", "metadata", "full"], nargs="+", default=["off", "full"])
     parser.add_argument("--workers", type=int, nargs="+", default=[1], help="API processes (0 = one per core)")
     parser.add_argument("--workloads", choices=list(WORKLOADS), nargs="+", default=list(WORKLOADS))
+    parser.add_argument("--limits", choices=list(LIMITS), nargs="+", default=["off"],
+                        help="per-key limits counted: off, in-process, or in Redis on 127.0.0.1:6379")
     parser.add_argument("--api", choices=list(API_PATHS), nargs="+", default=["systemone"],
                         help="the routes to send each workload to (the same questions on each)")
     parser.add_argument("--requests", type=int, default=600, help="steady-load requests of R3 (R64: a quarter)")
@@ -213,8 +227,9 @@ def main() -> None:
         assert fake.stdout is not None and fake.stdout.readline().strip() == "ready"
         for mode in args.mode:
             for workers in args.workers:
-                for store in args.store:
-                    measure(args, mode=mode, store=store, workers=workers, fake_port=fake_port, fake=fake)
+                for store, limits in itertools.product(args.store, args.limits):
+                    measure(args, mode=mode, store=store, workers=workers, limits=limits, fake_port=fake_port,
+                            fake=fake)
     finally:
         fake.terminate()
         fake.wait(10)

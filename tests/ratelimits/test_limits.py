@@ -162,3 +162,19 @@ async def test_an_address_sending_wrong_keys_gets_429_before_any_key_lookup(api,
     monkeypatch.setattr("evaluations.authentication.apikey_verify", looked_up)
     refused = await api.post("/v1/systemone", json=README_REQUEST, headers={"Authorization": f"Bearer {good.secret}"})
     assert_limited(refused, counted=None)
+
+
+async def test_each_message_of_the_stream_counts_against_the_callers_limit(asgi_server, fake, limit):
+    from websockets.asyncio.client import connect
+
+    from tests.stream.conftest import of, send, until_ended, ws_url
+
+    limit(key_requests_per_minute=2)
+    async with connect(ws_url(asgi_server)) as ws:
+        for eid in ("a", "b", "c"):
+            await send(ws, {"id": eid, **README_REQUEST})
+        messages = await until_ended(ws, ["a", "b", "c"])
+    errors = [m for m in messages if m["type"] == "error"]
+    assert len(of(messages, "a", "done")) + len(of(messages, "b", "done")) + len(of(messages, "c", "done")) == 2
+    (error,) = errors
+    assert error["status"] == 429 and error["detail"]["error_type"] == "rate_limited"
