@@ -217,6 +217,14 @@ class OpenJevConfig:
     """Evaluations in flight on one `/v1/systemone/stream` socket."""
     stream_idle_timeout: float = setting_seconds(default=300.0)
     """Seconds a stream socket may stay silent, with nothing in flight, before it is closed."""
+    stream_auth_timeout: float = setting_seconds(default=5.0)
+    """Seconds a `/v1/systemone/stream` socket has to authenticate once open (auth on) before it is closed (4401)."""
+    max_websockets: int = setting_count(default=1000)
+    """WebSockets open at once in one process, every route together; one more is closed at once (4529)."""
+    admin_login_failures: int = setting_count(default=5)
+    """Failed admin sign-ins of one username from one address before that pair is locked out (django-axes)."""
+    admin_lockout_seconds: float = setting_seconds(default=900.0)
+    """How long a lockout lasts unless an administrator clears it (Axes > Access attempts)."""
     calibration: bool = setting(default=True, parse=lambda raw: _choice("on", "off")(raw) == "on", rule="on or off")
     """Apply the active per-question calibrations (`OPENJEV_CALIBRATION=on|off`)."""
     calibration_min_labels: int = setting(default=50, parse=int, check=lambda v: v >= 10,

@@ -118,7 +118,7 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
         if header is not None or not settings.OPENJEV.auth_required:
             await self._authenticate(authorization=header.decode("latin-1") if header is not None else None)
         else:
-            self.deadline = asyncio.create_task(self._auth_deadline(seconds=settings.OPENJEV_STREAM_AUTH_TIMEOUT),
+            self.deadline = asyncio.create_task(self._auth_deadline(seconds=settings.OPENJEV.stream_auth_timeout),
                                                 name="openjev-stream-auth-deadline")
 
     async def dispatch(self, message: dict[str, Any]) -> None:

@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 import dj_database_url
 
-from evaluations.config import BASE_DIR, _get, _positive, config_from_env
+from evaluations.config import BASE_DIR, config_from_env
 from openjev_site.channel_layers import channel_layers_config
 from openjev_site.csp import site_policy
 
 OPENJEV = config_from_env()
-
-# Issue 25's settings, read and validated here (the same rules and messages as evaluations/config.py) until
-# they join its typed table: admin login throttling (django-axes, below) and the WebSocket limits.
-OPENJEV_ADMIN_LOGIN_FAILURES = _get(os.environ, "ADMIN_LOGIN_FAILURES", 5, int, _positive, "a positive integer")
-"""Failed admin sign-ins of one username from one address before that pair is locked out."""
-OPENJEV_ADMIN_LOCKOUT_SECONDS = _get(os.environ, "ADMIN_LOCKOUT_SECONDS", 900.0, float, _positive,
-                                     "a positive number of seconds")
-"""How long a lockout lasts unless an administrator clears it (Axes > Access attempts)."""
-OPENJEV_STREAM_AUTH_TIMEOUT = _get(os.environ, "STREAM_AUTH_TIMEOUT", 5.0, float, _positive,
-                                   "a positive number of seconds")
-"""Seconds a `/v1/systemone/stream` socket has to authenticate once open (auth on) before it is closed (4401)."""
-OPENJEV_MAX_WEBSOCKETS = _get(os.environ, "MAX_WEBSOCKETS", 1000, int, _positive, "a positive integer")
-"""WebSockets open at once in one process, every route together; one more is closed at once (4529)."""
 
 SECRET_KEY = OPENJEV.secret_key
 DEBUG = OPENJEV.debug
@@ -62,8 +48,8 @@ MIDDLEWARE = [
 # Bearer key on its own handler, without this middleware or these backends. A username is locked out per
 # address (never everywhere, which would let anyone lock an administrator out); a success resets the count.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
-AXES_FAILURE_LIMIT = OPENJEV_ADMIN_LOGIN_FAILURES
-AXES_COOLOFF_TIME = timedelta(seconds=OPENJEV_ADMIN_LOCKOUT_SECONDS)
+AXES_FAILURE_LIMIT = OPENJEV.admin_login_failures
+AXES_COOLOFF_TIME = timedelta(seconds=OPENJEV.admin_lockout_seconds)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "admin/lockout.html"

@@ -57,7 +57,7 @@ class SocketCap:
         self.open = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        limit = settings.OPENJEV_MAX_WEBSOCKETS
+        limit = settings.OPENJEV.max_websockets
         if self.open >= limit:
             await socket_refuse(receive=receive, send=send, code=CLOSE_SERVER_FULL,
                                 reason=f"this server process has {limit} WebSockets open; retry later")

@@ -1,4 +1,4 @@
-"""The settings that `openjev_site/settings.py` reads itself (admin sign-in throttling, WebSocket limits) are
+"""The settings Django's own parts are configured from (admin sign-in throttling, WebSocket limits) are
 validated at startup like every `OPENJEV_*` variable: a bad value stops the process with a message naming it."""
 
 from __future__ import annotations

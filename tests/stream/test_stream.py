@@ -226,7 +226,7 @@ async def test_the_stream_follows_a_forced_script_name_and_unknown_paths_are_clo
 async def test_a_socket_that_does_not_authenticate_in_time_is_closed_with_4401_whatever_it_sends(stream_url,
                                                                                                 key_required,
                                                                                                 settings):
-    settings.OPENJEV_STREAM_AUTH_TIMEOUT = 0.5
+    settings.OPENJEV = replace(settings.OPENJEV, stream_auth_timeout=0.5)
     loop = asyncio.get_running_loop()
     async with connect(stream_url) as ws:
         opened = loop.time()
@@ -245,7 +245,7 @@ async def test_a_socket_that_does_not_authenticate_in_time_is_closed_with_4401_w
 
 
 async def test_with_auth_off_no_authentication_deadline_applies(stream_url, settings):
-    settings.OPENJEV_STREAM_AUTH_TIMEOUT = 0.2
+    settings.OPENJEV = replace(settings.OPENJEV, stream_auth_timeout=0.2)
     async with connect(stream_url) as ws:
         await asyncio.sleep(0.5)
         await send(ws, {"id": 1, **README_REQUEST})
@@ -253,7 +253,7 @@ async def test_with_auth_off_no_authentication_deadline_applies(stream_url, sett
 
 
 async def test_over_the_per_process_cap_a_socket_is_closed_with_4529_until_one_closes(stream_url, settings):
-    settings.OPENJEV_MAX_WEBSOCKETS = 2
+    settings.OPENJEV = replace(settings.OPENJEV, max_websockets=2)
     async with connect(stream_url) as first, connect(stream_url):
         async with connect(stream_url) as refused:
             assert await closed_with(refused) == (4529, "this server process has 2 WebSockets open; retry later")

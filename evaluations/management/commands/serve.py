@@ -17,10 +17,11 @@ so a load balancer or Modal never sees a port that answers before the model can.
 The ASGI server runs in this process (`serving.servers`: uvicorn by default, `--server daphne` is
 supported), so signals, exit statuses and the evaluator are all in one place.
 
-Options that change the configuration (`--connect`, `--sglang-python`, `--profile`) become `OPENJEV_*`
-variables, and the command re-executes itself with them before anything starts: settings are read
-once per process, from the environment, so defaults that depend on them (the model from the profile,
-the backend from the URL) follow, and a launched SGLang sees the same values.
+Options that change the configuration (`--connect`, `--sglang-python`, `--profile`: `serving.options`)
+become `OPENJEV_*` variables before the settings load (`manage.py` applies them), so they win over the
+environment and defaults that depend on them (the model from the profile, the backend from the URL)
+follow, and a launched SGLang sees the same values; started another way (`django-admin serve`), the
+command re-executes itself with them before anything starts.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from evaluations.stream import stream_transport_limit
 from inference.backends.sglang import HEALTH_PATH, READINESS_PATH
 from inference.errors import StartupError
 from serving.collector import collector_tune
+from serving.options import source_arguments_add, source_environment
 from serving.profiles import profile_get, sglang_command
 from serving.servers import DEFAULT_SERVER, SERVERS, ServerFailed, ServerOptions, StopSignal, server_create
 from serving.supervisor import (
@@ -107,13 +109,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--server", choices=SERVERS, default=DEFAULT_SERVER,
                             help=f"ASGI server (default {DEFAULT_SERVER}, the faster on bench/server.py)")
-        source = parser.add_mutually_exclusive_group()
-        source.add_argument("--connect", metavar="URL", help="use an existing SGLang server or gateway at URL")
-        source.add_argument("--sglang-python", metavar="PATH",
-                            help="launch SGLang with this Python interpreter (default: OPENJEV_SGLANG_PYTHON)")
-        parser.add_argument("--profile", help="SGLang launch profile (default: OPENJEV_PROFILE)")
-        parser.add_argument("--sglang-host", default="127.0.0.1", help="address a launched SGLang listens on")
-        parser.add_argument("--sglang-port", type=int, default=30000, help="port of a launched SGLang")
+        source_arguments_add(parser=parser)
         parser.add_argument("--sglang-arg", dest="sglang_args", action="append", default=[], metavar="ARG",
                             help="one extra SGLang argument (repeatable); or put them all after --")
         parser.add_argument("--startup-timeout", type=float, default=1800.0,
@@ -142,13 +138,9 @@ class Command(BaseCommand):
         extra: list[str] = options["sglang_args"]
         if extra and not sglang_python:
             raise CommandError("extra SGLang arguments only apply with --sglang-python")
-        overrides = {"OPENJEV_PROFILE": options["profile"]} if options["profile"] else {}
-        if sglang_python:
-            overrides |= {"OPENJEV_BACKEND": "sglang", "OPENJEV_SGLANG_PYTHON": sglang_python,
-                          "OPENJEV_BACKEND_URL": f"http://{_url_host(options['sglang_host'])}:{options['sglang_port']}"}
-        elif connect:
-            overrides |= {"OPENJEV_BACKEND": "sglang", "OPENJEV_BACKEND_URL": connect.rstrip("/")}
-        environment_reexec(overrides=overrides)
+        environment_reexec(overrides=source_environment(
+            connect=connect, sglang_python=sglang_python, profile=options["profile"],
+            sglang_host=options["sglang_host"], sglang_port=options["sglang_port"]))
         if options["workers"] < 0:
             raise CommandError("--workers must be 0 (one per core) or more")
         if workers_count(requested=options["workers"]) > 1 and options["server"] != "uvicorn":
@@ -275,9 +267,3 @@ class Command(BaseCommand):
                                returncode=exit_status(returncode=pool.failed[0]))
         log.info("API workers stopped")
 
-
-def _url_host(host: str) -> str:
-    """An address as a URL host: IPv6 in brackets, the wildcard replaced by loopback."""
-    if host in ("0.0.0.0", "::", ""):
-        return "127.0.0.1"
-    return f"[{host}]" if ":" in host else host
