@@ -526,6 +526,8 @@ def main() -> None:
     parser.add_argument("--save", type=Path, help="append every item's branch log-probs here (JSON lines); resumes")
     parser.add_argument("--load", type=Path, help="recompute the tables from a --save file instead of running")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of tables")
+    parser.add_argument("--tempered", action="store_true",
+                        help="print only the +T rows: each setting at its fitted temperature, as it would be served")
     parser.add_argument("--calibration", action="store_true",
                         help="add per-task fitted calibration rows (temperature, vector scaling) on a held-out split")
     args = parser.parse_args()
@@ -533,6 +535,8 @@ def main() -> None:
     if not records:
         raise SystemExit("no items were evaluated")
     rows, compared = report(records, model=meta["model"])
+    if args.tempered:
+        rows = [r for r in rows if r["setting"].endswith("+T")]
     if args.calibration:
         rows += calibration_report(records, model=meta["model"])
     if args.json:
