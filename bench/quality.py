@@ -293,7 +293,7 @@ def wilson_interval(*, hits: int, n: int) -> tuple[float, float]:
 
 
 @dataclass(frozen=True)
-class Scoring:
+class TaskScores:
     """One task's records under one setting and temperature: what the tables are made of."""
 
     records: list[Record]
@@ -304,15 +304,15 @@ class Scoring:
         return [label_argmax(s.probabilities) == s.label for s in self.scored]
 
 
-def setting_score(*, records: Sequence[Record], setting: Setting, tempered: bool) -> dict[str, Scoring]:
+def setting_score(*, records: Sequence[Record], setting: Setting, tempered: bool) -> dict[str, TaskScores]:
     """Task → its records scored under `setting` (at the cross-validated temperature when `tempered`)."""
     tasks = sorted({r.task for r in records})
     applied = [a for task in tasks for a in setting_apply(records=[r for r in records if r.task == task],
                                                           setting=setting)]
     temperatures = _cross_validated(applied) if tempered else [1.0] * len(applied)
-    out: dict[str, Scoring] = {}
+    out: dict[str, TaskScores] = {}
     for r, t in zip(applied, temperatures, strict=True):
-        scoring = out.setdefault(r.task, Scoring(records=[], scored=[]))
+        scoring = out.setdefault(r.task, TaskScores(records=[], scored=[]))
         scoring.records.append(r)
         scoring.scored.append(scored_at(items=_labelled([r]), temperature=t)[0])
     return out
@@ -334,7 +334,7 @@ def _item_seconds(records: Sequence[Record], *, setting: Setting) -> float:
     return statistics.fmean(seconds)
 
 
-def _row(*, model: str, setting: Setting, tempered: bool, task: str, scorings: Sequence[Scoring],
+def _row(*, model: str, setting: Setting, tempered: bool, task: str, scorings: Sequence[TaskScores],
          temperature: float) -> dict[str, Any]:
     records = [r for s in scorings for r in s.records]
     scored = [x for s in scorings for x in s.scored]
@@ -349,7 +349,7 @@ def _row(*, model: str, setting: Setting, tempered: bool, task: str, scorings: S
 def report(records: Sequence[Record], *, model: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(every setting's rows per task and per shape; every setting against the default on the same items)."""
     rows: list[dict[str, Any]] = []
-    scored: dict[tuple[str, bool], dict[str, Scoring]] = {}
+    scored: dict[tuple[str, bool], dict[str, TaskScores]] = {}
     for setting in settings_for(records):
         overall = temperature_fit(items=_labelled(
             [a for task in sorted({r.task for r in records})
@@ -366,7 +366,7 @@ def report(records: Sequence[Record], *, model: str) -> tuple[list[dict[str, Any
     return rows, comparison(scored=scored, model=model)
 
 
-def shapes_of(by_task: dict[str, Scoring]) -> dict[str, list[str]]:
+def shapes_of(by_task: dict[str, TaskScores]) -> dict[str, list[str]]:
     shapes: dict[str, list[str]] = {}
     for task, s in by_task.items():
         shapes.setdefault(shape_of(s.records[0].question), []).append(task)
@@ -384,7 +384,7 @@ def delta_bootstrap(*, pairs: Sequence[Sequence[tuple[bool, bool]]], seed: int =
     return mean, replicates[int(0.025 * BOOTSTRAP_REPLICATES)], replicates[int(0.975 * BOOTSTRAP_REPLICATES) - 1]
 
 
-def comparison(*, scored: dict[tuple[str, bool], dict[str, Scoring]], model: str) -> list[dict[str, Any]]:
+def comparison(*, scored: dict[tuple[str, bool], dict[str, TaskScores]], model: str) -> list[dict[str, Any]]:
     """Each setting (temperature 1) against the default, per task and per shape (mean over its tasks)."""
     default = scored[DEFAULT_SETTING, False]
     rows = []
