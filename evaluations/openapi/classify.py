@@ -108,7 +108,8 @@ classify_schema = extend_schema(
         404: _classify_failure("No classifier has this name (`not_found`)."),
         408: _classify_failure("The body did not arrive in time (`request_timeout`); the connection is closed."),
         413: _classify_failure("The body, after decompression, is over `max_body_bytes` (`request_too_large`)."),
-        415: _classify_failure("The `Content-Encoding` is not gzip, zstd or identity (`unsupported_media_type`)."),
+        415: _classify_failure("The `Content-Encoding` is not gzip, zstd or identity, or the body is not declared "
+                               "JSON (`unsupported_media_type`)."),
         429: _classify_failure(RATE_LIMITED_DESCRIPTION),
         500: _classify_failure("A bug on our side (`internal_error`)."),
         502: _classify_failure("The backend answered with an error or malformed log-probabilities (`backend_error`)."),

@@ -276,7 +276,8 @@ DECISIONS_RESPONSES: dict[int, OpenApiResponse] = {
     404: _error("`model` names no model served here (`model_not_found`)."),
     408: _error("The body did not arrive in time (`request_timeout`)."),
     413: _error("The body, after decompression, is over `max_body_bytes` (`request_too_large`)."),
-    415: _error("The `Content-Encoding` is not gzip, zstd or identity."),
+    415: _error("The `Content-Encoding` is not gzip, zstd or identity, or the body is not declared JSON "
+                "(`unsupported_media_type`)."),
     429: _error("The caller is over a per-key limit (`rate_limit_exceeded`): requests or input tokens per minute, or "
                 "evaluations in flight; `retry-after`, `retry-after-ms`, `x-ratelimit-*`, `x-should-retry: true`."),
     500: _error("A bug on our side; `x-should-retry: false`."),

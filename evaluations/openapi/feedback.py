@@ -42,6 +42,8 @@ feedback_schema = extend_schema(
         200: OpenApiResponse(FeedbackResponseSerializer, description="The label as stored."),
         401: KEY_MISSING,
         404: error_documented("No stored answer to that question of that request (`not_found`)."),
+        415: error_documented("The body is not declared JSON (`unsupported_media_type`): send it with "
+                              "`Content-Type: application/json`."),
         422: OpenApiResponse(ValidationErrorSerializer,
                              description="A missing field, or a label that is not one of the question's options "
                                          "(`label_invalid`)."),

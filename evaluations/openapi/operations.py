@@ -76,7 +76,8 @@ SYSTEMONE_RESPONSES: dict[int, OpenApiResponse] = {
     401: KEY_MISSING,
     408: error_documented("The body did not arrive in time (`request_timeout`); the connection is closed."),
     413: error_documented("The body, after decompression, is over `max_body_bytes` (`request_too_large`)."),
-    415: error_documented("The `Content-Encoding` is not gzip, zstd or identity (`unsupported_media_type`)."),
+    415: error_documented("The `Content-Encoding` is not gzip, zstd or identity, or the body is not declared JSON "
+                          "(or multipart) (`unsupported_media_type`)."),
     422: OpenApiResponse(ValidationErrorSerializer,
                          description="Validation failed: a body that is not JSON or not UTF-8 (`json_invalid`, "
                                      "located at `[\"body\", <position>]`) or not the multipart form "
