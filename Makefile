@@ -19,4 +19,4 @@ test-fast:
 
 lint:
 	.venv/bin/ruff check .
-	.venv/bin/mypy inference evaluations openjev_site serving fake_sglang testbed tests bench
+	.venv/bin/mypy inference api audit calibration openjev_site serving fake_sglang testbed tests bench

@@ -131,7 +131,7 @@ def serve() -> None:
 def main(timeout: float = float(STARTUP_TIMEOUT), output: str = "smoke-result.json") -> None:
     """`modal run modal_app.py`: start a temporary endpoint, smoke-test it, save the report here."""
     sys.path.insert(0, str(ROOT))
-    from evaluations.smoke import SmokeFailed, smoke_run
+    from serving.smoke import SmokeFailed, smoke_run
 
     url = serve.get_web_url()
     print(f"temporary endpoint: {url} (the first start downloads the model; the smoke test waits)")

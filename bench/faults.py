@@ -38,9 +38,9 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from api.openapi.examples import README_REQUEST  # noqa: E402
+from audit.storage.writer import BATCH_MAX  # noqa: E402
 from bench.server import database_for_run, process_tree, wait_http  # noqa: E402
-from evaluations.openapi.examples import README_REQUEST  # noqa: E402
-from evaluations.storage.writer import BATCH_MAX  # noqa: E402
 from testbed.faults import REDIS_URL, Caller, OpenLoad, Sent, StandIn, redis_restart, redis_start  # noqa: E402
 from testbed.ports import free_port  # noqa: E402
 from testbed.qwen3 import qwen3_dir  # noqa: E402
@@ -55,8 +55,8 @@ KILL_MARGIN_SECONDS = 2.0
 KEYS_SCRIPT = """
 import json, os
 from django.core.management import call_command
-from evaluations.keys import apikey_issue
-from evaluations.models import ApiKey
+from audit.keys import apikey_issue
+from audit.models import ApiKey
 call_command("migrate", interactive=False, verbosity=0)
 issued = {}
 for name, limit in json.loads(os.environ["FAULTS_KEY_LIMITS"]).items():

@@ -44,9 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("django.request").setLevel(logging.CRITICAL)  # Django logs every 529 as an unknown status
     from django.db import connection
 
-    from evaluations.evaluator import evaluator_install
-    from evaluations.storage.writer import writer_stop
+    from audit.storage.writer import writer_stop
     from fake_sglang import FakeSGLang
+    from serving.evaluator import evaluator_install
     from testbed.evaluators import fake_evaluator
     from testbed.live_server import LiveServer
     from testbed.storage_load import storage_load_check

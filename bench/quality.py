@@ -60,13 +60,10 @@ import django
 
 django.setup()
 
+from api.openapi.examples import README_REQUEST  # noqa: E402
+from api.systemone.parsing import Limits, systemone_request_parse  # noqa: E402
+from api.systemone.render import answer_render  # noqa: E402
 from bench.datasets import TASKS, Item, sample_load  # noqa: E402
-from evaluations import evaluator as evaluator_module  # noqa: E402
-from evaluations.config import config_from_env  # noqa: E402
-from evaluations.evaluator import evaluator_build  # noqa: E402
-from evaluations.openapi.examples import README_REQUEST  # noqa: E402
-from evaluations.parsing import Limits, systemone_request_parse  # noqa: E402
-from evaluations.wire import answer_render  # noqa: E402
 from inference import labels as labels_module  # noqa: E402
 from inference import prompts as prompts_module  # noqa: E402
 from inference.calibration import Labelled, scored_at, temperature_fit  # noqa: E402
@@ -77,6 +74,9 @@ from inference.runner import Evaluator, evaluation_run  # noqa: E402
 from inference.scoring import BranchScore, label_argmax, probabilities_compute  # noqa: E402
 from inference.tokenizer import Tokenizer  # noqa: E402
 from inference.vector_scaling import calibration_fit  # noqa: E402
+from serving import evaluator as evaluator_module  # noqa: E402
+from serving.config import config_from_env  # noqa: E402
+from serving.evaluator import evaluator_build  # noqa: E402
 
 CUES = {"shipped": (labels_module.ANSWER_CUE, labels_module.LABEL_LEAD), "legacy": ("Answer: ", ""),
         "answer-colon": ("Answer:", " "), "newline": ("Answer:\n", "")}

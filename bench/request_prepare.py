@@ -25,11 +25,11 @@ import django  # noqa: E402
 
 django.setup()
 
+from api.decisions.parsing import decisions_request_parse  # noqa: E402
+from api.decisions.service import decisions_limits  # noqa: E402
+from api.systemone.parsing import systemone_request_parse  # noqa: E402
+from api.systemone.service import request_limits  # noqa: E402
 from bench.workloads import BODIES  # noqa: E402
-from evaluations.decisions.parsing import decisions_request_parse  # noqa: E402
-from evaluations.decisions.service import decisions_limits  # noqa: E402
-from evaluations.parsing import systemone_request_parse  # noqa: E402
-from evaluations.systemone import request_limits  # noqa: E402
 from inference.prompts import Budget, plan_compile  # noqa: E402
 from testbed.qwen3 import qwen3_labels, qwen3_tokenizer  # noqa: E402
 

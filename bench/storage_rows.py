@@ -29,12 +29,12 @@ django.setup()
 from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from api.systemone.parsing import systemone_request_parse  # noqa: E402
+from api.systemone.service import received_of_body, request_limits  # noqa: E402
+from audit.storage.records import StoredEvaluation  # noqa: E402
+from audit.storage.rows import evaluation_rows_build  # noqa: E402
+from audit.storage.sql import rows_insert  # noqa: E402
 from bench.workloads import WORKLOADS  # noqa: E402
-from evaluations.parsing import systemone_request_parse  # noqa: E402
-from evaluations.storage.records import StoredEvaluation  # noqa: E402
-from evaluations.storage.rows import evaluation_rows_build  # noqa: E402
-from evaluations.storage.sql import rows_insert  # noqa: E402
-from evaluations.systemone import received_of_body, request_limits  # noqa: E402
 from inference.runner import Outcome, Timings, Usage  # noqa: E402
 from inference.scoring import BranchScore, answer_compute  # noqa: E402
 
@@ -77,7 +77,7 @@ def writer_us(name: str) -> tuple[float, float]:
         build.append(build_s / len(records) * 1e6)
         insert.append(insert_s / len(records) * 1e6)
         with transaction.atomic():  # the next round inserts into tables of the same size
-            from evaluations.models import Evaluation
+            from audit.models import Evaluation
 
             Evaluation.objects.all().delete()
     return min(build), min(insert)

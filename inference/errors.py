@@ -1,4 +1,4 @@
-"""The core's failures as a small hierarchy; the HTTP layer (`evaluations.errors`) maps each class to a status."""
+"""The core's failures as a small hierarchy; the HTTP layer (`api.errors`) maps each class to a status."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """URL credentials and image bytes out of text, in the Django-free core.
 
 Logs, stored errors and the config dump are redacted where text leaves the process
-(`evaluations.redaction`, which applies this rule and the configured secrets). The core redacts
+(`serving.redaction`, which applies this rule and the configured secrets). The core redacts
 only where it cuts backend text to length: a cut can split `user:secret@` from its `@`, after which
 no rule can recognise it.
 """

@@ -11,7 +11,7 @@ Django also sends `request_started` and closes the response (which sends `reques
 evaluation). Their receivers are Django's own (`reset_queries`, `close_old_connections`, `close_caches`,
 `reset_urlconf`), and each touches only what this thread has opened: the API opens no database
 connection or cache on the event loop (the database is used in worker threads that close their own
-connections, `evaluations/keys.py`, `evaluations/calibrations.py`), so here they run in place, in
+connections, `audit/keys.py`, `calibration/applied.py`), so here they run in place, in
 microseconds. A receiver that blocked would stall the loop: `test_api_handler.py` pins the list.
 """
 

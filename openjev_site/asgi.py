@@ -16,9 +16,9 @@ django_application = get_asgi_application()
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 from django.conf import settings  # noqa: E402  (settings are ready only after get_asgi_application)
 
-from evaluations.ratelimits import ratelimits_prepare  # noqa: E402
-from evaluations.request_body import RequestBodyReader  # noqa: E402
-from evaluations.requestids import RequestIds  # noqa: E402
+from api.ratelimits import ratelimits_prepare  # noqa: E402
+from api.request_body import RequestBodyReader  # noqa: E402
+from api.requestids import RequestIds  # noqa: E402
 from openjev_site.api_handler import ApiASGIHandler, path_is_api  # noqa: E402
 from openjev_site.sockets import websocket_application  # noqa: E402
 

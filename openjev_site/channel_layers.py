@@ -1,6 +1,6 @@
 """The channel layer: in-memory in one process, or Redis so several API processes feed one dashboard.
 
-The live dashboard (`evaluations.livefeed`) sends each process's tallies to a channels group. In
+The live dashboard (`audit.livefeed`) sends each process's tallies to a channels group. In
 memory, that group reaches only the dashboards served by the same process, which is all there is
 with one API process. Behind a load balancer with several, `OPENJEV_CHANNEL_LAYER_URL=redis://...`
 puts the group in Redis (`channels-redis`), so whichever process serves a dashboard sees them all.

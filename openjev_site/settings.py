@@ -1,4 +1,4 @@
-"""Django settings. Every deployment knob is an OPENJEV_* variable read by the app (`evaluations.config`)."""
+"""Django settings. Every deployment knob is an OPENJEV_* variable read by the app (`serving.config`)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from datetime import timedelta
 
 import dj_database_url
 
-from evaluations.config import BASE_DIR, config_from_env
 from openjev_site.channel_layers import channel_layers_config
 from openjev_site.csp import site_policy
+from serving.config import BASE_DIR, config_from_env
 
 OPENJEV = config_from_env()
 
@@ -28,7 +28,9 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "axes",
-    "evaluations",  # last: its admin module gives every registered model admin the input check
+    "audit.apps.AuditConfig",  # label `evaluations`: the stored record
+    "calibration.apps.CalibrationConfig",
+    "api.apps.ApiConfig",  # last: its admin module gives every registered model admin the input check
 ]
 
 MIDDLEWARE = [
@@ -114,7 +116,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": [],
     "UNAUTHENTICATED_USER": None,
-    "EXCEPTION_HANDLER": "evaluations.errors.api_exception_handler",
+    "EXCEPTION_HANDLER": "api.errors.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 
@@ -130,7 +132,7 @@ SPECTACULAR_SETTINGS = {
     # 3.1: JSON Schema type lists say "string, object or array" without oneOf noise.
     "OAS_VERSION": "3.1.0",
     # Our hook sets the long description, tags, auth scheme and the limits from OPENJEV_*; enums stay inline.
-    "POSTPROCESSING_HOOKS": ["evaluations.openapi.document.schema_postprocess"],
+    "POSTPROCESSING_HOOKS": ["api.openapi.document.schema_postprocess"],
     # No call to the public validator badge: the docs must work offline.
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None, "tryItOutEnabled": True,
                             "displayRequestDuration": True, "persistAuthorization": False},
@@ -141,7 +143,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     # Credentials (URL userinfo, configured keys) are redacted from every line, tracebacks included; query
     # strings and Authorization values too, which the servers' access lines would otherwise carry in full.
-    "formatters": {"plain": {"()": "evaluations.redaction.RedactingFormatter",
+    "formatters": {"plain": {"()": "serving.redaction.RedactingFormatter",
                              "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "filters": {"lines": {"()": "serving.access_log.LogLineRedaction"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["lines"]}},

@@ -21,9 +21,9 @@ from channels.routing import URLRouter
 from django.conf import settings
 from django.urls import path, re_path
 
-from evaluations.dashboard_live import DashboardConsumer
-from evaluations.requestids import ASGIApp, Receive, Scope, Send
-from evaluations.stream import SystemOneStreamConsumer
+from api.requestids import ASGIApp, Receive, Scope, Send
+from api.systemone.stream import SystemOneStreamConsumer
+from audit.dashboard_live import DashboardConsumer
 from openjev_site.api_handler import path_unprefixed
 
 STREAM_PATH = "v1/systemone/stream"

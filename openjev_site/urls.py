@@ -3,13 +3,13 @@
 from django.contrib import admin
 from django.urls import path
 
-from evaluations import assets, views
-from evaluations.openapi import pages
+from api import assets, views
+from api.openapi import pages
 
-handler400 = "evaluations.errors.bad_request_view"
-handler403 = "evaluations.errors.permission_denied_view"
-handler404 = "evaluations.errors.not_found_view"
-handler500 = "evaluations.errors.server_error_view"
+handler400 = "api.errors.bad_request_view"
+handler403 = "api.errors.permission_denied_view"
+handler404 = "api.errors.not_found_view"
+handler500 = "api.errors.server_error_view"
 
 urlpatterns = [
     path("v1/systemone", views.SystemOneView.as_view(), name="systemone"),

@@ -58,7 +58,7 @@ PG_URL=${OPENJEV_TEST_POSTGRES_URL:-postgresql://postgres@127.0.0.1:5432/test}
 browser_ensure
 postgres_ensure
 echo "== mypy"
-.venv/bin/mypy inference evaluations openjev_site serving fake_sglang testbed tests bench
+.venv/bin/mypy inference api audit calibration openjev_site serving fake_sglang testbed tests bench
 echo "== pytest (SQLite)"
 .venv/bin/python -m pytest -p no:cacheprovider "$@"
 echo "== pytest (PostgreSQL: database tests)"

@@ -8,10 +8,10 @@ from typing import Any
 
 from django.conf import settings
 
-from evaluations.evaluator import evaluator_build
 from fake_sglang import FakeSGLang
 from inference.backends.sglang import BranchMode, SGLangBackend
 from inference.runner import Evaluator
+from serving.evaluator import evaluator_build
 from testbed.qwen3 import qwen3_tokenizer
 
 MODEL = "Qwen/Qwen3.6-35B-A3B"

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from evaluations.config import StoreLevel
+from serving.config import StoreLevel
 from testbed.load import requests_send
 
 
@@ -83,7 +83,7 @@ def store_level(*, level: StoreLevel) -> Iterator[None]:
 def _rows_since(first_id: int) -> tuple[Counter[int], set[str], int]:
     from django.db.models import Count
 
-    from evaluations.models import Evaluation
+    from audit.models import Evaluation
 
     rows = Evaluation.objects.filter(id__gt=first_id)
     statuses = Counter(dict(rows.values_list("status_code").annotate(n=Count("id")).values_list("status_code", "n")))
@@ -93,7 +93,7 @@ def _rows_since(first_id: int) -> tuple[Counter[int], set[str], int]:
 
 
 def _last_id() -> int:
-    from evaluations.models import Evaluation
+    from audit.models import Evaluation
 
     last = Evaluation.objects.order_by("-id").values_list("id", flat=True).first()
     return int(last or 0)
@@ -102,9 +102,9 @@ def _last_id() -> int:
 def phase_run(*, url: str, level: StoreLevel, evaluations: int, concurrency: int,
               body: dict[str, Any] | None = None) -> Phase:
     """Send `evaluations` requests at `concurrency` with storage at `level`; compare rows to responses."""
-    from evaluations.openapi.examples import README_REQUEST
-    from evaluations.storage.store import storage_stats
-    from evaluations.storage.writer import writer_drain
+    from api.openapi.examples import README_REQUEST
+    from audit.storage.store import storage_stats
+    from audit.storage.writer import writer_drain
 
     first_id = _last_id()
     before = storage_stats()

@@ -9,11 +9,11 @@ from typing import Any
 import httpx
 import pytest
 
-from evaluations.config import StoreLevel
-from evaluations.evaluator import evaluator_install
-from evaluations.openapi.examples import README_REQUEST as SCHEMA_README_REQUEST
+from api.openapi.examples import README_REQUEST as SCHEMA_README_REQUEST
 from fake_sglang import FakeSGLang
 from inference.runner import Evaluator
+from serving.config import StoreLevel
+from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
 from testbed.live_server import LiveServer
 
@@ -88,7 +88,7 @@ def _storage_off_without_database(request: pytest.FixtureRequest, settings) -> N
 @pytest.fixture(autouse=True)
 def _feedback_without_database(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests that may not touch the database find no stored answer to label (`POST /v1/feedback` is a 404)."""
-    from evaluations import feedback
+    from api import feedback
 
     if request.node.get_closest_marker("django_db") is None:
         monkeypatch.setattr(feedback, "answer_find", lambda **_: None)
@@ -98,7 +98,7 @@ def _feedback_without_database(request: pytest.FixtureRequest, monkeypatch: pyte
 def _classifiers_without_database(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Tests that may not touch the database see no saved classifiers, so `/v1/models` and `/v1/classify`
     answer without one (classify tests install theirs with `tests.classify.conftest.classifiers`)."""
-    from evaluations.classify import registry
+    from api.classify import registry
 
     registry.classifier_cache_forget()
     if request.node.get_closest_marker("django_db") is None:

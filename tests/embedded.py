@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 from django.conf import settings
 
-from evaluations.evaluator import evaluator_build, evaluator_install
 from inference.backends.llamacpp import LlamaCppBackend, llamacpp_backend_create
+from serving.evaluator import evaluator_build, evaluator_install
 
 SMALL = "qwen2.5-coder-0.5b"
 """The fast bundled model, for tests of plumbing rather than of answers."""

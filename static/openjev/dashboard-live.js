@@ -1,6 +1,6 @@
 // The admin dashboard's live charts (templates/admin/evaluations/_live.html).
 //
-// The socket (evaluations/dashboard_live.py) first sends a snapshot: the stored evaluations that finished in
+// The socket (audit/dashboard_live.py) first sends a snapshot: the stored evaluations that finished in
 // the last hour, as tallies of 10 s, up to the second the socket joined the feed ("until"). Then every API
 // process sends a tally of each second it was busy; they are added into the same 10 s buckets. A tally holds
 // counts by status class, backend generations, a logarithmic latency histogram and a label-mass histogram,

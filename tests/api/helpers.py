@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from evaluations.parsing import Limits, systemone_request_parse
+from api.systemone.parsing import Limits, systemone_request_parse
 from fake_sglang import FakeSGLang
 from inference.prompts import Budget, Plan, plan_compile
 from inference.scoring import probabilities_compute

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 from jevcompat.runner import run as jevcompat_run
 
-from evaluations.evaluator import evaluator_install
+from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
 
 KEY = "oj-conformance-suite-key"

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from evaluations.openapi.decisions import DECISIONS_REQUEST
+from api.openapi.decisions import DECISIONS_REQUEST
 from tests.conftest import README_REQUEST
 
 ROUTES = {"/v1/systemone": README_REQUEST, "/v1/decisions": DECISIONS_REQUEST,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evaluations.evaluator import evaluator_install
+from serving.evaluator import evaluator_install
 
 
 async def test_models_lists_the_alias_first_then_the_public_id(api, settings):
@@ -55,7 +55,7 @@ async def test_health_needs_no_key_when_auth_is_on_and_names_model_and_worker_on
 async def test_the_openapi_document_shows_the_default_limits_not_this_deployments_when_auth_is_on(api, settings):
     from dataclasses import replace
 
-    from evaluations.openapi.document import schema_document, schema_render
+    from api.openapi.document import schema_document, schema_render
 
     def max_questions() -> int:
         schema_document.cache_clear()
@@ -75,9 +75,9 @@ async def test_the_openapi_document_shows_the_default_limits_not_this_deployment
 
 async def test_a_failed_engine_startup_is_reported_by_health_and_requests_and_logged_with_its_reason(
         api, fake, monkeypatch, caplog):
-    from evaluations import evaluator as evaluator_module
-    from evaluations.evaluator import STARTUP_FAILED
     from inference.errors import StartupError
+    from serving import evaluator as evaluator_module
+    from serving.evaluator import STARTUP_FAILED
 
     def broken(*, config, backend=None):
         raise StartupError("no such model file")
@@ -109,8 +109,8 @@ def test_api_paths_are_recognised_under_a_root_path_or_forced_script_name():
 
 
 def test_question_budget_is_clamped_to_a_backend_context(fake, settings):
-    from evaluations.evaluator import evaluator_build
     from inference.backends.sglang import SGLangBackend
+    from serving.evaluator import evaluator_build
     from testbed.evaluators import fake_evaluator
 
     backend = fake_evaluator(fake).backend

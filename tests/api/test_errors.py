@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from evaluations.evaluator import evaluator_install
+from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
 from tests.api.helpers import NOUL, assert_error, assert_validation, body_with
 from tests.conftest import README_REQUEST
@@ -217,7 +217,7 @@ def test_response_json_is_the_standard_librarys_and_refuses_what_it_refuses():
     import json
     import math
 
-    from evaluations.errors import json_bytes
+    from api.errors import json_bytes
 
     body = {"answers": {"q": {"type": "score", "score": 1e-05, "confidence": 0.25, "é": "naïve 東京"}},
             "usage": {"input_tokens": 12, "output_tokens": 2}, "nothing": None}

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from evaluations.evaluator import evaluator_install
+from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
 from testbed.images import png_bytes
 from tests.api.helpers import NOUL, assert_validation

@@ -8,11 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from evaluations.config import config_describe, config_from_env
-from evaluations.errors import PUBLIC_MESSAGES
-from evaluations.evaluator import evaluator_build, evaluator_install
-from evaluations.redaction import RedactingFormatter, text_redact
+from api.errors import PUBLIC_MESSAGES
 from inference.backends.sglang import SGLangBackend
+from serving.config import config_describe, config_from_env
+from serving.evaluator import evaluator_build, evaluator_install
+from serving.redaction import RedactingFormatter, text_redact
 from testbed.qwen3 import qwen3_tokenizer
 from tests.api.helpers import assert_error
 from tests.conftest import README_REQUEST
@@ -70,7 +70,7 @@ async def test_the_same_fault_gives_the_same_message_but_for_the_id(api, fake):
 
 
 async def test_a_bug_answers_500_with_the_request_id_and_no_exception_text(api, fake, monkeypatch):
-    from evaluations import evaluate
+    from api import evaluate
 
     async def broken(**kwargs):
         raise KeyError(f"http://admin:{SECRET}@db.internal/")
@@ -83,7 +83,7 @@ async def test_a_bug_answers_500_with_the_request_id_and_no_exception_text(api, 
 
 
 async def test_classify_faults_are_generic_too(api, fake, monkeypatch):
-    from evaluations.classify import service
+    from api.classify import service
 
     async def unavailable(*, name):
         from inference.errors import BackendUnavailable

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from evaluations.errors import problems_render
-from evaluations.parsing import Limits, systemone_request_parse
+from api.errors import problems_render
+from api.systemone.parsing import Limits, systemone_request_parse
 from inference.errors import RequestInvalid
 
 QUESTIONS = {"q": {"type": "noul"}}

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from evaluations.evaluator import evaluator_install
+from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
 from tests.api.helpers import answer_vector, close, expected_probabilities, plan_for
 from tests.conftest import README_REQUEST

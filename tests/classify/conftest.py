@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from evaluations.classify import registry
-from evaluations.classify.registry import ClassifierSpec, classifier_spec_build
-from evaluations.storage.writer import writer_stop
+from api.classify import registry
+from api.classify.registry import ClassifierSpec, classifier_spec_build
+from audit.storage.writer import writer_stop
 from fake_sglang import FakeSGLang
 from inference.prompts import Budget, Plan, plan_compile
 from inference.requests import conversation_of_text

@@ -11,7 +11,7 @@ from collections.abc import Set as AbstractSet
 import pytest
 from django.urls import reverse
 
-from evaluations.models import Classifier, ClassifierLabel, Evaluation, EvaluationAnswer
+from audit.models import Classifier, ClassifierLabel, Evaluation, EvaluationAnswer
 from tests.classify.conftest import SENTIMENT_LABELS
 from tests.conftest import README_REQUEST
 from tests.database import db
@@ -135,7 +135,7 @@ def test_try_it_on_the_detail_page_shows_the_distribution_and_is_stored(admin_cl
     assert all(name in table for name in ("positive", "negative", "neutral", "The text expresses a positive"))
     assert re.search(rf'<tr class="oj-chosen">\s*<td class="oj-key" title="{label}">', table)
     request_id = matched(r"(classify-[0-9a-f]{32})", table)
-    from evaluations.storage.writer import writer_drain
+    from audit.storage.writer import writer_drain
 
     assert writer_drain(timeout=30)
     row = Evaluation.objects.get(request_id=request_id)

@@ -8,8 +8,8 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 
-from evaluations.models import Classifier, Evaluation
-from evaluations.storage.writer import writer_drain
+from audit.models import Classifier, Evaluation
+from audit.storage.writer import writer_drain
 from tests.classify.conftest import SENTIMENT_LABELS
 from tests.database import orm
 from tests.storage.test_admin_browser import ADMIN_PASSWORD, chromium_page, shot, signed_in

@@ -9,7 +9,7 @@ import math
 import re
 import time
 
-from evaluations.evaluator import evaluator_install
+from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
 from tests.classify.conftest import (
     REVIEW,
@@ -137,7 +137,7 @@ async def test_models_lists_classifiers_in_data_only(api, fake, sentiment, setti
 
 
 async def test_models_still_answers_when_classifiers_cannot_be_read(api, fake, monkeypatch, settings):
-    from evaluations.classify import registry
+    from api.classify import registry
 
     def broken() -> dict:
         raise RuntimeError("database down")

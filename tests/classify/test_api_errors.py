@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from evaluations.evaluator import evaluator_install
+from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
 from tests.classify.conftest import REVIEW, SENTIMENT, TEXTS, assert_classify_error, expected_prompt_tokens
 

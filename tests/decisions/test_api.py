@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from evaluations.decisions.parsing import Limits, decisions_request_parse
-from evaluations.images import ImageLimits
+from api.decisions.parsing import Limits, decisions_request_parse
+from api.images import ImageLimits
 from inference.prompts import prompt_split
 from testbed.images import png_bytes
 from testbed.qwen3 import qwen3_tokenizer
@@ -180,8 +180,8 @@ async def test_every_problem_is_listed_and_the_first_is_named(api, fake):
 
 
 async def test_a_budget_only_the_core_can_check_is_a_400_at_the_question(api, fake, evaluator):
-    from evaluations.evaluator import evaluator_install
     from inference.prompts import Budget
+    from serving.evaluator import evaluator_install
 
     evaluator_install(replace(evaluator, budget=Budget(max_input_tokens=150, max_total_input_tokens=10_000)))
     long = question_with(name="long", instructions="Is it? " * 40)
@@ -232,7 +232,7 @@ async def test_a_backend_that_is_down_is_retryable_and_a_deadline_is_not(api, fa
     assert_openai_error(response, 503, code="backend_unavailable")
     assert response.headers["x-should-retry"] == "true" and "retry-after" in response.headers
     fake.revive()
-    from evaluations.evaluator import evaluator_install
+    from serving.evaluator import evaluator_install
 
     evaluator_install(replace(evaluator, timeout=0.05))
     fake.delay = 1.0

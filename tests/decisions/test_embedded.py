@@ -12,9 +12,9 @@ from django.conf import settings
 from openai import OpenAI
 from openai.types import Decision
 
-from evaluations.evaluator import evaluator_build, evaluator_install
-from evaluations.openapi.decisions import DECISIONS_REQUEST
+from api.openapi.decisions import DECISIONS_REQUEST
 from inference.gguf import DEFAULT_SOURCE
+from serving.evaluator import evaluator_build, evaluator_install
 from testbed.live_server import LiveServer
 from tests.conftest import README_REQUEST
 from tests.embedded import bundled_backend

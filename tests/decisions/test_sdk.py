@@ -16,7 +16,7 @@ import pytest
 from openai import AsyncOpenAI, OpenAI
 from openai.types import Decision
 
-from evaluations.openapi.decisions import DECISIONS_CHAT_REQUEST, DECISIONS_REQUEST
+from api.openapi.decisions import DECISIONS_CHAT_REQUEST, DECISIONS_REQUEST
 
 
 def _client(server, **options) -> OpenAI:
@@ -103,7 +103,7 @@ def test_the_sdk_retries_an_unavailable_backend_and_not_a_deadline(asgi_server, 
         client.decisions.create(**DECISIONS_REQUEST)
     assert sent == [503, 503, 503]
     fake.revive()
-    from evaluations.evaluator import evaluator_install
+    from serving.evaluator import evaluator_install
 
     evaluator_install(replace(evaluator, timeout=0.05))
     fake.delay = 1.0

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
-from evaluations.openapi.document import schema_document
+from api.openapi.document import schema_document
 from inference.runner import Evaluator
 from testbed.live_server import LiveServer
 

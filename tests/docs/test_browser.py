@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Response, Route, sync_playwright
 
-from evaluations.config import BASE_DIR
-from evaluations.openapi.examples import REQUEST_EXAMPLES
+from api.openapi.examples import REQUEST_EXAMPLES
+from serving.config import BASE_DIR
 from testbed.live_server import LiveServer
 
 pytestmark = pytest.mark.browser

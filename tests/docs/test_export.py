@@ -12,7 +12,7 @@ import pytest
 import yaml
 from django.core.management import CommandError, call_command
 
-from evaluations.config import BASE_DIR
+from serving.config import BASE_DIR
 from tests.docs.conftest import openapi
 
 

@@ -12,8 +12,8 @@ import httpx
 import pytest
 from django.conf import settings as django_settings
 
-from evaluations.config import BASE_DIR, ConfigError, config_from_env
-from evaluations.openapi.pages import SCALAR_JS, SCALAR_VERSION, SWAGGER_DIST
+from api.openapi.pages import SCALAR_JS, SCALAR_VERSION, SWAGGER_DIST
+from serving.config import BASE_DIR, ConfigError, config_from_env
 from tests.conftest import README_REQUEST
 from tests.docs.conftest import openapi
 

@@ -27,8 +27,8 @@ from typesafe_sdk import (
 )
 from typesafe_sdk._core.compression import MIN_COMPRESSED_BODY_LENGTH
 
-from evaluations.evaluator import evaluator_install
-from evaluations.openapi.document import API_DESCRIPTION
+from api.openapi.document import API_DESCRIPTION
+from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
 
 # Over 2 KiB of state, so the whole body is well over the SDK's 1 KiB compression threshold.

@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 
-from evaluations.config import BASE_DIR
+from serving.config import BASE_DIR
 from testbed.live_server import LiveServer
 
 

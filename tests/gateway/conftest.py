@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator, Callable, Iterator
 import httpx
 import pytest
 
-from evaluations.evaluator import evaluator_install
 from fake_sglang import FakeSGLang
 from inference.backends.sglang import BranchMode
 from inference.runner import Evaluator
+from serving.evaluator import evaluator_install
 from testbed.evaluators import url_evaluator
 from testbed.smg import FAST_HEALTH, Gateway
 

@@ -11,8 +11,8 @@ import time
 import httpx
 import pytest
 
-from evaluations.evaluator import evaluator_install
 from fake_sglang import FakeSGLang
+from serving.evaluator import evaluator_install
 from testbed.evaluators import url_evaluator
 from testbed.live_server import LiveServer
 from testbed.smg import wait_until

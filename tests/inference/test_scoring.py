@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from evaluations.wire import answer_render
+from api.systemone.render import answer_render
 from inference.errors import BackendFailed
 from inference.questions import Question, question_build
 from inference.scoring import (

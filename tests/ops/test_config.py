@@ -9,11 +9,11 @@ from dataclasses import MISSING, fields
 
 import pytest
 
-from evaluations.config import BASE_DIR, ConfigError, OpenJevConfig, SettingRule, config_from_env
+from serving.config import BASE_DIR, ConfigError, OpenJevConfig, SettingRule, config_from_env
 
 
 def test_loading_settings_imports_no_backend_and_no_http_client():
-    probe = ("import sys, evaluations.config; "
+    probe = ("import sys, serving.config; "
              "print(' '.join(m for m in ('inference.backends.sglang', 'httpx', 'aiohttp') if m in sys.modules))")
     loaded = subprocess.run([sys.executable, "-c", probe], cwd=BASE_DIR, capture_output=True, text=True, timeout=60,
                             check=True)

@@ -41,11 +41,11 @@ def test_bootstrap_installs_the_embedded_extra_for_make_serve_and_make_test():
 
 
 def test_llama_cpp_is_imported_only_by_its_backend_and_the_site_loads_without_it():
-    packages = ("inference", "evaluations", "serving", "openjev_site")
+    packages = ("inference", "api", "audit", "calibration", "serving", "openjev_site")
     importers = [path.relative_to(ROOT).as_posix() for package in packages for path in (ROOT / package).rglob("*.py")
                  if re.search(r"^\s*(import|from) llama_cpp\b", path.read_text(), re.MULTILINE)]
     assert importers == ["inference/backends/llamacpp.py"]
-    probe = ("import sys, django; django.setup(); import openjev_site.asgi, evaluations.evaluator, "
-             "evaluations.management.commands.serve; sys.exit('llama_cpp' in sys.modules)")
+    probe = ("import sys, django; django.setup(); import openjev_site.asgi, serving.evaluator, "
+             "api.management.commands.serve; sys.exit('llama_cpp' in sys.modules)")
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "openjev_site.settings"}
     assert subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, timeout=120).returncode == 0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from evaluations.config import ConfigError, config_from_env
 from inference.errors import StartupError
+from serving.config import ConfigError, config_from_env
 from serving.profiles import DEFAULT_PROFILE, PROFILES, profile_get, sglang_command
 
 PY = "/opt/sglang/bin/python"

@@ -14,8 +14,8 @@ import httpx
 import pytest
 from django.core.management import CommandError, call_command
 
-from evaluations.evaluator import evaluator_install
-from evaluations.smoke import TYPES_QUESTIONS, SmokeFailed, smoke_run, startup_wait
+from serving.evaluator import evaluator_install
+from serving.smoke import TYPES_QUESTIONS, SmokeFailed, smoke_run, startup_wait
 from testbed.evaluators import fake_evaluator
 from testbed.live_server import LiveServer
 from testbed.ports import free_port

@@ -12,9 +12,9 @@ from dataclasses import replace
 import pytest
 from django.conf import settings as django_settings
 
-from evaluations.management.commands.serve import server_options
-from evaluations.request_body import RequestBodyReader
-from evaluations.requestids import RequestIds
+from api.management.commands.serve import server_options
+from api.request_body import RequestBodyReader
+from api.requestids import RequestIds
 from serving.servers import server_create
 from testbed.ports import free_port
 

@@ -14,9 +14,9 @@ import httpx
 import pytest
 import redis
 
-from evaluations.keys import apikey_issue
-from evaluations.models import ApiKey
-from evaluations.openapi.decisions import DECISIONS_REQUEST
+from api.openapi.decisions import DECISIONS_REQUEST
+from audit.keys import apikey_issue
+from audit.models import ApiKey
 from testbed.live_server import LiveServer
 from tests.conftest import README_REQUEST
 from tests.database import db
@@ -103,7 +103,7 @@ async def test_evaluations_in_flight_are_limited_per_caller(api, fake, limit):
 
 
 async def test_unset_limits_count_nothing(api, fake, limit, monkeypatch):
-    from evaluations import ratelimits
+    from api import ratelimits
 
     def counted() -> None:
         raise AssertionError("no limit is set, so nothing may be counted")
@@ -123,7 +123,7 @@ def test_two_processes_share_the_counts_through_redis(evaluator, fake, limit, re
 
 def test_redis_down_serves_unlimited_when_open_and_429_when_closed(evaluator, fake, limit, caplog):
     limit(key_requests_per_minute=1, redis_url="redis://127.0.0.1:1/0")
-    with LiveServer() as server, caplog.at_level(logging.WARNING, logger="evaluations.ratelimits"):
+    with LiveServer() as server, caplog.at_level(logging.WARNING, logger="api.ratelimits"):
         opened = [httpx.post(f"{server.url}/v1/systemone", json=README_REQUEST, timeout=30) for _ in range(3)]
         limit(key_requests_per_minute=1, redis_url="redis://127.0.0.1:1/0", rate_limit_failure="closed")
         closed = httpx.post(f"{server.url}/v1/decisions", json=DECISIONS_REQUEST, timeout=30)
@@ -159,7 +159,7 @@ async def test_an_address_sending_wrong_keys_gets_429_before_any_key_lookup(api,
     async def looked_up(**kwargs):
         raise AssertionError("a refused address must not cost a key lookup")
 
-    monkeypatch.setattr("evaluations.authentication.apikey_verify", looked_up)
+    monkeypatch.setattr("api.authentication.apikey_verify", looked_up)
     refused = await api.post("/v1/systemone", json=README_REQUEST, headers={"Authorization": f"Bearer {good.secret}"})
     assert_limited(refused, counted=None)
 

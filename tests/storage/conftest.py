@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from evaluations.calibrations import calibration_cache_forget
-from evaluations.keys import apikey_cache_forget
-from evaluations.storage.writer import writer_drain, writer_stop
+from audit.keys import apikey_cache_forget
+from audit.storage.writer import writer_drain, writer_stop
+from calibration.applied import calibration_cache_forget
 
 
 @pytest.fixture(autouse=True)

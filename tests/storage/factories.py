@@ -9,16 +9,16 @@ from typing import Any
 
 from django.utils import timezone
 
-from evaluations.callers import Caller
-from evaluations.config import StoreLevel
-from evaluations.models import ApiKey
-from evaluations.storage.records import Failure, StoredEvaluation
-from evaluations.storage.rows import evaluation_rows_build
-from evaluations.storage.sql import rows_insert
-from evaluations.systemone import received_of_body
+from api.systemone.service import received_of_body
+from audit.callers import Caller
+from audit.models import ApiKey
+from audit.storage.records import Failure, StoredEvaluation
+from audit.storage.rows import evaluation_rows_build
+from audit.storage.sql import rows_insert
 from inference.questions import question_build
 from inference.runner import Outcome, Timings, Usage
 from inference.scoring import Answer, BranchScore, answer_compute
+from serving.config import StoreLevel
 from tests.conftest import README_REQUEST
 
 _ids = itertools.count()

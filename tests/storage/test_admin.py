@@ -10,8 +10,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from evaluations.keys import apikey_hash, apikey_issue
-from evaluations.models import ApiKey, Evaluation
+from audit.keys import apikey_hash, apikey_issue
+from audit.models import ApiKey, Evaluation
 from tests.html import matched
 from tests.storage.factories import LABEL_MASS, evaluation_make, outcome_make
 

@@ -16,10 +16,10 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 
-from evaluations.config import BASE_DIR
-from evaluations.keys import apikey_issue
-from evaluations.models import ApiKey, Evaluation
-from evaluations.storage.writer import writer_drain
+from audit.keys import apikey_issue
+from audit.models import ApiKey, Evaluation
+from audit.storage.writer import writer_drain
+from serving.config import BASE_DIR
 from tests.conftest import README_REQUEST
 from tests.database import orm
 

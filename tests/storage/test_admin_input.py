@@ -11,8 +11,8 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.test import RequestFactory
 from django.urls import reverse
 
-from evaluations.keys import apikey_issue
-from evaluations.models import ApiKey
+from audit.keys import apikey_issue
+from audit.models import ApiKey
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

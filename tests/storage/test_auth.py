@@ -13,9 +13,9 @@ from django.db import OperationalError
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from evaluations import keys
-from evaluations.keys import apikey_hash, apikey_issue, apikey_revoke
-from evaluations.models import ApiKey, Evaluation
+from audit import keys
+from audit.keys import apikey_hash, apikey_issue, apikey_revoke
+from audit.models import ApiKey, Evaluation
 from tests.conftest import README_REQUEST
 from tests.database import db
 from tests.storage.conftest import drained

@@ -13,8 +13,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from websockets.asyncio.client import connect
 
-from evaluations.calibrations import calibration_cache_forget
-from evaluations.models import Calibration, Classifier, ClassifierLabel, EvaluationAnswer
+from audit.models import Calibration, Classifier, ClassifierLabel, EvaluationAnswer
+from calibration.applied import calibration_cache_forget
 from inference.metrics import Scored
 from inference.vector_scaling import Calibrator, calibration_fit, probabilities_calibrate
 from tests.conftest import README_REQUEST

@@ -8,9 +8,9 @@ import random
 import pytest
 from django.utils import timezone
 
-from evaluations.fitting import calibration_fit_store
-from evaluations.labelled import labelled_report
-from evaluations.models import Calibration, DatasetRun, EvaluationAnswer
+from audit.models import Calibration, DatasetRun, EvaluationAnswer
+from calibration.fitting import calibration_fit_store
+from calibration.labelled import labelled_report
 from tests.storage.factories import evaluation_make, outcome_make
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

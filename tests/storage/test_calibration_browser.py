@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 
-from evaluations.fitting import calibration_fit_store
+from calibration.fitting import calibration_fit_store
 from tests.storage.test_admin_browser import ADMIN_PASSWORD, chromium_page, loopback_only, shot, signed_in
 from tests.storage.test_calibration_admin import labelled_team_answers
 

@@ -14,8 +14,8 @@ import httpx
 import pytest
 from django.core.management import call_command
 
-from evaluations.calibrations import calibration_cache_forget
-from evaluations.models import EvaluationAnswer
+from audit.models import EvaluationAnswer
+from calibration.applied import calibration_cache_forget
 from inference.backends.llamacpp import LlamaCppBackend
 from inference.vector_scaling import Calibrator, probabilities_calibrate
 from tests.database import db

@@ -10,9 +10,9 @@ import httpx
 import pytest
 from django.core.management import CommandError
 
-from evaluations.calibrations import calibration_cache_forget
-from evaluations.keys import IssuedKey, apikey_issue
-from evaluations.models import EvaluationAnswer
+from audit.keys import IssuedKey, apikey_issue
+from audit.models import EvaluationAnswer
+from calibration.applied import calibration_cache_forget
 from tests.database import db
 from tests.storage.conftest import drained
 from tests.storage.test_calibration import KEYS, calibrate, team_request

@@ -9,8 +9,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from evaluations.admin.dashboard import percentiles_compute, window_stats_compute
-from evaluations.models import Evaluation, EvaluationAnswer
+from audit.admin.dashboard import percentiles_compute, window_stats_compute
+from audit.models import Evaluation, EvaluationAnswer
 from tests.storage.factories import evaluation_make
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 
-from evaluations.storage.writer import writer_drain
+from audit.storage.writer import writer_drain
 from tests.conftest import README_REQUEST
 from tests.storage.test_admin_browser import ADMIN_PASSWORD, chromium_page, loopback_only, shot, signed_in
 

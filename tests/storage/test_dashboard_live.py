@@ -19,10 +19,10 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin
 
-from evaluations.config import ConfigError, config_from_env
-from evaluations.dashboard_live import BUCKET_SECONDS, dashboard_snapshot
-from evaluations.livefeed import LATENCY_BUCKETS_PER_DECADE, SEND_TIMEOUT_SECONDS, LiveFeed, Tally, latency_bucket
+from audit.dashboard_live import BUCKET_SECONDS, dashboard_snapshot
+from audit.livefeed import LATENCY_BUCKETS_PER_DECADE, SEND_TIMEOUT_SECONDS, LiveFeed, Tally, latency_bucket
 from openjev_site.channel_layers import channel_layers_config
+from serving.config import ConfigError, config_from_env
 from testbed.ports import free_port
 from tests.conftest import README_REQUEST
 from tests.database import db

@@ -11,8 +11,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from evaluations.models import Evaluation, EvaluationAnswer
-from evaluations.openapi.decisions import DECISIONS_REQUEST
+from api.openapi.decisions import DECISIONS_REQUEST
+from audit.models import Evaluation, EvaluationAnswer
 from tests.conftest import README_REQUEST
 from tests.database import db
 from tests.storage.conftest import drained
@@ -88,8 +88,8 @@ async def test_feedback_refuses_an_overlong_request_id_without_echoing_it(api, f
 
 async def test_a_calibration_fitted_on_one_route_applies_to_the_same_question_on_the_other(api, fake, store,
                                                                                           settings):
-    from evaluations.calibrations import calibration_cache_forget
-    from evaluations.models import Calibration
+    from audit.models import Calibration
+    from calibration.applied import calibration_cache_forget
 
     settings.OPENJEV = replace(settings.OPENJEV, calibration=True)
     request_id = await decided(api)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from evaluations.models import DatasetRun, Evaluation, EvaluationAnswer
+from audit.models import DatasetRun, Evaluation, EvaluationAnswer
 from tests.database import db
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

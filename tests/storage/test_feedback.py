@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from evaluations.models import Evaluation, EvaluationAnswer
+from audit.models import Evaluation, EvaluationAnswer
 from tests.conftest import README_REQUEST
 from tests.database import db
 from tests.storage.conftest import drained

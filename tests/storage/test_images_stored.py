@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from evaluations.evaluator import evaluator_install
-from evaluations.models import Evaluation
+from audit.models import Evaluation
+from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
 from testbed.images import png_bytes
 from tests.database import db

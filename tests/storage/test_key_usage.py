@@ -13,9 +13,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from evaluations.keys import apikey_issue
-from evaluations.models import KeyUsage
-from evaluations.openapi.decisions import DECISIONS_REQUEST
+from api.openapi.decisions import DECISIONS_REQUEST
+from audit.keys import apikey_issue
+from audit.models import KeyUsage
 from tests.conftest import README_REQUEST
 from tests.database import db
 from tests.storage.conftest import drained

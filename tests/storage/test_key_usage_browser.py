@@ -11,8 +11,8 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 
-from evaluations.keys import apikey_issue
-from evaluations.storage.writer import writer_drain
+from audit.keys import apikey_issue
+from audit.storage.writer import writer_drain
 from tests.conftest import README_REQUEST
 from tests.storage.test_admin_browser import ADMIN_PASSWORD, chromium_page, loopback_only, shot, signed_in
 

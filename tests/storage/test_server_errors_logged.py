@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from evaluations.admin import dashboard
+from audit.admin import dashboard
 from tests.conftest import README_REQUEST
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -31,7 +31,7 @@ def test_a_bug_behind_the_admin_is_a_500_whose_traceback_django_logs_once(admin_
 
 
 async def test_a_bug_behind_the_api_logs_its_traceback_once_with_the_request_id(api, fake, monkeypatch, caplog):
-    from evaluations import evaluate
+    from api import evaluate
 
     async def broken(**kwargs: object) -> None:
         raise ZeroDivisionError("a bug in the core")
@@ -43,4 +43,4 @@ async def test_a_bug_behind_the_api_logs_its_traceback_once_with_the_request_id(
     (logged,) = _tracebacks(caplog)
     assert logged.exc_info and logged.exc_info[0] is ZeroDivisionError
     request_id = response.headers["x-typesafe-request-id"]
-    assert any(request_id in r.getMessage() for r in caplog.records if r.name == "evaluations.errors")
+    assert any(request_id in r.getMessage() for r in caplog.records if r.name == "api.errors")

@@ -11,12 +11,12 @@ import httpx
 import pytest
 from django.utils import timezone
 
-from evaluations.evaluator import evaluator_install
-from evaluations.models import Evaluation, EvaluationAnswer
-from evaluations.requestids import request_id_assign
-from evaluations.storage import rows
-from evaluations.storage import store as storing
-from evaluations.systemone import systemone_evaluate
+from api.requestids import request_id_assign
+from api.systemone.service import systemone_evaluate
+from audit.models import Evaluation, EvaluationAnswer
+from audit.storage import rows
+from audit.storage import store as storing
+from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
 from tests.api.helpers import close, expected_probabilities
 from tests.conftest import README_REQUEST

@@ -10,9 +10,9 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from evaluations.evaluator import evaluator_install
-from evaluations.keys import apikey_issue
-from evaluations.models import Evaluation, EvaluationAnswer
+from audit.keys import apikey_issue
+from audit.models import Evaluation, EvaluationAnswer
+from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
 from tests.conftest import README_REQUEST
 from tests.database import db

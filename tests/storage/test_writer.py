@@ -14,11 +14,11 @@ from django.db import OperationalError, connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from evaluations.models import Evaluation, EvaluationAnswer
-from evaluations.storage import store as storing
-from evaluations.storage import writer
-from evaluations.storage.records import StoredEvaluation
-from evaluations.systemone import received_of_body
+from api.systemone.service import received_of_body
+from audit.models import Evaluation, EvaluationAnswer
+from audit.storage import store as storing
+from audit.storage import writer
+from audit.storage.records import StoredEvaluation
 from tests.conftest import README_REQUEST
 from tests.database import db
 from tests.storage.conftest import drained

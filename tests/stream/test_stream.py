@@ -14,10 +14,10 @@ from django.conf import settings
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from evaluations.evaluator import evaluator_install
-from evaluations.parsing import Limits, systemone_request_parse
+from api.systemone.parsing import Limits, systemone_request_parse
 from inference.prompts import plan_compile
 from inference.runner import Evaluator
+from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator, url_evaluator
 from testbed.live_server import LiveServer
 from tests.conftest import README_REQUEST

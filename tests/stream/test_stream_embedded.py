@@ -15,8 +15,8 @@ import pytest
 from django.conf import settings
 from websockets.asyncio.client import connect
 
-from evaluations.evaluator import evaluator_build, evaluator_install
 from inference.backends.llamacpp import LlamaCppBackend
+from serving.evaluator import evaluator_build, evaluator_install
 from testbed.live_server import LiveServer
 from tests.embedded import SMALL, bundled_backend
 from tests.stream.conftest import of, receive, send, until_ended, ws_url

@@ -1,0 +1,72 @@
+"""Bearer-key authentication as a DRF authentication class, off by default like the original service.
+
+With auth off, any Authorization header is accepted (the official SDK always sends one) and the
+request is anonymous. With auth on, the key must equal the configured key or an active issued key,
+compared in constant time; `request.auth` is then the `Caller` recorded with the evaluation.
+
+Checking an issued key may read the database (in a worker thread), so `authenticate` is a coroutine:
+`ApiView` awaits it on the event loop instead of letting DRF call it through a thread hop.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+from django.conf import settings
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.request import Request
+
+from api.errors import ApiError
+from api.ratelimits import bad_key_counted, bad_keys_refused
+from api.requestids import client_address_current
+from audit.callers import Caller
+from audit.keys import KeysUnavailable, apikey_verify
+
+ENV_CALLER = Caller(label="env")
+"""The caller who sent the environment's key (`OPENJEV_API_KEY`)."""
+
+
+def bearer_token(header: str | None) -> str | None:
+    if not header:
+        return None
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+async def caller_authenticate(*, authorization: str | None) -> Caller | None:
+    """The caller an `Authorization` header names, or None while auth is off; raises AuthenticationFailed
+    (401), or a 429 for an address that sent too many wrong keys this minute (before any key lookup). The
+    API's views and the WebSocket stream (header or `auth` message) both ask this."""
+    config = settings.OPENJEV
+    if not config.auth_required:
+        return None
+    token = bearer_token(authorization)
+    if token is None:
+        raise AuthenticationFailed("missing API key: send Authorization: Bearer <key>")
+    if config.api_key and hmac.compare_digest(token.encode(), config.api_key.encode()):
+        return ENV_CALLER
+    address = client_address_current()
+    await bad_keys_refused(address=address)
+    try:
+        caller = await apikey_verify(secret=token)
+    except KeysUnavailable:
+        raise ApiError(503, "service_unavailable", "API keys cannot be checked right now; retry shortly",
+                       {"Retry-After": "5"}) from None
+    if caller is None:
+        await bad_key_counted(address=address)
+        raise AuthenticationFailed("invalid API key")
+    return caller
+
+
+class BearerKeyAuthentication(BaseAuthentication):
+    async def authenticate(self, request: Request) -> tuple[None, Caller] | None:  # type: ignore[override]
+        """(no user, the caller), or None while auth is off; raises AuthenticationFailed (401)."""
+        caller = await caller_authenticate(authorization=request.headers.get("Authorization"))
+        return None if caller is None else (None, caller)
+
+    def authenticate_header(self, request: Any) -> str:
+        return "Bearer"

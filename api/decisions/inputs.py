@@ -1,0 +1,265 @@
+"""A Decisions API `input` as the conversation the model reads, every problem located in the body.
+
+A string is one user message, as a System One string state is. A list of items keeps its order:
+`message` items by role (`developer` reads as `system`: the chat templates served know no developer
+role), function and custom tool calls as an assistant turn's `tool_calls` (consecutive calls in one
+turn, as the chat templates render parallel calls), and their outputs as `tool` turns, so the model's
+own chat template renders tool use as it was trained on. Content parts: text as it is, `input_json`
+as compact JSON with its key order (the same text System One writes for structured values), images
+only as `data:` URLs (the service never fetches a URL for a client).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from api.images import image_of_url
+from api.json_body import Loc, json_kind
+from api.state_parsing import Checker
+from inference.errors import Problem
+from inference.questions import text_render
+from inference.requests import Image, Message, Part, Role, conversation_of_text
+
+JSON_MAX_DEPTH = 32
+JSON_MAX_VALUES = 10_000
+JSON_MAX_BYTES = 256 << 10
+"""The SDK's documented limits of one `input_json` part (container levels, values, compact UTF-8 bytes)."""
+
+MESSAGE_ROLES: dict[str, Role] = {"user": "user", "developer": "system", "system": "system",
+                                  "assistant": "assistant"}
+PART_KINDS = {"user": ("input_text", "input_image", "input_json"), "developer": ("input_text",),
+              "system": ("input_text",), "assistant": ("output_text", "refusal")}
+"""What each role's content list may hold (the SDK's types)."""
+OUTPUT_PART_KINDS = ("input_text", "input_image")
+
+_MESSAGE_KEYS = {"type", "role", "content", "phase"}
+_CALL_KEYS = {"type", "call_id", "name", "id", "namespace", "status"}
+_OUTPUT_KEYS = {"type", "call_id", "output", "id", "status"}
+_PART_KEYS = {"input_text": {"type", "text", "prompt_cache_breakpoint"},
+              "input_image": {"type", "image_url", "detail", "prompt_cache_breakpoint"},
+              "input_json": {"type", "data"}, "output_text": {"type", "text"}, "refusal": {"type", "refusal"}}
+IMAGE_URL_FETCHED = ("image URLs are not fetched by this server (it makes no request on a client's behalf); "
+                     "send the image as a base64 data: URL")
+
+
+class _Turns:
+    """The conversation being built, with the calls whose outputs may follow."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.calls: set[str] = set()
+
+    def tool_call(self, *, call_id: str, name: str, arguments: Any) -> None:
+        """A call joins the assistant turn of the calls just before it, else opens one."""
+        call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last.role == "assistant" and last.content == "" and last.extra[:1] and \
+                last.extra[0][0] == "tool_calls":
+            self.messages[-1] = Message(role="assistant", content="",
+                                        extra=(("tool_calls", [*last.extra[0][1], call]),))
+        else:
+            self.messages.append(Message(role="assistant", content="", extra=(("tool_calls", [call]),)))
+        self.calls.add(call_id)
+
+
+def unknown_keys_check(check: Checker, item: dict[str, Any], allowed: set[str], loc: Loc) -> None:
+    for key in item:
+        if key not in allowed:
+            check.add((*loc, key), f"Unknown parameter: {key!r}", "unknown_parameter")
+
+
+def string_check(check: Checker, item: dict[str, Any], key: str, loc: Loc, *, required: bool = True) -> str | None:
+    """`item[key]` when it is a string; a problem when it is missing (if required) or not a string."""
+    value = item.get(key)
+    if value is None:
+        if required:
+            check.add((*loc, key), f"Missing required parameter: {key!r}", "missing_required_parameter")
+        return None
+    if not isinstance(value, str):
+        check.add((*loc, key), f"Invalid type: expected a string, got {json_kind(value)}", "invalid_type")
+        return None
+    return value
+
+
+def json_part_text(check: Checker, data: Any, loc: Loc) -> str:
+    """An `input_json` part's data as compact JSON, within the SDK's limits."""
+    if not (isinstance(data, dict) or (isinstance(data, list) and all(isinstance(x, dict) for x in data))):
+        check.add((*loc, "data"), f"Invalid type: expected an object or an array of objects, got {json_kind(data)}",
+                  "invalid_type")
+        return ""
+    depth, values = _json_size(data)
+    if depth > JSON_MAX_DEPTH or values > JSON_MAX_VALUES:
+        check.add((*loc, "data"), f"JSON data is limited to {JSON_MAX_DEPTH} levels and {JSON_MAX_VALUES} values "
+                                  f"(got {depth} levels, {values} values)", "json_too_large")
+        return ""
+    text = text_render(data)
+    if len(text.encode("utf-8", "surrogatepass")) > JSON_MAX_BYTES:
+        check.add((*loc, "data"), f"JSON data is limited to {JSON_MAX_BYTES} bytes of compact JSON", "json_too_large")
+        return ""
+    return text
+
+
+def _json_size(value: Any) -> tuple[int, int]:
+    """(container levels, values) of a JSON value, without recursion (the depth is the client's)."""
+    depth, values, stack = 0, 0, [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        values += 1
+        if isinstance(node, dict | list):
+            depth = max(depth, level)
+            stack += [(child, level + 1) for child in (node.values() if isinstance(node, dict) else node)]
+    return depth, values
+
+
+def image_part(check: Checker, part: dict[str, Any], loc: Loc) -> Image | None:
+    url = string_check(check, part, "image_url", loc)
+    if url is None:
+        return None
+    if url[:8].lower().startswith(("http://", "https://")):
+        check.add((*loc, "image_url"), IMAGE_URL_FETCHED, "image_url_not_supported")
+        return None
+    image = image_of_url(value=url, loc=(*loc, "image_url"), limits=check.image_limits)
+    if isinstance(image, Problem):
+        check.problems.append(image)
+        return None
+    check.images.append((image, (*loc, "image_url")))
+    return image
+
+
+def parts_check(check: Checker, content: Any, loc: Loc, *, kinds: tuple[str, ...]) -> list[Part] | None:
+    """A string or a list of parts as text and images in order, consecutive texts joined with newlines
+    (as System One joins a transcript's text parts); None when the content is not valid."""
+    if isinstance(content, str):
+        return [content] if content else []
+    if not isinstance(content, list):
+        check.add(loc, f"Invalid type: expected a string or an array of content parts, got {json_kind(content)}",
+                  "invalid_type")
+        return None
+    before = len(check.problems)
+    parts: list[Part] = []
+    texts: list[str] = []
+    for i, part in enumerate(content):
+        part_loc = (*loc, i)
+        kind = part.get("type") if isinstance(part, dict) else None
+        if not isinstance(part, dict) or kind not in kinds:
+            found = repr(kind) if isinstance(kind, str) else json_kind(part)
+            check.add((*part_loc, "type") if isinstance(part, dict) else part_loc,
+                      f"Invalid content part {found}; expected one of {', '.join(kinds)}", "invalid_value")
+            continue
+        unknown_keys_check(check, part, _PART_KEYS[kind], part_loc)
+        if kind == "input_image":
+            image = image_part(check, part, part_loc)
+            if image is not None:
+                parts += ["\n".join(texts), image] if texts else [image]
+                texts = []
+        elif kind == "input_json":
+            texts.append(json_part_text(check, part.get("data"), part_loc))
+        else:
+            text = string_check(check, part, "refusal" if kind == "refusal" else "text", part_loc)
+            texts.append(text or "")
+    if len(check.problems) > before:
+        return None
+    return [p for p in ([*parts, "\n".join(texts)] if texts else parts) if p != ""]
+
+
+def _message(check: Checker, turns: _Turns, item: dict[str, Any], loc: Loc) -> None:
+    role = item.get("role")
+    if role not in MESSAGE_ROLES:
+        check.add((*loc, "role"), f"Invalid role {role!r}; expected one of {', '.join(MESSAGE_ROLES)}",
+                  "invalid_value")
+        return
+    unknown_keys_check(check, item, _MESSAGE_KEYS if role == "assistant" else _MESSAGE_KEYS - {"phase"}, loc)
+    if "content" not in item:
+        check.add((*loc, "content"), "Missing required parameter: 'content'", "missing_required_parameter")
+        return
+    parts = parts_check(check, item["content"], (*loc, "content"), kinds=PART_KINDS[role])
+    if parts is None:
+        return
+    if any(isinstance(p, Image) for p in parts):
+        turns.messages.append(Message(role="user", content=tuple(parts)))
+    else:
+        text = "".join(p for p in parts if isinstance(p, str))
+        turns.messages.append(Message(role=MESSAGE_ROLES[role], content=text))
+
+
+def _function_call(check: Checker, turns: _Turns, item: dict[str, Any], loc: Loc) -> None:
+    _call(check, turns, item, loc, argument_key="arguments", arguments=_arguments_read)
+
+
+def _custom_tool_call(check: Checker, turns: _Turns, item: dict[str, Any], loc: Loc) -> None:
+    _call(check, turns, item, loc, argument_key="input", arguments=lambda text: text)
+
+
+def _arguments_read(text: str) -> Any:
+    """A function call's arguments as the object it encodes (templates write `arguments | tojson`), or the
+    text as it is when it is not a JSON object."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+    return value if isinstance(value, dict) else text
+
+
+def _call(check: Checker, turns: _Turns, item: dict[str, Any], loc: Loc, *, argument_key: str,
+          arguments: Callable[[str], Any]) -> None:
+    unknown_keys_check(check, item, _CALL_KEYS | {argument_key}, loc)
+    call_id, name = string_check(check, item, "call_id", loc), string_check(check, item, "name", loc)
+    text = string_check(check, item, argument_key, loc)
+    namespace = string_check(check, item, "namespace", loc, required=False)
+    if call_id is not None and name is not None and text is not None:
+        turns.tool_call(call_id=call_id, name=f"{namespace}.{name}" if namespace else name, arguments=arguments(text))
+
+
+def _call_output(check: Checker, turns: _Turns, item: dict[str, Any], loc: Loc) -> None:
+    unknown_keys_check(check, item, _OUTPUT_KEYS, loc)
+    call_id = string_check(check, item, "call_id", loc)
+    if call_id is not None and call_id not in turns.calls:
+        check.add((*loc, "call_id"), f"No tool call with call_id {call_id!r} comes before this output",
+                  "invalid_value")
+    if "output" not in item:
+        check.add((*loc, "output"), "Missing required parameter: 'output'", "missing_required_parameter")
+        return
+    parts = parts_check(check, item["output"], (*loc, "output"), kinds=OUTPUT_PART_KINDS)
+    if parts is None:
+        return
+    if any(isinstance(p, Image) for p in parts):
+        check.add((*loc, "output"), "images are accepted in user messages only, not in a tool output",
+                  "unsupported_content")
+        return
+    if call_id is not None:
+        turns.messages.append(Message(role="tool", content="".join(p for p in parts if isinstance(p, str)),
+                                      extra=(("tool_call_id", call_id),)))
+
+
+ITEM_KINDS: dict[str, Callable[[Checker, _Turns, dict[str, Any], Loc], None]] = {
+    "message": _message, "function_call": _function_call, "function_call_output": _call_output,
+    "custom_tool_call": _custom_tool_call, "custom_tool_call_output": _call_output,
+}
+
+
+def conversation_parse(check: Checker, value: Any) -> tuple[Message, ...]:
+    """`input` as messages; problems go to `check`, located under `input`."""
+    if isinstance(value, str):
+        return conversation_of_text(text=value)
+    if not isinstance(value, list) or not value:
+        got = "an empty array" if value == [] else json_kind(value)
+        check.add(("input",), f"Invalid type: expected a string or a non-empty array of input items, got {got}",
+                  "invalid_type")
+        return ()
+    turns = _Turns()
+    for i, item in enumerate(value):
+        loc: Loc = ("input", i)
+        if not isinstance(item, dict):
+            check.add(loc, f"Invalid type: expected an input item object, got {json_kind(item)}", "invalid_type")
+            continue
+        kind = item.get("type", "message")
+        handler = ITEM_KINDS.get(kind) if isinstance(kind, str) else None
+        if handler is None:
+            check.add((*loc, "type"), f"Invalid input item type {kind!r}; expected one of {', '.join(ITEM_KINDS)}",
+                      "invalid_value")
+            continue
+        handler(check, turns, item, loc)
+    return tuple(turns.messages)

@@ -1,0 +1,303 @@
+"""A `POST /v1/decisions` body, validated once into the core's typed request, or every problem found.
+
+Each Decisions question becomes the core question System One would send for it, so the same question
+gets the same prompt, answer and calibration on either route: a `predicate` is a `noul` with the default
+sides, a `choice` is a `choice` whose options read as their descriptions (or their values when they have
+none), a `score` is a `score` whose levels read as their labels (and descriptions). Choice values keep
+their JSON type for the answer: the string `"true"` and the boolean `true` are different choices.
+
+Unknown parameters are refused, as OpenAI's API refuses them, so a misspelt field is a 400, not a
+silently different question.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from api.decisions.inputs import (
+    conversation_parse,
+    json_part_text,
+    string_check,
+    unknown_keys_check,
+)
+from api.images import ImageLimits, images_total_check
+from api.json_body import JsonKeyed, Loc, document_problems, json_cache_cost, json_cached, json_kind
+from api.state_parsing import Checker
+from api.systemone.parsing import PARSED_CACHE_BYTES
+from inference.errors import Problem, RequestInvalid
+from inference.lru import SizedLRU
+from inference.questions import Question, question_build
+from inference.requests import EvaluationRequest
+from serving.config import language_model_named
+
+QUESTION_KINDS = ("predicate", "choice", "score")
+MAX_LEVELS = 10
+"""A score's levels at most (the Decisions API's rule; also at most `max_answers`)."""
+SAFETY_IDENTIFIER_MAX = 64
+PROMPT_CACHE_KEY_MAX = 256
+_TOP_KEYS = {"model", "input", "questions", "prompt_cache_key", "prompt_cache_options", "safety_identifier"}
+_QUESTION_KEYS = {"predicate": {"type", "instructions", "name"}, "choice": {"type", "instructions", "name", "choices"},
+                  "score": {"type", "instructions", "name", "levels"}}
+
+
+class ModelUnknown(Exception):
+    """The body names a model this server does not serve (a 404 on this route)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_questions: int
+    max_choices: int
+    max_levels: int
+    images: ImageLimits
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What the answer to one question needs besides the core's: its name and its options' typed values."""
+
+    name: str | None
+    values: tuple[str | bool, ...] = ()
+    """A choice's values in order."""
+    labels: tuple[str, ...] = ()
+    """A score's level labels in order."""
+
+
+@dataclass(frozen=True)
+class DecisionsRequest:
+    model: str
+    evaluation: EvaluationRequest
+    asked: tuple[Asked, ...]
+    """One per question, in order."""
+    input: Any
+    """The input exactly as sent, stored at level `full`."""
+    questions: Any
+    safety_identifier: str
+    prompt_cache_key: str
+
+    def position_of(self, *, question_id: str) -> int:
+        """Where the core's question id stands in the request (its problems are located by id)."""
+        return next(i for i, q in enumerate(self.evaluation.questions) if q.id == question_id)
+
+
+def decisions_request_parse(*, data: Any, limits: Limits, models: frozenset[str]) -> DecisionsRequest:
+    """Validate everything before any work; ModelUnknown for a model not served, else RequestInvalid with
+    every problem found, located in the body."""
+    invalid = document_problems(data=data)
+    if invalid:
+        raise RequestInvalid(invalid)
+    if not isinstance(data, dict):
+        raise RequestInvalid([Problem((), f"Invalid type: the body must be a JSON object, got {json_kind(data)}",
+                                      "invalid_type")])
+    check = Checker(limits=limits.images)
+    unknown_keys_check(check, data, _TOP_KEYS, ())
+    model = string_check(check, data, "model", ())
+    if model is not None and not language_model_named(name=model, names=models):
+        raise ModelUnknown(model)
+    if "input" not in data:
+        check.add(("input",), "Missing required parameter: 'input'", "missing_required_parameter")
+    conversation = conversation_parse(check, data.get("input")) if "input" in data else ()
+    check.problems += [Problem(("input", *p.loc[1:]) if p.loc[:1] == ("state",) else p.loc, p.msg, p.type)
+                       for p in images_total_check(images=check.images, limits=limits.images)]
+    questions, asked = _questions_check(check, data, limits)
+    safety_identifier = _bounded_string(check, data, "safety_identifier", SAFETY_IDENTIFIER_MAX)
+    prompt_cache_key = _bounded_string(check, data, "prompt_cache_key", PROMPT_CACHE_KEY_MAX)
+    _cache_options_check(check, data.get("prompt_cache_options"))
+    if check.problems:
+        raise RequestInvalid(check.problems)
+    return DecisionsRequest(model=str(model), evaluation=EvaluationRequest(conversation=conversation,
+                                                                           questions=questions),
+                            asked=asked, input=data["input"], questions=data["questions"],
+                            safety_identifier=safety_identifier, prompt_cache_key=prompt_cache_key)
+
+
+def _bounded_string(check: Checker, data: dict[str, Any], key: str, limit: int) -> str:
+    value = string_check(check, data, key, (), required=False) or ""
+    if len(value) > limit:
+        check.add((key,), f"{key} is limited to {limit} characters, got {len(value)}", "string_above_max_length")
+        return ""
+    return value
+
+
+def _cache_options_check(check: Checker, options: Any) -> None:
+    """Accepted and checked, then left to the backend, whose prefix cache needs no breakpoints."""
+    if options is None:
+        return
+    if not isinstance(options, dict):
+        check.add(("prompt_cache_options",), f"Invalid type: expected an object, got {json_kind(options)}",
+                  "invalid_type")
+        return
+    unknown_keys_check(check, options, {"mode", "ttl"}, ("prompt_cache_options",))
+    if options.get("mode") not in (None, "implicit", "explicit"):
+        check.add(("prompt_cache_options", "mode"), "mode must be 'implicit' or 'explicit'", "invalid_value")
+    if options.get("ttl") not in (None, "30m"):
+        check.add(("prompt_cache_options", "ttl"), "ttl must be '30m'", "invalid_value")
+
+
+def _questions_check(check: Checker, data: dict[str, Any], limits: Limits) -> tuple[tuple[Question, ...],
+                                                                                    tuple[Asked, ...]]:
+    questions = data.get("questions")
+    if questions is None:
+        check.add(("questions",), "Missing required parameter: 'questions'", "missing_required_parameter")
+        return (), ()
+    if not isinstance(questions, list):
+        check.add(("questions",), f"Invalid type: expected an array of questions, got {json_kind(questions)}",
+                  "invalid_type")
+        return (), ()
+    if not 1 <= len(questions) <= limits.max_questions:
+        check.add(("questions",), f"Between 1 and {limits.max_questions} questions are allowed on this server, got "
+                                  f"{len(questions)}", "array_below_min_length" if not questions
+                  else "array_above_max_length")
+        return (), ()
+    found = []
+    ids: set[str] = set()
+    for i, question in enumerate(questions):
+        qid = _question_id(question, position=i, taken=ids)
+        built = json_cached(cache=_parsed, key=(qid, limits.max_choices, limits.max_levels), value=question,
+                            build=partial(_question_check, check, question, ("questions", i), limits, qid=qid))
+        if built is not None:
+            found.append(built)
+        ids.add(qid)
+    return tuple(q for q, _ in found), tuple(a for _, a in found)
+
+
+_parsed: SizedLRU[JsonKeyed, tuple[Question, Asked]] = SizedLRU(max_bytes=PARSED_CACHE_BYTES, cost=json_cache_cost)
+"""Valid questions by id and JSON, as System One keeps them (`api.systemone.parsing`), so a question sent again
+is the same object and the prompt compiler's caches find it."""
+
+
+def _question_id(question: Any, *, position: int, taken: set[str]) -> str:
+    """What storage and feedback know a question by: its name, or its position when it has none or an earlier
+    question has the same id (`#position` if a name took that)."""
+    name = question.get("name") if isinstance(question, dict) else None
+    qid = name if isinstance(name, str) and name not in taken else str(position)
+    return qid if qid not in taken else f"#{position}"
+
+
+def _question_check(check: Checker, question: Any, loc: Loc, limits: Limits, *,
+                    qid: str) -> tuple[Question, Asked] | None:
+    """The core's question under `qid`, and what its answer needs."""
+    if not isinstance(question, dict):
+        check.add(loc, f"Invalid type: expected a question object, got {json_kind(question)}", "invalid_type")
+        return None
+    kind = question.get("type")
+    if kind not in QUESTION_KINDS:
+        check.add((*loc, "type"), f"Invalid question type {kind!r}; expected one of {', '.join(QUESTION_KINDS)}",
+                  "invalid_value" if "type" in question else "missing_required_parameter")
+        return None
+    before = len(check.problems)
+    unknown_keys_check(check, question, _QUESTION_KEYS[kind], loc)
+    name = string_check(check, question, "name", loc, required=False)
+    instructions = _instructions_check(check, question.get("instructions"), (*loc, "instructions"))
+    if kind == "predicate":
+        built = question_build(id=qid, type="noul", instructions=instructions, criteria=None), Asked(name=name)
+    elif kind == "choice":
+        values, criteria = _choices_check(check, question.get("choices"), (*loc, "choices"), limits.max_choices)
+        built = (question_build(id=qid, type="choice", instructions=instructions, criteria=criteria),
+                 Asked(name=name, values=values))
+    else:
+        labels, levels = _levels_check(check, question.get("levels"), (*loc, "levels"), limits.max_levels)
+        built = (question_build(id=qid, type="score", instructions=instructions, criteria=levels),
+                 Asked(name=name, labels=labels))
+    return None if len(check.problems) > before else built
+
+
+def _instructions_check(check: Checker, value: Any, loc: Loc) -> str:
+    """A string, or text and JSON parts joined with newlines (an image has no place in a question's text:
+    each question is its own branch after the shared prefix, where the backends take no image)."""
+    if isinstance(value, str):
+        if not value.strip():
+            check.add(loc, "instructions must not be empty", "string_below_min_length")
+        return value
+    if value is None:
+        check.add(loc, "Missing required parameter: 'instructions'", "missing_required_parameter")
+        return ""
+    if not isinstance(value, list) or not value:
+        check.add(loc, f"Invalid type: expected a string or a non-empty array of text and JSON parts, got "
+                       f"{json_kind(value)}", "invalid_type")
+        return ""
+    texts = []
+    for i, part in enumerate(value):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "input_image":
+            check.add((*loc, i), "images are not supported in question instructions; put the image in the input",
+                      "unsupported_content")
+        elif kind == "input_text" and isinstance(part, dict):
+            unknown_keys_check(check, part, {"type", "text"}, (*loc, i))
+            texts.append(string_check(check, part, "text", (*loc, i)) or "")
+        elif kind == "input_json" and isinstance(part, dict):
+            unknown_keys_check(check, part, {"type", "data"}, (*loc, i))
+            texts.append(json_part_text(check, part.get("data"), (*loc, i)))
+        else:
+            check.add((*loc, i), "Invalid instructions part; expected input_text or input_json", "invalid_value")
+    return "\n".join(texts)
+
+
+def _items_check(check: Checker, value: Any, loc: Loc, *, limit: int, what: str) -> list[dict[str, Any]]:
+    """A list of 2 to `limit` objects (the problems added when not)."""
+    if not isinstance(value, list):
+        check.add(loc, f"Invalid type: expected an array of {what}, got {json_kind(value)}",
+                  "missing_required_parameter" if value is None else "invalid_type")
+        return []
+    if not 2 <= len(value) <= limit:
+        check.add(loc, f"Between 2 and {limit} {what} are allowed on this server, got {len(value)}",
+                  "array_below_min_length" if len(value) < 2 else "array_above_max_length")
+        return []
+    items = []
+    for i, item in enumerate(value):
+        if isinstance(item, dict):
+            items.append(item)
+        else:
+            check.add((*loc, i), f"Invalid type: expected an object, got {json_kind(item)}", "invalid_type")
+    return items if len(items) == len(value) else []
+
+
+def _description(check: Checker, item: dict[str, Any], loc: Loc) -> str | None:
+    text = string_check(check, item, "description", loc, required=False)
+    return text or None
+
+
+def _choices_check(check: Checker, value: Any, loc: Loc, limit: int) -> tuple[tuple[str | bool, ...],
+                                                                             dict[str, str | None]]:
+    """The typed values in order, and the core's criteria: option key -> what the model reads (None: the
+    key itself). A string value is its own key; a boolean's is `true`/`false`, unless a string of that
+    text is a choice too, then `true (boolean)` (the model reads the key, so the two stay apart)."""
+    values: list[str | bool] = []
+    descriptions: list[str | None] = []
+    for i, item in enumerate(_items_check(check, value, loc, limit=limit, what="choices")):
+        unknown_keys_check(check, item, {"value", "description"}, (*loc, i))
+        found = item.get("value")
+        if not isinstance(found, str | bool):
+            check.add((*loc, i, "value"), f"Invalid type: a choice value is a string or a boolean, got "
+                                          f"{json_kind(found)}", "invalid_type" if "value" in item
+                      else "missing_required_parameter")
+            continue
+        if any(type(v) is type(found) and v == found for v in values):
+            check.add((*loc, i, "value"), f"Each choice must be unique; {found!r} is given twice", "duplicate_value")
+            continue
+        values.append(found)
+        descriptions.append(_description(check, item, (*loc, i)))
+    strings = {v for v in values if isinstance(v, str)}
+    criteria: dict[str, str | None] = {}
+    for found, description in zip(values, descriptions, strict=True):
+        key = found if isinstance(found, str) else ("true" if found else "false")
+        while key in criteria or (not isinstance(found, str) and key in strings):
+            key = f"{key} (boolean)"
+        criteria[key] = description
+    return tuple(values), criteria
+
+
+def _levels_check(check: Checker, value: Any, loc: Loc, limit: int) -> tuple[tuple[str, ...], list[str]]:
+    """The level labels in order, and the text the model reads for each: the label, then its description."""
+    labels: list[str] = []
+    texts: list[str] = []
+    for i, item in enumerate(_items_check(check, value, loc, limit=limit, what="levels")):
+        unknown_keys_check(check, item, {"label", "description"}, (*loc, i))
+        label = string_check(check, item, "label", (*loc, i))
+        description = _description(check, item, (*loc, i))
+        if label is not None:
+            labels.append(label)
+            texts.append(label if description is None else f"{label} — {description}")
+    return tuple(labels), texts

@@ -1,0 +1,125 @@
+"""`POST /v1/decisions` behind its view: parsed once, evaluated as System One evaluates, recorded however
+it ends. Problems become OpenAI's 400 naming the field (`param`), whether the parser or the core found
+them, so the stored failure is what the client got."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from api.decisions.parsing import (
+    MAX_LEVELS,
+    DecisionsRequest,
+    Limits,
+    ModelUnknown,
+    decisions_request_parse,
+)
+from api.errors import ApiError
+from api.evaluate import evaluation_calibrated
+from api.images import ImageLimits
+from api.json_body import Loc
+from api.ratelimits import rate_limited
+from api.recording import evaluation_recorded
+from audit.callers import Caller
+from audit.storage.records import Received
+from inference.errors import Problem, RequestInvalid
+from inference.runner import Outcome
+
+GENERIC_CODES = {"missing": "missing_required_parameter", "extra_forbidden": "unknown_parameter"}
+"""The core's and the body checks' problem types, as OpenAI's error codes name them."""
+
+
+@dataclass(frozen=True)
+class Decided:
+    request_id: str
+    request: DecisionsRequest
+    model: str
+    """The model the backend served."""
+    outcome: Outcome
+    refusal_below: float
+    """Answers with a label mass under this are refusals."""
+
+
+def decisions_limits() -> Limits:
+    config = settings.OPENJEV
+    return Limits(max_questions=config.max_questions, max_choices=config.max_answers,
+                  max_levels=min(MAX_LEVELS, config.max_answers),
+                  images=ImageLimits(config.max_images, config.max_image_bytes, config.max_request_image_bytes))
+
+
+def param_of(*, loc: Loc, request: DecisionsRequest | None = None) -> str | None:
+    """A location as OpenAI names a field: `questions[2].choices[0].value`. The core locates problems at
+    `state` (the input) or at a question's id, which `request` turns back into its position."""
+    if not loc:
+        return None
+    head, *rest = loc
+    if head == "state":
+        head = "input"
+    elif head == "questions" and rest and isinstance(rest[0], str) and request is not None:
+        rest[0] = request.position_of(question_id=rest[0])
+    text = str(head)
+    for part in rest:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return text
+
+
+def invalid_of(*, problems: tuple[Problem, ...], request: DecisionsRequest | None = None) -> ApiError:
+    """Every problem in one 400: the message lists them all, `param` and `code` name the first."""
+    named = [(param_of(loc=p.loc, request=request), p) for p in problems]
+    message = "; ".join(f"{param}: {p.msg}" if param else p.msg for param, p in named)
+    first = problems[0]
+    return ApiError(400, GENERIC_CODES.get(first.type, first.type), message, problems=problems, param=named[0][0])
+
+
+@contextmanager
+def problems_answered(*, request: DecisionsRequest | None) -> Iterator[None]:
+    try:
+        yield
+    except RequestInvalid as exc:
+        raise invalid_of(problems=tuple(exc.problems), request=request) from None
+
+
+def received_of(*, request: DecisionsRequest, refusal_below: float) -> Received:
+    evaluation = request.evaluation
+    return Received(requested_model=request.model, question_count=len(evaluation.questions),
+                    question_types=tuple(sorted({q.type for q in evaluation.questions})), state=request.input,
+                    questions=request.questions, images=tuple(image.meta for image in evaluation.images),
+                    api="decisions", safety_identifier=request.safety_identifier,
+                    prompt_cache_key=request.prompt_cache_key, refusal_below=refusal_below)
+
+
+def received_of_body(*, data: Any) -> Received:
+    """What a body claims to ask, for the audit of a request that could not be parsed."""
+    body = data if isinstance(data, dict) else {}
+    model, questions = body.get("model"), body.get("questions")
+    asked = questions if isinstance(questions, list) else []
+    kinds = {"predicate": "noul", "choice": "choice", "score": "score"}
+    types = sorted({kinds[q["type"]] for q in asked if isinstance(q, dict) and q.get("type") in kinds})
+    return Received(requested_model=model if isinstance(model, str) else "", question_count=len(asked),
+                    question_types=tuple(types), state=body.get("input"), questions=questions, api="decisions")
+
+
+async def decisions_evaluate(*, data: Any, request_id: str, caller: Caller | None) -> Decided:
+    """Validate (400 naming the field; 404 for a model not served), evaluate and calibrate as System One
+    does (the same admission, deadlines and errors), record."""
+    config = settings.OPENJEV
+    with evaluation_recorded(request_id=request_id, caller=caller,
+                             unparsed=lambda: received_of_body(data=data)) as call:
+        try:
+            with problems_answered(request=None):
+                request = decisions_request_parse(data=data, limits=decisions_limits(),
+                                                  models=config.language_model_names)
+        except ModelUnknown as exc:
+            raise ApiError(404, "model_not_found", f"The model {str(exc)!r} does not exist on this server; use "
+                                                   f"{config.model_alias} or {config.model}", param="model") from None
+        call.received = received_of(request=request, refusal_below=config.refusal_label_mass)
+        async with rate_limited(call=call):
+            with problems_answered(request=request):
+                outcome = await evaluation_calibrated(call=call, request=request.evaluation)
+    assert call.evaluator is not None, "an evaluated call names its evaluator"
+    return Decided(request_id=request_id, request=request, model=call.evaluator.backend.model, outcome=outcome,
+                   refusal_below=config.refusal_label_mass)

@@ -1,0 +1,257 @@
+"""Every error the API returns: one mapping from any exception to `ApiError`, one renderer per shape.
+
+Clients retry every 5xx three times, so a client mistake must never be reported as one: anything
+the caller can fix is a 4xx, and 5xx is kept for the backend and for our own bugs.
+
+A 5xx tells the client a stable message for its class and the request id, nothing else: the backend's
+URL (with its credentials), its status and its own error text are for operators, who find them under
+that id in the log and in the stored evaluation (`ApiError.internal`), redacted.
+
+Three response shapes: System One's `{"detail": ...}` (a 422 lists its problems, located under `body`),
+`{"error", "type", "code"}` on `POST /v1/classify`, whose clients were written for SGLang and vLLM, and
+OpenAI's `{"error": {"message", "type", "param", "code"}}` on `POST /v1/decisions`, where an invalid
+request is a 400 and `x-should-retry` tells the SDK which failures to retry.
+Whatever produces an error (a view, DRF, the URL resolver, the ASGI body reader) renders it here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import orjson
+from django.http import HttpRequest, HttpResponse
+from rest_framework import exceptions as drf_exceptions
+
+from api.requestids import path_is_classify, path_is_decisions, request_id_current
+from inference.errors import (
+    BackendFailed,
+    BackendUnavailable,
+    EvaluationTimeout,
+    InferenceError,
+    Overloaded,
+    Problem,
+    RequestInvalid,
+)
+from serving.redaction import configured_secrets, text_redact
+
+log = logging.getLogger(__name__)
+
+Shape = Literal["detail", "classify", "openai"]
+RETRY_AFTER = {529: "1", 503: "5"}
+SHOULD_RETRY = {429: "true", 503: "true", 529: "true"}
+"""`x-should-retry` on OpenAI's shape, which the SDK reads before its own rule (it retries 408, 409, 429
+and every 5xx): a 504 ran out the request timeout and would again, a 502 or 500 would fail again."""
+OPENAI_TYPES = {401: "invalid_request_error", 403: "permission_error", 429: "rate_limit_error"}
+"""OpenAI's error `type` by status where it is not `invalid_request_error` (4xx) or `server_error` (5xx)."""
+OPENAI_CODES = {"authentication_error": "invalid_api_key", "validation_error": "invalid_value",
+                "rate_limited": "rate_limit_exceeded"}
+REASONS = {529: "Site Is Overloaded"}
+PUBLIC_MESSAGES = {
+    500: "internal server error",
+    502: "the backend failed to answer this request",
+    503: "the backend is unavailable; retry shortly",
+    504: "the evaluation took longer than the request timeout",
+}
+"""What a client reads for each failure class of ours, whatever the cause."""
+FAULTS: tuple[tuple[type[InferenceError], int, str], ...] = (
+    (BackendUnavailable, 503, "backend_unavailable"),
+    (EvaluationTimeout, 504, "timeout"),
+    (BackendFailed, 502, "backend_error"),
+)
+DRF_ERROR_TYPES = {
+    405: "method_not_allowed", 404: "not_found", 415: "unsupported_media_type", 406: "not_acceptable",
+    400: "invalid_request", 401: "authentication_error", 403: "permission_denied", 429: "rate_limited",
+}
+BODY = "body"
+"""Where a System One problem's location starts: the core locates problems within the request."""
+
+
+class ApiError(Exception):
+    """An error response, before it is given a shape.
+
+    `internal` is what operators get instead (log, stored row) when `message` is kept generic;
+    `problems` are a 422's validation problems, located within the body."""
+
+    def __init__(self, status: int, error_type: str, message: str, headers: dict[str, str] | None = None,
+                 *, internal: str = "", problems: Sequence[Problem] = (), param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+        self.message = message
+        self.headers = headers or {}
+        self.internal = internal
+        self.problems = tuple(problems)
+        self.param = param
+        """The field at fault, as OpenAI's errors name it (`questions[2].choices`)."""
+
+
+def error_text(*, error: BaseException) -> str:
+    """An exception as operators read it, credentials redacted."""
+    text = str(error) if isinstance(error, InferenceError) else f"{type(error).__name__}: {error}"
+    return text_redact(text=text, secrets=configured_secrets())
+
+
+def problems_render(problems: Sequence[Problem]) -> list[dict[str, Any]]:
+    """FastAPI's `detail` list: each location under `body`."""
+    return [{"loc": [BODY, *p.loc], "msg": p.msg, "type": p.type} for p in problems]
+
+
+def problems_text(problems: Sequence[Problem]) -> str:
+    """The problems as one line (`body.questions.q.type: ...; ...`), for a message or the log."""
+    return "; ".join(f"{'.'.join(map(str, (BODY, *p.loc)))}: {p.msg}" for p in problems)
+
+
+def body_invalid(*, message: str, error_type: str, position: int | None = None) -> ApiError:
+    """A body that is not the JSON (or multipart) it claims to be: a 422 in the validation shape, located
+    at `["body", position]` as FastAPI and the jevcompat suite locate `json_invalid`."""
+    loc = () if position is None else (position,)
+    return ApiError(422, "validation_error", message, problems=[Problem(loc, message, error_type)])
+
+
+def api_error_of(exc: BaseException) -> ApiError:
+    """The one mapping: what the client gets for `exc` (a client that hung up gets nothing: 499)."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, RequestInvalid):
+        return ApiError(422, "validation_error", problems_text(exc.problems), problems=exc.problems)
+    if isinstance(exc, Overloaded):  # its message is ours and useful (the limit)
+        return ApiError(529, "overloaded", str(exc))
+    if isinstance(exc, InferenceError):
+        status, error_type = next(((s, t) for cls, s, t in FAULTS if isinstance(exc, cls)), (500, "internal_error"))
+        return ApiError(status, error_type, PUBLIC_MESSAGES[status], internal=error_text(error=exc))
+    if isinstance(exc, drf_exceptions.APIException):
+        status = exc.status_code
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+        return ApiError(status, DRF_ERROR_TYPES.get(status, "invalid_request"), str(exc.detail), headers)
+    if isinstance(exc, asyncio.CancelledError):
+        if exc.args:  # cancelled on purpose, with the reason (a cancel message on the WebSocket stream)
+            return ApiError(499, "cancelled", str(exc.args[0]))
+        return ApiError(499, "client_closed", "the client disconnected before the answer was ready")
+    return ApiError(500, "internal_error", PUBLIC_MESSAGES[500], internal=error_text(error=exc))
+
+
+def error_body(error: ApiError, *, shape: Shape, message: str | None = None) -> dict[str, Any]:
+    """The error in its route's shape; `message` replaces the error's own (a 5xx's, with the request id)."""
+    text = error.message if message is None else message
+    if shape == "classify":
+        return {"error": text, "type": error.error_type, "code": error.status}
+    if shape == "openai":
+        kind = OPENAI_TYPES.get(error.status, "server_error" if error.status >= 500 else "invalid_request_error")
+        return {"error": {"message": text, "type": kind, "param": error.param,
+                          "code": OPENAI_CODES.get(error.error_type, error.error_type)}}
+    if error.problems:
+        return {"detail": problems_render(error.problems)}
+    return {"detail": {"error_type": error.error_type, "message": text}}
+
+
+def shape_of_path(path: str) -> Shape:
+    if path_is_classify(path):
+        return "classify"
+    return "openai" if path_is_decisions(path) else "detail"
+
+
+_ORJSON_STRICT = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
+def json_bytes(body: Any) -> bytes:
+    """Compact UTF-8 JSON, by orjson (a 64-answer body: 9 µs, against 160 µs by the standard library) whenever
+    its output is what the standard library would write. orjson writes NaN and infinity as `null`, which
+    the standard library refuses (`allow_nan=False`: a bug must fail, not answer null), so a body whose
+    JSON holds a `null` anywhere is written by the standard library; so is one with a type orjson would
+    encode and the standard library would not (dataclasses, dates, subclasses pass through and fail)."""
+    try:
+        encoded = orjson.dumps(body, option=_ORJSON_STRICT)
+    except TypeError:  # orjson.JSONEncodeError included
+        encoded = b"null"
+    if b"null" not in encoded:
+        return encoded
+    return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+
+
+def json_response(body: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> HttpResponse:
+    response = HttpResponse(json_bytes(body), status=status, content_type="application/json")
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def error_response(error: ApiError, *, shape: Shape = "detail", logged: bool = True) -> HttpResponse:
+    """The response for `error`, logged as `error_message` says. `logged=False` for Django's own error
+    views: Django logs their exception (with its traceback) once the view has answered."""
+    headers = dict(error.headers)
+    if error.status in RETRY_AFTER:
+        headers.setdefault("Retry-After", RETRY_AFTER[error.status])
+    status = error.status
+    if shape == "openai":
+        status = 400 if status == 422 else status  # OpenAI's API has no 422: an invalid request is a 400
+        headers.setdefault("x-should-retry", SHOULD_RETRY.get(status, "false"))
+    body = error_body(error, shape=shape, message=error_message(error) if logged else error.message)
+    response = json_response(body, status=status, headers=headers)
+    if logged:
+        # Marked as logged: Django would log every 5xx (each 529 under overload) at ERROR; ours are logged
+        # once, at the right level, in `error_message`.
+        response._has_been_logged = True  # type: ignore[attr-defined]
+    if response.status_code in REASONS:
+        response.reason_phrase = REASONS[response.status_code]
+    return response
+
+
+def error_message(error: ApiError) -> str:
+    """What the client reads. A 5xx is logged here, once, with the detail the client does not get, and
+    its message names the request id, which finds that log line and the stored row."""
+    message = error.message
+    if error.status >= 500:  # overload is expected behaviour, not a fault
+        request_id = request_id_current()
+        log.log(logging.INFO if error.status == 529 else logging.WARNING, "%s %s (%s): %s", error.status,
+                error.error_type, request_id or "no request id", error.internal or error.message)
+        if error.status != 529 and request_id:
+            message = f"{message} (request id {request_id})"
+    return message
+
+
+def exception_response(exc: Exception, *, shape: Shape = "detail") -> HttpResponse:
+    """The one place that turns any exception from an API view into a response."""
+    return error_response(_api_error_logged(exc), shape=shape)
+
+
+def exception_detail(exc: BaseException) -> tuple[int, Any]:
+    """(status, `detail`) exactly as a System One view would answer `exc`, for a transport without an
+    HTTP response of its own (the WebSocket stream's error messages); logged as a response would be."""
+    error = _api_error_logged(exc)
+    return error.status, error_body(error, shape="detail", message=error_message(error))["detail"]
+
+
+def _api_error_logged(exc: BaseException) -> ApiError:
+    """`api_error_of`, with a bug logged with its traceback (answered as a bare 500)."""
+    if not isinstance(exc, ApiError | InferenceError | drf_exceptions.APIException | asyncio.CancelledError):
+        log.exception("unhandled error in an API view", exc_info=exc)
+    return api_error_of(exc)
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse:
+    """DRF's hook: its own exceptions (405, parse errors) get our shape too."""
+    return exception_response(exc)
+
+
+def not_found_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return error_response(ApiError(404, "not_found", f"no route for {request.method} {request.path}"),
+                          shape=shape_of_path(request.path), logged=False)
+
+
+def server_error_view(request: HttpRequest) -> HttpResponse:
+    return error_response(ApiError(500, "internal_error", PUBLIC_MESSAGES[500]), shape=shape_of_path(request.path),
+                          logged=False)
+
+
+def bad_request_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return error_response(ApiError(400, "invalid_request", "bad request"), shape=shape_of_path(request.path),
+                          logged=False)
+
+
+def permission_denied_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return error_response(ApiError(403, "permission_denied", "permission denied"),
+                          shape=shape_of_path(request.path), logged=False)

@@ -1,0 +1,161 @@
+"""Images as clients send them, checked into the core's `Image`, and kept out of storage.
+
+Four wire forms reach here (see `api.systemone.parsing`): an http(s) URL, a `data:` URL, base64 text with
+a declared format (`assets`, `data_base64`) and raw bytes (a multipart part). URLs go to the backend as
+they are; bytes become a `data:` URL. Bytes are checked by their magic bytes (the declared format only
+has to be one we take) and counted against the per-image and per-request limits; nothing about an
+image is kept or logged beyond its source, format, size and SHA-256.
+
+Only http(s) and `data:` URLs are accepted: SGLang also opens local file paths and other schemes it is
+given, and a client must not name files on the model server.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from api.json_body import Loc, json_kind
+from inference.errors import Problem
+from inference.requests import Image, ImageMeta
+
+FORMATS = ("png", "jpeg", "webp")
+DECLARED_FORMATS = {"png": "png", "jpg": "jpeg", "jpeg": "jpeg", "webp": "webp"}
+URL_MAX_CHARS = 4096
+_WEB_URL = re.compile(r"https?://[^\s/?#]+[^\s]*\Z", re.IGNORECASE)
+_DATA_URL = re.compile(r"data:(?:image/[A-Za-z0-9.+-]+)?(?:;[A-Za-z0-9=.+-]+)*;base64,", re.IGNORECASE)
+
+@dataclass(frozen=True)
+class ImageLimits:
+    max_images: int = 0
+    """0: every image is refused (`images_not_supported`)."""
+    max_image_bytes: int = 1 << 20
+    max_request_image_bytes: int = 2 << 20
+
+
+def image_format(data: bytes) -> str | None:
+    """The image format its first bytes show, among those we take."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "jpeg"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    return None
+
+
+def image_of_bytes(*, data: bytes, loc: Loc, limits: ImageLimits) -> Image | Problem:
+    """Raw image bytes as a `data:` URL, or the problem with them."""
+    if len(data) > limits.max_image_bytes:
+        return Problem(loc, f"the image is {len(data)} bytes, over the limit of {limits.max_image_bytes}",
+                       "image_too_large")
+    found = image_format(data)
+    if found is None:
+        return Problem(loc, f"the bytes are not an image in one of the accepted formats ({', '.join(FORMATS)})",
+                       "image_format")
+    url = f"data:image/{found};base64,{base64.b64encode(data).decode('ascii')}"
+    return Image(url=url, meta=ImageMeta(source="data", format=found, size=len(data),
+                                         sha256=hashlib.sha256(data).hexdigest()))
+
+
+def image_of_base64(*, text: str, loc: Loc, limits: ImageLimits, url: str | None = None) -> Image | Problem:
+    """Base64 text as an image; `url`, when given, is what goes to the backend (a `data:` URL as sent)."""
+    if len(text) // 4 * 3 > limits.max_image_bytes + 2:  # before decoding anything
+        return Problem(loc, f"the image is over the limit of {limits.max_image_bytes} bytes", "image_too_large")
+    try:
+        data = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return Problem(loc, "the image data is not valid base64", "image_base64")
+    image = image_of_bytes(data=data, loc=loc, limits=limits)
+    return Image(url=url, meta=image.meta) if url and isinstance(image, Image) else image
+
+
+def image_of_url(*, value: Any, loc: Loc, limits: ImageLimits) -> Image | Problem:
+    """An image URL as sent: http(s), fetched by the backend, or a base64 `data:` URL, checked here."""
+    if not isinstance(value, str):
+        return Problem(loc, f"Input should be an image URL (http, https or data), got {json_kind(value)}",
+                       "image_url")
+    data_url = _DATA_URL.match(value)
+    if data_url:
+        return image_of_base64(text=value[data_url.end():], loc=loc, limits=limits, url=value)
+    if len(value) > URL_MAX_CHARS or not _WEB_URL.match(value):
+        return Problem(loc, f"an image URL must be http(s) (at most {URL_MAX_CHARS} characters) or a base64 "
+                            "data: URL", "image_url")
+    return Image(url=value, meta=ImageMeta(source="url"))
+
+
+def is_image_url(value: Any) -> bool:
+    """Whether a state's `images` entry reads as an image URL (the seed's form), not as text."""
+    return isinstance(value, str) and value[:8].lower().startswith(("http://", "https://", "data:"))
+
+
+def images_total_check(*, images: list[tuple[Image, Loc]], limits: ImageLimits) -> list[Problem]:
+    """The request's images against the count and the total-bytes limits (0 images allowed: refused)."""
+    if not images:
+        return []
+    if not limits.max_images:
+        return [Problem(images[0][1], "this server does not accept images; send text only", "images_not_supported")]
+    problems = []
+    if len(images) > limits.max_images:
+        problems.append(Problem(("state",), f"the state holds {len(images)} images, over the limit of "
+                                            f"{limits.max_images}", "too_many_images"))
+    total = sum(image.meta.size or 0 for image, _ in images)
+    if total > limits.max_request_image_bytes:
+        problems.append(Problem(("state",), f"the images are {total} bytes together, over the limit of "
+                                            f"{limits.max_request_image_bytes}", "images_too_large"))
+    return problems
+
+
+def assets_check(*, value: Any, parts: Mapping[str, bytes],
+                 limits: ImageLimits) -> tuple[dict[str, Image], list[Problem]]:
+    """`assets` (placeholder -> asset) as images by placeholder; every multipart part must be claimed by
+    exactly one asset, as the official API requires."""
+    problems: list[Problem] = []
+    if value is None:
+        value = {}
+    elif not isinstance(value, dict) or not value:
+        return {}, [Problem(("assets",), f"Input should be a non-empty object of placeholder to asset, got "
+                                         f"{json_kind(value) if value != {} else 'an empty object'}", "dict_type")]
+    images: dict[str, Image] = {}
+    claimed: set[str] = set()
+    for key, asset in value.items():
+        loc: Loc = ("assets", key)
+        if not key.strip():
+            problems.append(Problem(loc, "an asset placeholder must be a non-empty string", "string_too_short"))
+            continue
+        image = _asset_image(asset=asset, loc=loc, parts=parts, claimed=claimed, limits=limits)
+        if isinstance(image, Problem):
+            problems.append(image)
+        else:
+            images[key] = image
+    problems += [Problem(("assets",), f"the multipart part {name!r} is not claimed by any asset", "part_unclaimed")
+                 for name in parts if name not in claimed]
+    return images, problems
+
+
+def _asset_image(*, asset: Any, loc: Loc, parts: Mapping[str, bytes], claimed: set[str],
+                 limits: ImageLimits) -> Image | Problem:
+    if not isinstance(asset, dict):
+        return Problem(loc, f"Input should be an asset object, got {json_kind(asset)}", "dict_type")
+    if asset.get("type", "image") != "image":
+        return Problem((*loc, "type"), f"Input tag {asset.get('type')!r} is not 'image'", "union_tag_invalid")
+    part = asset.get("part")
+    if part is not None:
+        if not isinstance(part, str) or part not in parts:
+            return Problem((*loc, "part"), f"no multipart part named {part!r} was sent", "part_missing")
+        if part in claimed:
+            return Problem((*loc, "part"), f"the part {part!r} is claimed by another asset", "part_claimed")
+        claimed.add(part)
+        return image_of_bytes(data=parts[part], loc=loc, limits=limits)
+    declared, text = asset.get("format"), asset.get("data_base64")
+    if not isinstance(text, str):
+        return Problem((*loc, "data_base64"), "an asset needs data_base64 (base64 text) or part", "missing")
+    if declared not in DECLARED_FORMATS:
+        return Problem((*loc, "format"), f"format must be one of {', '.join(DECLARED_FORMATS)}", "enum")
+    return image_of_base64(text=text, loc=loc, limits=limits)
+

@@ -1,0 +1,97 @@
+"""One evaluation call, stored however it ends: answered, refused, failed or abandoned by its client.
+
+Both endpoints run their work inside `evaluation_recorded`; what the block has established by the time
+it ends (what was received, the evaluator that served it, the outcome) is stored with the status the
+client got (a client that hung up counts as 499). Storing never raises and never waits for the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+from django.utils import timezone
+
+from api.errors import api_error_of, problems_render
+from audit.callers import Caller
+from audit.livefeed import live_feed
+from audit.storage.records import Failure, Received, StoredEvaluation
+from audit.storage.store import evaluation_store
+from inference.runner import Evaluator, Outcome
+from serving.evaluator import evaluator_ready
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Recording:
+    """What the call has established so far; the block fills it in as it goes."""
+
+    request_id: str
+    caller: Caller | None
+    unparsed: Callable[[], Received]
+    """What the body claims, for a call that fails before its request is parsed."""
+    received: Received | None = None
+    """The parsed request, once there is one."""
+    evaluator: Evaluator | None = None
+    outcome: Outcome | None = None
+    created_at: datetime = field(default_factory=timezone.now)
+    started: float = field(default_factory=time.perf_counter)
+
+
+def failure_of(*, error: BaseException) -> Failure:
+    """The failure as stored: the status and type the client got; the message operators need."""
+    api = api_error_of(error)
+    return Failure(status=api.status, error_type=api.error_type, message=api.internal or api.message,
+                   detail=problems_render(api.problems) if api.problems else None)
+
+
+def _stored(recording: Recording, *, error: BaseException | None) -> None:
+    """Hand the call to storage and count it for the live dashboard (at every storage level); never
+    raises (the answer must go out whatever storage thinks of it)."""
+    try:
+        # A request refused before it asked for the evaluator still names the one running, if any.
+        evaluator = recording.evaluator or evaluator_ready()
+        config = settings.OPENJEV
+        record = StoredEvaluation(
+            request_id=recording.request_id, created_at=recording.created_at, level=config.store_evaluations,
+            caller=recording.caller, received=recording.received or recording.unparsed(),
+            served_model=evaluator.backend.model if evaluator else "",
+            backend=evaluator.backend.kind if evaluator else config.backend,
+            total_ms=(time.perf_counter() - recording.started) * 1000.0, outcome=recording.outcome,
+            failure=None if error is None else failure_of(error=error))
+        live_feed.record(status=record.status, total_ms=record.total_ms, outcome=record.outcome)
+        evaluation_store(record=record)
+    except Exception:
+        log.exception("could not describe evaluation %s for storage", recording.request_id)
+
+
+@contextmanager
+def evaluation_recorded(*, request_id: str, caller: Caller | None,
+                        unparsed: Callable[[], Received]) -> Iterator[Recording]:
+    """Store the call when the block ends: answered if it set `outcome`, else failed with its exception."""
+    recording = Recording(request_id=request_id, caller=caller, unparsed=unparsed)
+    try:
+        yield recording
+    except (Exception, asyncio.CancelledError) as exc:
+        _stored(recording, error=exc)
+        raise
+    assert recording.outcome is not None, "an answered call sets its outcome"
+    _stored(recording, error=None)
+    label_mass_check(outcome=recording.outcome, request_id=request_id)
+
+
+def label_mass_check(*, outcome: Outcome, request_id: str) -> None:
+    """Warn when the model barely answered with a label: such an answer is a ratio of leftovers
+    (a prompt or tokenizer mismatch, or a question the model reads as open-ended)."""
+    threshold = settings.OPENJEV.label_mass_warn
+    low = [a for a in outcome.answers if a.label_mass < threshold]
+    if low:
+        log.warning("%s: label mass under %.2f for %s", request_id, threshold,
+                    ", ".join(f"{a.question_id!r} ({a.label_mass:.3f})" for a in low[:5]))

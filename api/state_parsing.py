@@ -1,0 +1,170 @@
+"""The state of a System One request as the conversation the model reads, and the checker both
+parsers share: problems located in the body, and every image found with where it was.
+
+See `api.systemone.parsing` for the wire forms of images; this module turns each into `Image` parts of
+a user message, splitting the state's strings at the `assets` placeholders.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from api.images import ImageLimits, image_of_url, is_image_url
+from api.json_body import Loc, json_kind
+from inference.errors import Problem
+from inference.questions import text_render
+from inference.requests import ROLES, Image, ImageMeta, Message, Part, Role, conversation_of_text
+
+
+def is_text(value: Any) -> bool:
+    """A text field may be a string, an object or an array (structured text the model reads as JSON)."""
+    return isinstance(value, str | dict | list)
+
+
+class Checker:
+    """Collects every problem of a body (the client fixes them all at once) and every image of its state."""
+
+    def __init__(self, *, assets: Mapping[str, Image] | None = None, limits: ImageLimits | None = None) -> None:
+        self.problems: list[Problem] = []
+        self.assets = dict(assets or {})
+        self.image_limits = limits or ImageLimits()
+        self.images: list[tuple[Image, Loc]] = []
+        """Every image of the state, where it was found (for the limits' problems)."""
+        self._placeholders = {escaped: _placeholder_pattern(self.assets, escaped=escaped) for escaped in (False, True)}
+
+    def add(self, loc: Loc, msg: str, type_: str) -> None:
+        self.problems.append(Problem(loc, msg, type_))
+
+    def count(self, items: dict[str, Any] | list[Any], loc: Loc, *, limit: int, what: str) -> bool:
+        """Whether `items` holds 2 to `limit` entries (a problem is added when not)."""
+        if 2 <= len(items) <= limit:
+            return True
+        self.add(loc, f"A {what} needs 2 to {limit} {'options' if what == 'choice' else 'levels'}, got {len(items)}",
+                 "too_short" if len(items) < 2 else "too_long")
+        return False
+
+    def parts(self, text: str, loc: Loc, *, escaped: bool = False) -> list[Part]:
+        """`text` split at the asset placeholders it holds (`escaped`: as they read in JSON text)."""
+        pattern = self._placeholders[escaped]
+        if pattern is None:
+            return [text] if text else []
+        parts: list[Part] = []
+        start = 0
+        for found in pattern.finditer(text):
+            image = self.assets[json.loads(f'"{found.group()}"') if escaped else found.group()]
+            parts += [text[start:found.start()], image]
+            self.images.append((image, loc))
+            start = found.end()
+        parts.append(text[start:])
+        return [p for p in parts if p != ""]
+
+    def holds_placeholder(self, value: Any) -> bool:
+        pattern = self._placeholders[True]
+        return pattern is not None and pattern.search(text_render(value)) is not None
+
+    def text(self, value: Any, loc: Loc, *, nullable: bool) -> None:
+        if value is None and nullable:
+            return
+        if not is_text(value):
+            expected = "a string, object or array" + (" or null" if nullable else "")
+            self.add(loc, f"Input should be {expected}, got {json_kind(value)}", "text_type")
+
+
+def _placeholder_pattern(assets: Mapping[str, Image], *, escaped: bool) -> re.Pattern[str] | None:
+    """One alternation of the placeholders, longest first (so `a` never cuts `ab`)."""
+    if not assets:
+        return None
+    keys = (json.dumps(key, ensure_ascii=False)[1:-1] if escaped else key for key in assets)
+    return re.compile("|".join(re.escape(key) for key in sorted(keys, key=len, reverse=True)))
+
+
+def conversation_check(check: Checker, state: Any) -> tuple[Message, ...]:
+    """A chat transcript (a non-empty list of objects with `role`, bare or as `{"messages": [...]}`) is
+    kept as sent; an object with an `images` list of image URLs is those images, then the rest of the
+    object; any other state is one user message, structured values as compact JSON."""
+    loc: Loc
+    if isinstance(state, dict) and list(state) == ["messages"]:
+        candidate, loc = state["messages"], ("state", "messages")
+    else:
+        candidate, loc = state, ("state",)
+    if isinstance(candidate, list) and candidate and all(isinstance(m, dict) and "role" in m for m in candidate):
+        messages = [_message_check(check, message, (*loc, i)) for i, message in enumerate(candidate)]
+        return tuple(m for m in messages if m is not None)
+    images: list[Part] = []
+    if isinstance(state, dict) and isinstance(state.get("images"), list) and state["images"] and all(
+            map(is_image_url, state["images"])):
+        images = [_image_check(check, url, ("state", "images", i)) for i, url in enumerate(state["images"])]
+        state = {key: value for key, value in state.items() if key != "images"}
+    text = "" if images and state == {} else text_render(state)
+    parts = [*images, *check.parts(text, ("state",), escaped=not isinstance(state, str))]
+    if not any(isinstance(part, Image) for part in parts):
+        return conversation_of_text(text=text)
+    return (Message(role="user", content=tuple(parts)),)
+
+
+def _image_check(check: Checker, value: Any, loc: Loc) -> Image:
+    """The image at `loc`, recorded for the limits; a problem (and an image nobody sees) when invalid."""
+    image = image_of_url(value=value, loc=loc, limits=check.image_limits)
+    if isinstance(image, Problem):
+        check.problems.append(image)
+        return _INVALID
+    check.images.append((image, loc))
+    return image
+
+
+_INVALID = Image(url="", meta=ImageMeta(source="url"))
+"""Stands for an invalid image while the rest of the request is checked; never evaluated."""
+
+
+def _message_check(check: Checker, message: dict[str, Any], loc: Loc) -> Message | None:
+    role = message["role"]
+    if role not in ROLES:
+        check.add((*loc, "role"), f"role must be one of {', '.join(sorted(ROLES))}", "enum")
+        return None
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        parts = check.parts(content or "", (*loc, "content"))
+    elif isinstance(content, list):
+        found = _content_parts(check, content, (*loc, "content"))
+        if found is None:
+            return None
+        parts = found
+    else:
+        check.add((*loc, "content"), "content must be a string or a list of text and image_url parts", "type_error")
+        return None
+    extra = tuple((key, value) for key, value in message.items() if key not in ("role", "content"))
+    if not any(isinstance(part, Image) for part in parts):
+        return Message(role=_role(role), content="".join(p for p in parts if isinstance(p, str)), extra=extra)
+    if role != "user":
+        check.add((*loc, "content"), f"images are accepted in user messages only, not in a {role} message",
+                  "unsupported_content")
+        return None
+    return Message(role="user", content=tuple(parts), extra=extra)
+
+
+def _role(value: str) -> Role:
+    return next(role for role in ROLES if role == value)
+
+
+def _content_parts(check: Checker, items: list[Any], loc: Loc) -> list[Part] | None:
+    """A content list as text and images in order, consecutive texts joined with newlines; None (and a
+    problem) at the first part that is neither text nor `image_url`."""
+    parts: list[Part] = []
+    texts: list[str] = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str):
+            texts.append(item["text"])
+        elif isinstance(item, dict) and item.get("type") == "image_url" and isinstance(item.get("image_url"), dict):
+            parts += [*check.parts("\n".join(texts), (*loc, i)), _image_check(check, item["image_url"].get("url"),
+                                                                             (*loc, i, "image_url", "url"))]
+            texts = []
+        else:
+            kind = item.get("type") if isinstance(item, dict) else type(item).__name__
+            check.add((*loc, i), f"only text and image_url content is supported, got {kind!r}", "unsupported_content")
+            return None
+    return [*parts, *check.parts("\n".join(texts), loc)]

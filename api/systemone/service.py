@@ -1,0 +1,70 @@
+"""`POST /v1/systemone` behind its view: one evaluation, parsed once, recorded however it ends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from api.evaluate import evaluation_calibrated
+from api.images import ImageLimits
+from api.ratelimits import rate_limited
+from api.recording import evaluation_recorded
+from api.systemone.parsing import Limits, SystemOneRequest, systemone_request_parse
+from audit.callers import Caller
+from audit.storage.records import Received
+from inference.questions import QUESTION_TYPES
+from inference.runner import Outcome
+from inference.streaming import AnswerSink
+
+
+@dataclass(frozen=True)
+class Served:
+    request_id: str
+    request: SystemOneRequest
+    model: str
+    """The model the backend served (not the name the request used)."""
+    outcome: Outcome
+
+
+def received_of(*, request: SystemOneRequest) -> Received:
+    """What storage is handed: the JSON as sent and the images' metadata (the writer thread drops image bytes
+    when it builds the row, off the request path)."""
+    return Received(requested_model=request.model, question_count=len(request.evaluation.questions),
+                    question_types=tuple(sorted({q.type for q in request.evaluation.questions})),
+                    state=request.state, questions=request.questions,
+                    images=tuple(image.meta for image in request.evaluation.images))
+
+
+def received_of_body(*, data: Any) -> Received:
+    """What a body claims to ask, read from its JSON: for the audit of a request that could not be parsed."""
+    body = data if isinstance(data, dict) else {}
+    model, questions = body.get("model"), body.get("questions")
+    asked = list(questions.values()) if isinstance(questions, dict) else []
+    types = sorted(t for t in QUESTION_TYPES if any(isinstance(q, dict) and q.get("type") == t for q in asked))
+    return Received(requested_model=model if isinstance(model, str) else "", question_count=len(asked),
+                    question_types=tuple(types), state=body.get("state"), questions=questions)
+
+
+def request_limits() -> Limits:
+    """What a System One request may ask, from the settings."""
+    config = settings.OPENJEV
+    return Limits(config.max_questions, config.max_answers,
+                  ImageLimits(config.max_images, config.max_image_bytes, config.max_request_image_bytes))
+
+
+async def systemone_evaluate(*, data: Any, request_id: str, caller: Caller | None,
+                             on_answer: AnswerSink | None = None, parts: dict[str, bytes] | None = None) -> Served:
+    """Validate (RequestInvalid), then evaluate and calibrate (`evaluation_calibrated`); `on_answer` gets each
+    answer as soon as it is scored (the stream); `parts` are a multipart body's image parts."""
+    config = settings.OPENJEV
+    limits = request_limits()
+    with evaluation_recorded(request_id=request_id, caller=caller,
+                             unparsed=lambda: received_of_body(data=data)) as call:
+        request = systemone_request_parse(data=data, limits=limits, models=config.language_model_names, parts=parts)
+        call.received = received_of(request=request)
+        async with rate_limited(call=call):
+            outcome = await evaluation_calibrated(call=call, request=request.evaluation, on_answer=on_answer)
+    assert call.evaluator is not None, "an evaluated call names its evaluator"
+    return Served(request_id=request_id, request=request, model=call.evaluator.backend.model, outcome=outcome)

@@ -1,0 +1,317 @@
+"""`WS /v1/systemone/stream`: System One evaluations pipelined over one WebSocket, answers streamed.
+
+The protocol (docs/streaming.md has the full description and a client):
+
+    client: {"type": "auth", "api_key": KEY}      when the upgrade carried no Authorization header
+    client: {"id": ID, <body of POST /v1/systemone>}          "type": "evaluate" may be given
+    client: {"type": "cancel", "id": ID}
+    server: {"type": "answer", "id", "question_id", "answer"}  one per question, as soon as it is scored
+    server: {"type": "done", "id", "usage", "request_id"}     the evaluation is over
+    server: {"type": "error", "id", "status", "detail", ...}  the evaluation (or a message) failed
+
+Each evaluation ends with exactly one `done` or `error`. Evaluations go through the same service as
+`POST /v1/systemone` (validation, admission with its 529, the deadline, storage), each in its own
+task, so several run at once on one socket. A message that cannot be read (a binary frame, not JSON,
+too large, an unknown type, a missing id or one JavaScript cannot hold) gets an `error` with
+`"id": null` or its id, and the socket stays open. The socket is closed only for authentication (4401:
+a wrong key, or none within `OPENJEV_STREAM_AUTH_TIMEOUT` of opening) and for idleness (4408), with a
+reason; the per-process cap on open sockets is `openjev_site.sockets`'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from channels.consumer import get_handler_name
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+from rest_framework.exceptions import AuthenticationFailed
+
+from api.authentication import caller_authenticate
+from api.errors import exception_detail
+from api.json_body import body_parse, document_problems
+from api.requestids import client_address_bound, request_id_assign, request_id_bound
+from api.systemone.render import answer_render
+from api.systemone.service import systemone_evaluate
+from audit.callers import Caller
+from inference.errors import Problem, RequestInvalid
+from inference.scoring import Answer
+
+log = logging.getLogger(__name__)
+
+STREAM_PATH = "/v1/systemone/stream"
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_IDLE = 4408
+ID_MAX_CHARACTERS = 200
+ID_MAX_MAGNITUDE = 2**53 - 1
+"""Integer ids are bounded to what a JavaScript number holds exactly (`Number.MAX_SAFE_INTEGER`), so a
+browser client reads back the id it sent."""
+NO_CHANNEL_LAYER = "openjev-stream-none"
+"""A layer alias that is never configured: a stream socket answers only its own client, so it needs no
+channel of its own in the layer (with Redis, each channel would be one more blocking reader)."""
+TRANSPORT_LIMIT_FACTOR = 2
+"""The ASGI server refuses (closes with 1009) a message over this many times the body limit, and hands
+anything smaller to the consumer, which answers one over the limit with a 413 error message: a
+client gets told, and a runaway client cannot make the server buffer without bound."""
+CANCEL_REASON = "the evaluation was cancelled by the client"
+"""Given to the evaluation's task on a cancel: the client and the stored row both read it (499 cancelled)."""
+
+
+def stream_transport_limit(*, max_body_bytes: int) -> int:
+    """The message size the ASGI server (uvicorn, daphne) is told to accept on a WebSocket."""
+    return TRANSPORT_LIMIT_FACTOR * max_body_bytes
+
+
+class StreamError(Exception):
+    """A message that cannot be acted on: answered with an error message, the socket stays open."""
+
+    def __init__(self, status: int, error_type: str, message: str, *, eid: Any = None) -> None:
+        super().__init__(message)
+        self.status, self.error_type, self.message, self.eid = status, error_type, message, eid
+
+
+def evaluation_id_check(*, message: dict[str, Any]) -> Any:
+    """The client's id of an evaluation or a cancel: a string of 1 to 200 characters, or an integer of
+    magnitude at most 2**53 - 1."""
+    if "id" not in message:
+        raise RequestInvalid([Problem(("id",), "Field required", "missing")])
+    eid = message["id"]
+    if isinstance(eid, bool) or not isinstance(eid, str | int):
+        raise RequestInvalid([Problem(("id",), "Input should be a string or an integer", "id_type")])
+    if isinstance(eid, str) and not 0 < len(eid) <= ID_MAX_CHARACTERS:
+        raise RequestInvalid([Problem(("id",), f"Input should have 1 to {ID_MAX_CHARACTERS} characters",
+                                      "string_length")])
+    if isinstance(eid, int) and abs(eid) > ID_MAX_MAGNITUDE:
+        raise RequestInvalid([Problem(("id",), f"Input should be an integer from -{ID_MAX_MAGNITUDE} to "
+                                      f"{ID_MAX_MAGNITUDE} (what a JavaScript number holds exactly)", "int_range")])
+    return eid
+
+
+def _id_key(eid: Any) -> str:
+    """1 and "1" are different ids."""
+    return json.dumps(eid)
+
+
+class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
+    """One socket: authentication, the evaluations in flight, an ordered outbox and the idle watchdog."""
+
+    channel_layer_alias = NO_CHANNEL_LAYER
+
+    async def connect(self) -> None:
+        self.caller: Caller | None = None
+        self.authenticated = False
+        self.in_flight: dict[str, asyncio.Task[None]] = {}
+        self.cancelled: set[str] = set()
+        self.outbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.closing = False
+        self.last_activity = asyncio.get_running_loop().time()
+        self.settled = asyncio.Event()
+        """Set whenever an evaluation ends, so the idle watchdog looks again."""
+        await self.accept()
+        self.writer = asyncio.create_task(self._write(), name="openjev-stream-writer")
+        self.watchdog = asyncio.create_task(self._watch_idle(), name="openjev-stream-idle")
+        self.deadline: asyncio.Task[None] | None = None
+        header = dict(self.scope.get("headers", [])).get(b"authorization")
+        if header is not None or not settings.OPENJEV.auth_required:
+            await self._authenticate(authorization=header.decode("latin-1") if header is not None else None)
+        else:
+            self.deadline = asyncio.create_task(self._auth_deadline(seconds=settings.OPENJEV.stream_auth_timeout),
+                                                name="openjev-stream-auth-deadline")
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """channels' dispatch without its per-message thread hop to close stale database connections:
+        nothing here uses the ORM on the event loop (key lookups run in their own thread)."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"no handler for message type {message['type']}")
+        await handler(message)
+
+    async def disconnect(self, code: int) -> None:
+        """The client is gone: its evaluations are cancelled (and stored as 499, as over HTTP)."""
+        self.closing = True
+        for task in self.in_flight.values():
+            task.cancel()
+        self.watchdog.cancel()
+        if self.deadline is not None:
+            self.deadline.cancel()
+        self.outbox.put_nowait(None)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
+        if self.closing:
+            return
+        self.last_activity = asyncio.get_running_loop().time()
+        try:
+            if text_data is None:
+                raise StreamError(415, "unsupported_media_type",
+                                  "binary frames are not read: send each message as JSON in a text frame")
+            await self._handle(self._decode(text=text_data))
+        except StreamError as exc:
+            self._send_soon({"type": "error", "id": exc.eid, "status": exc.status,
+                             "detail": {"error_type": exc.error_type, "message": exc.message}})
+        except RequestInvalid as exc:
+            status, detail = exception_detail(exc)
+            self._send_soon({"type": "error", "id": None, "status": status, "detail": detail})
+
+    # -- reading messages -------------------------------------------------------------------------
+
+    def _decode(self, *, text: str) -> dict[str, Any]:
+        """Strict JSON under the body limit, as the body of `POST /v1/systemone` is read."""
+        raw = text.encode("utf-8")
+        limit = settings.OPENJEV.max_body_bytes
+        if len(raw) > limit:
+            raise StreamError(413, "request_too_large", f"the message is over {limit} bytes")
+        try:
+            message = body_parse(raw)
+        except ValueError as exc:
+            raise StreamError(400, "invalid_request", str(exc)) from None
+        problems = document_problems(data=message)
+        if problems:  # before anything is echoed back: a lone surrogate in an id could not be sent
+            raise RequestInvalid(problems)
+        if not isinstance(message, dict):
+            raise StreamError(400, "invalid_request", "a message must be a JSON object")
+        return message
+
+    async def _handle(self, message: dict[str, Any]) -> None:
+        kind = message.get("type", "evaluate")
+        if kind == "auth":
+            await self._auth_message(message)
+        elif not self.authenticated:
+            await self._refuse("authenticate first: send {\"type\": \"auth\", \"api_key\": ...} or an "
+                               "Authorization header with the upgrade")
+        elif kind == "evaluate":
+            self._evaluation_start(message)
+        elif kind == "cancel":
+            self._cancel(message)
+        else:
+            raise StreamError(400, "invalid_request",
+                              f"unknown message type {kind!r}; send auth, evaluate (the default) or cancel",
+                              eid=message.get("id"))
+
+    async def _auth_message(self, message: dict[str, Any]) -> None:
+        """Accepted at any time (a browser may always send one, auth on or off); a bad key closes the socket."""
+        key = message.get("api_key")
+        if not isinstance(key, str) or not key:
+            await self._refuse("the auth message needs an api_key string")
+            return
+        await self._authenticate(authorization=f"Bearer {key}")
+
+    async def _authenticate(self, *, authorization: str | None) -> None:
+        try:
+            self.caller = await caller_authenticate(authorization=authorization)
+        except AuthenticationFailed as exc:
+            await self._refuse(str(exc.detail))
+            return
+        self.authenticated = True
+
+    async def _refuse(self, reason: str) -> None:
+        await self._close(code=CLOSE_UNAUTHENTICATED, reason=reason)
+
+    async def _auth_deadline(self, *, seconds: float) -> None:
+        """Close a socket still unauthenticated `seconds` after it opened, whatever it sent meanwhile: without
+        a deadline, sockets that never authenticate were each held for the whole idle timeout."""
+        await asyncio.sleep(seconds)
+        if not self.authenticated:
+            await self._refuse(f"not authenticated within {seconds:g} s of opening")
+
+    # -- evaluations ------------------------------------------------------------------------------
+
+    def _evaluation_start(self, message: dict[str, Any]) -> None:
+        eid = evaluation_id_check(message=message)
+        key = _id_key(eid)
+        if key in self.in_flight:
+            raise StreamError(409, "conflict", f"evaluation {eid!r} is already in flight on this socket", eid=eid)
+        limit = settings.OPENJEV.stream_max_in_flight
+        if len(self.in_flight) >= limit:
+            raise StreamError(429, "too_many_in_flight",
+                              f"{limit} evaluations are in flight on this socket; wait for one to end", eid=eid)
+        body = {k: v for k, v in message.items() if k not in ("id", "type")}
+        self.in_flight[key] = asyncio.create_task(self._evaluate(eid=eid, key=key, body=body),
+                                                  name=f"openjev-stream-{key[:40]}")
+
+    def _cancel(self, message: dict[str, Any]) -> None:
+        """Cancel an evaluation in flight; one that already ended (a cancel racing its `done`) is left be."""
+        key = _id_key(evaluation_id_check(message=message))
+        task = self.in_flight.get(key)
+        if task is not None:
+            self.cancelled.add(key)
+            task.cancel(CANCEL_REASON)
+
+    async def _evaluate(self, *, eid: Any, key: str, body: dict[str, Any]) -> None:
+        request_id = request_id_assign(path=STREAM_PATH)
+
+        def on_answer(answer: Answer) -> None:
+            self._send_soon({"type": "answer", "id": eid, "question_id": answer.question_id,
+                             "answer": answer_render(answer=answer)})
+
+        try:
+            client = self.scope.get("client")
+            with request_id_bound(request_id=request_id), client_address_bound(address=client[0] if client else None):
+                served = await systemone_evaluate(data=body, request_id=request_id, caller=self.caller,
+                                                  on_answer=on_answer)
+        except asyncio.CancelledError as exc:
+            if key in self.cancelled:  # the client's cancel; a socket that closed hears nothing more
+                self._error_send(eid=eid, request_id=request_id, exc=exc)
+        except Exception as exc:
+            with request_id_bound(request_id=request_id):
+                self._error_send(eid=eid, request_id=request_id, exc=exc)
+        else:
+            usage = served.outcome.usage
+            self._send_soon({"type": "done", "id": eid, "request_id": request_id,
+                             "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}})
+        finally:
+            self.in_flight.pop(key, None)
+            self.cancelled.discard(key)
+            self.last_activity = asyncio.get_running_loop().time()
+            self.settled.set()
+
+    def _error_send(self, *, eid: Any, request_id: str, exc: BaseException) -> None:
+        status, detail = exception_detail(exc)
+        self._send_soon({"type": "error", "id": eid, "request_id": request_id, "status": status, "detail": detail})
+
+    # -- writing, idleness, closing ---------------------------------------------------------------
+
+    def _send_soon(self, message: dict[str, Any]) -> None:
+        """Messages leave in the order they are queued: an evaluation's answers before its `done`."""
+        if not self.closing:
+            self.outbox.put_nowait(message)
+
+    async def _write(self) -> None:
+        try:
+            while (message := await self.outbox.get()) is not None:
+                await self.send_json(message)
+        except Exception as exc:  # the connection broke under a send: the disconnect follows
+            log.info("stream socket: sending failed (%r); dropping the rest", exc)
+
+    async def _watch_idle(self) -> None:
+        """Close a socket that has been silent, with nothing in flight, for the idle timeout."""
+        timeout = settings.OPENJEV.stream_idle_timeout
+        loop = asyncio.get_running_loop()
+        while True:
+            idle = loop.time() - self.last_activity
+            if idle >= timeout and not self.in_flight:
+                await self._close(code=CLOSE_IDLE, reason=f"idle for {timeout:g} s")
+                return
+            self.settled.clear()
+            try:
+                async with asyncio.timeout(None if self.in_flight else timeout - idle):
+                    await self.settled.wait()
+            except TimeoutError:
+                pass
+
+    async def _close(self, *, code: int, reason: str) -> None:
+        """Send what is queued, then close with `code`; the client's close frame ends the consumer."""
+        if self.closing:
+            return
+        self.closing = True
+        for task in self.in_flight.values():
+            task.cancel()
+        self.outbox.put_nowait(None)
+        await self.writer
+        await self.close(code=code, reason=reason)
+
+    @classmethod
+    async def encode_json(cls, content: Any) -> str:
+        return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))

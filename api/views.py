@@ -1,0 +1,299 @@
+"""Thin async API views: authenticate, read the body, call one service function, render the response."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from adrf.views import APIView
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
+from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
+from rest_framework.exceptions import AuthenticationFailed, MethodNotAllowed
+from rest_framework.request import Request
+
+from api.authentication import BearerKeyAuthentication, caller_authenticate
+from api.classify.registry import classifier_names_list
+from api.classify.render import classified_render
+from api.classify.service import classify_run
+from api.decisions.render import decided_headers, decided_render
+from api.decisions.service import decisions_evaluate, decisions_limits
+from api.errors import ApiError, Shape, body_invalid, exception_response, json_response
+from api.feedback import feedback_record
+from api.json_body import BodyNotJson, body_parse
+from api.multipart import MultipartInvalid, is_multipart, multipart_parse
+from api.openapi import operations as doc
+from api.openapi.classify import classify_schema
+from api.openapi.feedback import feedback_schema
+from api.requestids import CLASSIFY_PATH, DECISIONS_PATH, request_id_assign, request_id_current
+from api.systemone.render import served_headers, served_render
+from api.systemone.service import systemone_evaluate
+from audit.callers import Caller
+from calibration.applied import calibrated_header
+from serving.evaluator import STARTUP_FAILED, evaluator_ready, evaluator_status
+
+
+@dataclass(frozen=True)
+class Body:
+    """A request's body: its JSON, and a multipart body's other parts (images) by name."""
+
+    data: Any
+    parts: dict[str, bytes] = field(default_factory=dict)
+
+
+MAX_PARTS_BEYOND_IMAGES = 8
+"""Multipart parts a body may have beyond one per allowed image (the `request` part, and slack)."""
+
+
+def _body_read(request: Request, *, multipart: bool, shape: Shape) -> Body:
+    """The body as JSON (and parts). A JSON error is System One's 422 `json_invalid` (a multipart one
+    `multipart_invalid`); `POST /v1/classify` answers 400, as SGLang and vLLM do, and `POST /v1/decisions`
+    as OpenAI does."""
+    content_type = request._request.META.get("CONTENT_TYPE", "")
+    _cross_site_refused(request, content_type=content_type, multipart=multipart)
+    raw = request._request.body
+    parts: dict[str, bytes] = {}
+    if is_multipart(content_type):
+        if not multipart:
+            raise ApiError(415, "unsupported_media_type", "this endpoint takes a JSON body, not multipart/form-data")
+        try:
+            parsed = multipart_parse(body=raw, content_type=content_type,
+                                     max_parts=settings.OPENJEV.max_images + MAX_PARTS_BEYOND_IMAGES)
+        except MultipartInvalid as exc:
+            raise body_invalid(message=str(exc), error_type="multipart_invalid") from None
+        raw, parts = parsed.request, parsed.parts
+    try:
+        return Body(data=body_parse(raw), parts=parts)
+    except BodyNotJson as exc:
+        if shape == "classify":
+            raise ApiError(400, "invalid_request", str(exc)) from None
+        if shape == "openai":
+            raise ApiError(400, "invalid_json", f"We could not parse the JSON body of your request: {exc}") from None
+        raise body_invalid(message=str(exc), error_type="json_invalid", position=exc.position) from None
+
+
+def _cross_site_refused(request: Request, *, content_type: str, multipart: bool) -> None:
+    """No page on another website may make this service evaluate, label or store: a browser sends a form or
+    `text/plain` body cross-site without asking first, so a body must say it is JSON (which a browser sends
+    cross-site only after a preflight this server never grants), and a request a browser marks as coming from
+    another origin is refused whatever its type. Clients that are not browsers send no `Origin`."""
+    origin = request.headers.get("Origin")
+    host = request._request.META.get("HTTP_HOST", "")  # as sent: get_host() would raise on a host not allowed
+    if origin is not None and urlsplit(origin).netloc.lower() != host.lower():
+        raise ApiError(403, "permission_denied", "requests from a web page of another origin are refused")
+    media = content_type.partition(";")[0].strip().lower()
+    if media == "application/json" or media.endswith("+json") or (multipart and is_multipart(content_type)):
+        return
+    raise ApiError(415, "unsupported_media_type", f"send the body as JSON with Content-Type: application/json "
+                                                  f"(got {media or 'no Content-Type'})")
+
+
+class ApiView(APIView):
+    """Our views speak JSON only and map every failure through `api.errors`, in `shape`. With auth
+    on, every route needs the key (OPTIONS and errors such as 405 included), except the health checks."""
+
+    authentication_classes: ClassVar[list[Any]] = [BearerKeyAuthentication]
+    permission_classes: ClassVar[list[Any]] = []
+    shape: ClassVar[Shape] = "detail"
+    multipart: ClassVar[bool] = False
+    """Whether the body may be multipart/form-data (the official SDK's image uploads)."""
+
+    def handle_exception(self, exc: Exception) -> HttpResponse:
+        return exception_response(exc, shape=self.shape)
+
+    async def async_dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """adrf's dispatch minus its thread hops: the authenticators are awaited here, on the event loop,
+        before `initial` (which then finds the request authenticated and does no I/O)."""
+        self.args, self.kwargs = args, kwargs
+        drf_request = self.initialize_request(request, *args, **kwargs)
+        self.request = drf_request
+        self.headers = self.default_response_headers
+        try:
+            await self._authenticate(drf_request)
+            self.initial(drf_request, *args, **kwargs)
+            method = (drf_request.method or "").lower()
+            handler = getattr(self, method, None) if method in self.http_method_names else None
+            if handler is None:
+                raise MethodNotAllowed(drf_request.method or "")
+            response = handler(drf_request, *args, **kwargs)
+            if inspect.isawaitable(response):  # DRF's own `options` handler is synchronous
+                response = await response
+        except Exception as exc:
+            response = self.handle_exception(exc)
+        self.response = self.finalize_response(drf_request, response, *args, **kwargs)
+        return self.response
+
+    async def _authenticate(self, request: Request) -> None:
+        """Set `request.auth` to the caller (None: anonymous, auth off); there are no users."""
+        request.auth = None
+        for authenticator in self.get_authenticators():
+            found = await authenticator.authenticate(request)
+            if found is not None:
+                request.auth = found[1]
+                break
+        request.user = AnonymousUser()  # set, so DRF's `initial` calls no authenticator itself
+
+    async def _served(self, request: Request, *, path: str,
+                      serve: Callable[[Body, str, Caller | None], Awaitable[HttpResponse]]) -> HttpResponse:
+        """Read the body (JSON, or multipart with a JSON `request` part on `/v1/systemone`) and answer it
+        with `serve(body, request_id, caller)`; the request id goes on errors too, so a client can quote
+        it to operators. A body that is not JSON is a 422 located at the character where it breaks."""
+        request_id = request_id_current() or request_id_assign(path=path)
+        caller = request.auth if isinstance(request.auth, Caller) else None
+        try:
+            response = await serve(_body_read(request, multipart=self.multipart, shape=self.shape), request_id, caller)
+        except Exception as exc:
+            response = self.handle_exception(exc)
+            response["x-typesafe-request-id"] = request_id
+        return response
+
+
+async def _systemone_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
+    served = await systemone_evaluate(data=body.data, parts=body.parts, request_id=request_id, caller=caller)
+    return json_response(served_render(served=served), headers=served_headers(served=served))
+
+
+async def _decisions_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
+    decided = await decisions_evaluate(data=body.data, request_id=request_id, caller=caller)
+    return json_response(decided_render(decided=decided), headers=decided_headers(decided=decided))
+
+
+async def _classify_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
+    classified = await classify_run(data=body.data, request_id=request_id, caller=caller)
+    headers = {"x-typesafe-request-id": request_id, "x-openjev-model": classified.served_model}
+    return json_response(classified_render(classified=classified),
+                         headers=headers | calibrated_header(answers=classified.outcome.answers))
+
+
+async def _feedback_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
+    labelled = await feedback_record(data=body.data, caller=caller)
+    return json_response({"request_id": labelled.request_id, "question_id": labelled.question_id,
+                          "label": labelled.label, "labelled_at": labelled.labelled_at.isoformat()},
+                         headers={"x-typesafe-request-id": request_id})
+
+
+class FeedbackView(ApiView):
+    @feedback_schema
+    async def post(self, request: Request) -> HttpResponse:
+        return await self._served(request, path="/v1/feedback", serve=_feedback_answer)
+
+
+class SystemOneView(ApiView):
+    multipart = True
+
+    @doc.systemone_schema
+    async def post(self, request: Request) -> HttpResponse:
+        return await self._served(request, path="/v1/systemone", serve=_systemone_answer)
+
+
+class DecisionsView(ApiView):
+    """`POST /v1/decisions`, OpenAI's Decisions API: every error of this route, 405 included, is in OpenAI's
+    `{"error": {"message", "type", "param", "code"}}` shape."""
+
+    shape = "openai"
+
+    @doc.decisions_schema
+    async def post(self, request: Request) -> HttpResponse:
+        return await self._served(request, path=DECISIONS_PATH, serve=_decisions_answer)
+
+
+class ClassifyView(ApiView):
+    """`POST /v1/classify`, SGLang's and vLLM's classification API over saved classifiers; every error
+    of this route, 405 included, is in their `{"error", "type", "code"}` shape."""
+
+    shape = "classify"
+
+    @classify_schema
+    async def post(self, request: Request) -> HttpResponse:
+        return await self._served(request, path=CLASSIFY_PATH, serve=_classify_answer)
+
+
+class ModelsView(ApiView):
+    @doc.models_schema
+    async def get(self, request: Request) -> HttpResponse:
+        config = settings.OPENJEV
+        names = [config.model_alias, config.model]
+        described = {config.model_alias: f"Alias of {config.model}", config.model: "Served model"}
+        # Classifiers go in OpenAI's `data` only: Jev clients read `models` as the names /v1/systemone accepts.
+        classifiers = await classifier_names_list()
+        return json_response({
+            "models": [{"name": n, "description": described[n], "release_date": config.model_release_date}
+                       for n in names],
+            "object": "list",
+            "data": [{"id": n, "object": "model", "owned_by": "openjev"} for n in [*names, *classifiers]],
+        })
+
+
+class LimitsView(ApiView):
+    @doc.limits_schema
+    async def get(self, request: Request) -> HttpResponse:
+        c = settings.OPENJEV
+        return json_response({
+            "max_questions": c.max_questions,
+            "max_answers_per_question": c.max_answers,
+            "max_body_bytes": c.max_body_bytes,
+            "max_images": _images_accepted(),
+            "max_image_bytes": c.max_image_bytes,
+            "max_input_tokens": c.max_input_tokens,
+            "max_total_input_tokens": c.max_total_input_tokens,
+            "max_concurrent_requests": c.max_concurrent_requests,
+            "max_concurrent_branches": c.max_concurrent_branches,
+            "request_timeout_seconds": c.request_timeout,
+            "decisions": _decisions_limits(),
+        })
+
+
+def _decisions_limits() -> dict[str, int]:
+    """What one `POST /v1/decisions` may ask on this server (OpenAI's API takes up to 400 questions)."""
+    limits = decisions_limits()
+    return {"max_questions": limits.max_questions, "max_choices": limits.max_choices,
+            "max_levels": limits.max_levels, "max_images": _images_accepted()}
+
+
+def _images_accepted() -> int:
+    """`OPENJEV_MAX_IMAGES`, or 0 once the evaluator is known to be unable to see (`images_not_supported`)."""
+    evaluator = evaluator_ready()
+    return 0 if evaluator is not None and evaluator.vision is None else settings.OPENJEV.max_images
+
+
+class HealthView(ApiView):
+    authentication_classes: ClassVar[list[Any]] = []
+
+    @doc.health_schema
+    async def get(self, request: Request) -> HttpResponse:
+        evaluator, startup_seconds, error = evaluator_status()
+        backend = settings.OPENJEV.backend
+        if evaluator is not None and await evaluator.backend.health():
+            body: dict[str, Any] = {"status": "ok", "backend": evaluator.backend.kind,
+                                    "startup_seconds": startup_seconds}
+            if await _key_shown(request):
+                body |= {"model": evaluator.backend.model, "worker_pid": os.getpid()}
+            return json_response(body)
+        body = {"status": "unavailable", "backend": backend, "startup_seconds": startup_seconds,
+                "message": STARTUP_FAILED if error else
+                ("the backend does not answer its health check" if evaluator else "starting")}
+        return json_response(body, status=503, headers={"Retry-After": "5"})
+
+
+async def _key_shown(request: Request) -> bool:
+    """Whether `/health` may name the model and the worker: always with auth off, else to a valid key only
+    (load balancers probe without one, and learn only ready or not)."""
+    if not settings.OPENJEV.auth_required:
+        return True
+    try:
+        return await caller_authenticate(authorization=request.headers.get("Authorization")) is not None
+    except (AuthenticationFailed, ApiError):
+        return False
+
+
+class LiveView(ApiView):
+    authentication_classes: ClassVar[list[Any]] = []
+
+    @doc.live_schema
+    async def get(self, request: Request) -> HttpResponse:
+        return json_response({"status": "ok"})

@@ -1,0 +1,331 @@
+"""Every `OPENJEV_*` variable, read and validated in one place: the app's typed configuration.
+
+A typo in a deployment's environment should stop the process at startup with a message naming the
+variable, not surface as a 500 on the first request. Django's settings module holds the result as
+`settings.OPENJEV`, read once per process from the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+from inference.backends.base import BranchMode
+from inference.gguf import BUNDLED, DEFAULT_SOURCE
+from inference.scoring import ConfidenceFormula
+from serving.profiles import DEFAULT_PROFILE, PROFILES
+from serving.redaction import REDACTED, text_redact
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DEFAULT_MODEL = "Qwen/Qwen3.6-35B-A3B"
+JEV_ALIAS_PREFIX = "jev-"
+"""Any model name with this prefix is an alias of the served language model, as in TypeSafe."""
+
+BackendKind = Literal["local", "sglang"]
+Frontend = Literal["rust", "python"]
+StoreLevel = Literal["full", "metadata", "off"]
+Debias = Literal["auto", "on", "off"]
+
+
+DEFAULT_SECRET_KEY = "openjev-insecure-development-key-set-OPENJEV_SECRET_KEY-in-production"
+"""Public (it is in the source): fine for tests and `runserver`; `serve` refuses to run with it."""
+
+
+class ConfigError(ValueError):
+    """An OPENJEV_* variable has a value the service cannot run with."""
+
+
+Parse = Callable[[str], Any]
+Check = Callable[[Any], bool]
+
+
+def _anything(_: object) -> bool:
+    return True
+
+
+def _get[T](
+    env: Mapping[str, str],
+    name: str,
+    default: T,
+    parse: Callable[[str], T],
+    check: Callable[[T], bool] = _anything,
+    rule: str = "",
+) -> T:
+    raw = env.get(f"OPENJEV_{name}")
+    if raw is None or raw == "":
+        return default
+    try:
+        value = parse(raw.strip())
+    except ValueError:
+        raise ConfigError(f"OPENJEV_{name}={raw!r} is not valid{': ' + rule if rule else ''}") from None
+    if not check(value):
+        raise ConfigError(f"OPENJEV_{name}={raw!r} is not valid: {rule}")
+    return value
+
+
+def _bool(raw: str) -> bool:
+    lowered = raw.lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError(raw)
+
+
+def _choice[T: str](*allowed: T) -> Callable[[str], T]:
+    def parse(raw: str) -> T:
+        for value in allowed:
+            if value == raw.lower():
+                return value
+        raise ValueError(raw)
+
+    return parse
+
+
+def _known_profile(raw: str) -> str:
+    if raw not in PROFILES:
+        raise ValueError(raw)
+    return raw
+
+
+def _positive(value: float) -> bool:
+    return value > 0
+
+
+def _fraction(value: float) -> bool:
+    return 0 <= value <= 1
+
+
+def _redis(value: str) -> bool:
+    return value.startswith(("redis://", "rediss://", "unix://"))
+
+
+REDIS_RULE = "a redis://, rediss:// or unix:// URL of a Redis server"
+
+
+@dataclass(frozen=True)
+class SettingRule:
+    """How one field is read from its `OPENJEV_<FIELD>` variable: parsed, checked, and the rule an error quotes."""
+
+    parse: Parse
+    check: Check = _anything
+    rule: str = ""
+
+
+def setting[T](*, default: T | None = None, parse: Callable[[str], T], check: Callable[[T], bool] = _anything,
+               rule: str = "", required: bool = False) -> T:
+    """A config field and how its variable is read, in one place: the dataclass is the settings table.
+    `required`: no static default (config_from_env computes it from other settings)."""
+    metadata = {"setting": SettingRule(parse=parse, check=check, rule=rule)}
+    if required:
+        return field(metadata=metadata)
+    return field(default=default, metadata=metadata)  # type: ignore[return-value]  # None: an optional field's
+
+
+def setting_text(*, default: str | None = None, required: bool = False) -> Any:
+    return setting(default=default, parse=str, required=required)
+
+
+def setting_count(*, default: int | None = None, required: bool = False) -> Any:
+    return setting(default=default, parse=int, check=_positive, rule="a positive integer", required=required)
+
+
+def setting_seconds(*, default: float) -> float:
+    return setting(default=default, parse=float, check=_positive, rule="a positive number of seconds")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenJevConfig:
+    """Every field is read from `OPENJEV_<FIELD NAME>` by the rule its `setting` gives; the fields marked
+    `required` have defaults that depend on other settings (`config_from_env`)."""
+
+    backend: BackendKind = setting(parse=_choice("local", "sglang"), rule="one of local, sglang", required=True)
+    """`sglang` when OPENJEV_BACKEND_URL is set, else `local`."""
+    backend_url: str | None = setting_text()
+    backend_api_key: str | None = setting_text()
+    branch_mode: BranchMode = setting(default="batched", parse=_choice("batched", "parallel"),
+                                      rule="batched or parallel")
+    model: str = setting_text(required=True)
+    """The profile's model on SGLang, else the bundled model's repository or the .gguf file's stem."""
+    served_model_name: str = setting_text(required=True)
+    """The model's name, unless set."""
+    revision: str | None = setting_text()
+    model_alias: str = setting_text(default="jev-latest")
+    model_release_date: str = setting_text(required=True)
+    """What is known of the model's release (`_release_date`)."""
+    local_model: str = setting_text(default=DEFAULT_SOURCE)
+    local_context: int = setting_count(default=8192)
+    model_cache: Path = setting(default=BASE_DIR / ".cache" / "models", parse=Path)
+    tokenizer: str | None = setting_text()
+    frontend: Frontend = setting(default="rust", parse=_choice("rust", "python"), rule="rust or python")
+    sglang_python: str | None = setting_text()
+    profile: str = setting(default=DEFAULT_PROFILE, parse=_known_profile, rule=f"one of {', '.join(PROFILES)}")
+    api_key: str | None = setting_text()
+    require_api_key: bool = setting(default=False, parse=_bool, rule="true or false")
+    max_body_bytes: int = setting_count(default=2 * 1024 * 1024)
+    max_questions: int = setting_count(default=64)
+    max_answers: int = setting(default=255, parse=int, check=lambda v: 2 <= v <= 702, rule="an integer from 2 to 702")
+    max_input_tokens: int = setting_count(default=32768)
+    max_total_input_tokens: int = setting_count(default=262144)
+    max_concurrent_requests: int = setting_count(default=16)
+    max_concurrent_branches: int = setting_count(default=64)
+    request_timeout: float = setting_seconds(default=120.0)
+    temperature: float | None = setting(parse=float, check=_positive, rule="a positive number")
+    """None: the served model's fitted default (bench/quality.py), 1.0 for models never measured."""
+    confidence: ConfidenceFormula = setting(default="entropy", parse=_choice("entropy", "typesafe"),
+                                            rule="entropy or typesafe")
+    store_evaluations: StoreLevel = setting(default="full", parse=_choice("full", "metadata", "off"),
+                                            rule="full, metadata or off")
+    database_url: str = setting_text(default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
+    debug: bool = setting(default=False, parse=_bool, rule="true or false")
+    secret_key: str = setting_text(default=DEFAULT_SECRET_KEY)
+    allowed_hosts: tuple[str, ...] = setting(default=("*",), parse=lambda raw: tuple(
+        h.strip() for h in raw.split(",") if h.strip()))
+    force_script_name: str | None = setting(parse=lambda raw: raw.rstrip("/") or None,
+                                            check=lambda v: v is None or v.startswith("/"),
+                                            rule="a path starting with /, e.g. /jev")
+    """A gateway that mounts the API under a path (e.g. /jev) and cannot pass the ASGI root_path."""
+    model_path: str | None = setting_text()
+    """Checkpoint a launched SGLang loads (`--model-path`); None: the profile's weights."""
+    max_classify_inputs: int = setting_count(default=64)
+    """Texts in one `POST /v1/classify` (all run under one admission)."""
+    debias: Debias = setting(default="auto", parse=_choice("auto", "on", "off"), rule="auto, on or off")
+    """`on`, `off`, or `auto`: what bench/quality.py measured best for the served model."""
+    permutations: int = setting(default=1, parse=int, check=lambda v: 1 <= v <= 16, rule="an integer from 1 to 16")
+    """Option orders averaged per question (cyclic shifts); 1 asks each question once."""
+    label_mass_warn: float = setting(default=0.5, parse=float, check=_fraction, rule="a number from 0 to 1")
+    """A warning is logged for an answer whose label mass is under this."""
+    refusal_label_mass: float = setting(default=0.0, parse=float, check=_fraction, rule="a number from 0 to 1")
+    """`POST /v1/decisions` answers a question whose label mass is under this as a refusal; 0: never."""
+    header_timeout: float = setting_seconds(default=20.0)
+    """Seconds a connection has to deliver a request's headers (`serve`'s uvicorn; daphne: per read)."""
+    body_timeout: float = setting_seconds(default=60.0)
+    """Seconds a request has to deliver its whole body once the headers are in (the body reader)."""
+    max_images: int = setting(default=0, parse=int, check=lambda v: 0 <= v <= 256, rule="an integer from 0 to 256")
+    """Images one `POST /v1/systemone` may carry; 0 refuses images (text-only deployments)."""
+    max_image_bytes: int = setting_count(required=True)
+    """Bytes of one image file (decoded), at most the body limit (1 MiB, or the body limit if lower)."""
+    max_request_image_bytes: int = setting_count(required=True)
+    """Bytes of all images of one request (decoded), at most the body limit (the body limit)."""
+    channel_layer_url: str | None = setting(parse=str, check=_redis, rule=REDIS_RULE)
+    """`redis://...`: the channel layer several processes share (the live dashboard); None: in-memory."""
+    stream_max_in_flight: int = setting_count(default=16)
+    """Evaluations in flight on one `/v1/systemone/stream` socket."""
+    stream_idle_timeout: float = setting_seconds(default=300.0)
+    """Seconds a stream socket may stay silent, with nothing in flight, before it is closed."""
+    stream_auth_timeout: float = setting_seconds(default=5.0)
+    """Seconds a `/v1/systemone/stream` socket has to authenticate once open (auth on) before it is closed (4401)."""
+    max_websockets: int = setting_count(default=1000)
+    """WebSockets open at once in one process, every route together; one more is closed at once (4529)."""
+    admin_login_failures: int = setting_count(default=5)
+    """Failed admin sign-ins of one username from one address before that pair is locked out (django-axes)."""
+    admin_lockout_seconds: float = setting_seconds(default=900.0)
+    """How long a lockout lasts unless an administrator clears it (Axes > Access attempts)."""
+    calibration: bool = setting(default=True, parse=lambda raw: _choice("on", "off")(raw) == "on", rule="on or off")
+    """Apply the active per-question calibrations (`OPENJEV_CALIBRATION=on|off`)."""
+    calibration_min_labels: int = setting(default=50, parse=int, check=lambda v: v >= 10,
+                                          rule="an integer of at least 10")
+    """Labelled answers a calibration fit needs at least (its held-out split is 30 % of them)."""
+    redis_url: str | None = setting(parse=str, check=_redis, rule=REDIS_RULE)
+    """`redis://...`: where every process and replica counts the per-key limits; None: each process alone."""
+    key_requests_per_minute: int | None = setting_count()
+    """Evaluating requests per minute per API key (or client address without keys), unless the key sets its
+    own; None: unlimited."""
+    key_tokens_per_minute: int | None = setting_count()
+    """Input tokens per minute per API key (or client address), unless the key sets its own; None: unlimited."""
+    key_concurrency: int | None = setting_count()
+    """Evaluations in flight at once per API key (or client address), unless the key sets its own."""
+    rate_limit_failure: Literal["open", "closed"] = setting(default="open", parse=_choice("open", "closed"),
+                                                            rule="open or closed")
+    """With Redis unreachable: `open` serves unlimited (logged once per outage), `closed` answers 429."""
+    bad_keys_per_minute: int = setting_count(default=30)
+    """Wrong Bearer keys one client address may send per minute before it gets 429 (before any key lookup)."""
+
+    @property
+    def auth_required(self) -> bool:
+        return bool(self.api_key) or self.require_api_key
+
+    @property
+    def language_model_names(self) -> frozenset[str]:
+        """The names `model` may give for the language model (besides any `jev-*` alias)."""
+        return frozenset({self.model_alias, self.model, self.served_model_name})
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Values that must never appear in a log, a stored error or a client's answer."""
+        public = DEFAULT_SECRET_KEY
+        return tuple(v for v in (self.api_key, self.backend_api_key, self.secret_key) if v and v != public)
+
+
+SETTINGS = {f.name: f for f in fields(OpenJevConfig)}
+
+
+def setting_read(*, env: Mapping[str, str], name: str, default: Any = MISSING, check: Check | None = None,
+                 rule: str | None = None) -> Any:
+    """Field `name` from `OPENJEV_<NAME>` by its table rule; `default`, `check` and `rule` stand in for the
+    table's where they depend on other settings."""
+    spec = SETTINGS[name]
+    rules: SettingRule = spec.metadata["setting"]
+    return _get(env, name.upper(), spec.default if default is MISSING else default, rules.parse,
+                rules.check if check is None else check, rules.rule if rule is None else rule)
+
+
+def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
+    environ: Mapping[str, str] = os.environ if env is None else env
+    read = partial(setting_read, env=environ)
+    backend_url = read(name="backend_url")
+    backend = read(name="backend", default="sglang" if backend_url else "local")
+    if backend == "sglang" and not backend_url and not read(name="sglang_python"):
+        raise ConfigError("OPENJEV_BACKEND=sglang needs OPENJEV_BACKEND_URL (or OPENJEV_SGLANG_PYTHON to launch one)")
+    local_model = read(name="local_model")
+    bundled = BUNDLED.get(local_model)
+    if bundled is None and not local_model.endswith(".gguf"):
+        raise ConfigError(f"OPENJEV_LOCAL_MODEL={local_model!r}: use one of {', '.join(BUNDLED)} or a .gguf path")
+    profile = read(name="profile")
+    model = read(name="model", default=PROFILES[profile].model if backend == "sglang"
+                 else bundled.repo if bundled else Path(local_model).stem)
+    max_body_bytes = read(name="max_body_bytes")
+    within_body = f"a positive integer up to OPENJEV_MAX_BODY_BYTES ({max_body_bytes})"
+    fits_body: Check = lambda v: 0 < v <= max_body_bytes  # noqa: E731
+    derived = {
+        "backend": backend, "backend_url": backend_url, "local_model": local_model, "profile": profile, "model": model,
+        "max_body_bytes": max_body_bytes,
+        "served_model_name": read(name="served_model_name", default=model),
+        "model_release_date": read(name="model_release_date", default=_release_date(model=model)),
+        "max_image_bytes": read(name="max_image_bytes", default=min(1 << 20, max_body_bytes), check=fits_body,
+                                rule=within_body),
+        "max_request_image_bytes": read(name="max_request_image_bytes", default=max_body_bytes, check=fits_body,
+                                        rule=within_body),
+    }
+    config = OpenJevConfig(**derived, **{name: read(name=name) for name in SETTINGS if name not in derived})
+    if config.max_images and config.backend == "sglang" and config.sglang_python and not PROFILES[profile].vision:
+        raise ConfigError(f"OPENJEV_MAX_IMAGES={config.max_images}, but the SGLang profile {profile!r} is text-only "
+                          f"(--language-only); use one of {', '.join(n for n, p in PROFILES.items() if p.vision)}")
+    if config.max_input_tokens > config.max_total_input_tokens:
+        raise ConfigError("OPENJEV_MAX_INPUT_TOKENS must not exceed OPENJEV_MAX_TOTAL_INPUT_TOKENS")
+    return config
+
+
+def _release_date(*, model: str) -> str:
+    """What is known of `model`'s release: a bundled model's or a profile's date, else `unknown`."""
+    dates = [*(b.release_date for b in BUNDLED.values() if b.repo == model),
+             *(p.release_date for p in PROFILES.values() if p.model == model)]
+    return next((date for date in dates if date), "unknown")
+
+
+def language_model_named(*, name: str, names: frozenset[str]) -> bool:
+    """Whether `name` means the served language model: one of its `names`, or any `jev-*` alias (so a
+    classifier may not take such a name, and `POST /v1/systemone` accepts it)."""
+    return name in names or name.startswith(JEV_ALIAS_PREFIX)
+
+
+def config_describe(config: OpenJevConfig) -> dict[str, Any]:
+    """The configuration without secrets, for logs and the startup banner: the secret settings
+    masked, and credentials inside any other value (a backend or database URL) redacted."""
+    hidden = {"backend_api_key", "api_key", "secret_key"}
+    return {k: (REDACTED if k in hidden and v else text_redact(text=v, secrets=config.secrets) if isinstance(v, str)
+                else v) for k, v in config.__dict__.items()}
