@@ -6,7 +6,7 @@ headers on a WebSocket), and the servers log the whole target: uvicorn every Web
 `serve`'s access logger or `runserver`'s `django.channels.server`. The filter sits on the site's log
 handler (Django's LOGGING), so every line is rewritten once, whichever logger made it: the query string of
 every path becomes `?***`, and an `Authorization` value or a Bearer or Basic credential becomes `***`.
-The site's formatter then redacts URL userinfo and the configured secrets (`evaluations.redaction`).
+The site's formatter then redacts URL userinfo and the configured secrets (`serving.redaction`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ rank), so it is started in a new session, and so a new process group whose id is
 it signals the whole group, and nothing it spawned outlives the API. The health wait notices a child
 that died while loading (bad flag, out of memory) at once instead of after the startup timeout.
 
-No Django here: `evaluations/management/commands/serve.py` decides what to do with a failure.
+No Django here: `api/management/commands/serve.py` decides what to do with a failure.
 """
 
 from __future__ import annotations
