@@ -36,6 +36,7 @@ from inference.errors import (
     Problem,
     RequestInvalid,
 )
+from serving.compat import response_logged_mark
 from serving.redaction import configured_secrets, text_redact
 
 log = logging.getLogger(__name__)
@@ -194,7 +195,7 @@ def error_response(error: ApiError, *, shape: Shape = "detail", logged: bool = T
     if logged:
         # Marked as logged: Django would log every 5xx (each 529 under overload) at ERROR; ours are logged
         # once, at the right level, in `error_message`.
-        response._has_been_logged = True  # type: ignore[attr-defined]
+        response_logged_mark(response)
     if response.status_code in REASONS:
         response.reason_phrase = REASONS[response.status_code]
     return response

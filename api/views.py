@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from adrf.views import APIView
 from django.conf import settings
-from django.contrib.auth.models import AnonymousUser
-from django.http import HttpRequest, HttpResponse
-from django.http.response import HttpResponseBase
-from rest_framework.exceptions import AuthenticationFailed, MethodNotAllowed
+from django.http import HttpResponse
+from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from api.authentication import BearerKeyAuthentication, caller_authenticate
@@ -35,6 +31,7 @@ from api.systemone.render import served_headers, served_render
 from api.systemone.service import systemone_evaluate
 from audit.callers import Caller
 from calibration.applied import calibrated_header
+from serving.compat import LeanAPIView
 from serving.evaluator import STARTUP_FAILED, evaluator_ready, evaluator_status
 
 
@@ -93,7 +90,7 @@ def _cross_site_refused(request: Request, *, content_type: str, multipart: bool)
                                                   f"(got {media or 'no Content-Type'})")
 
 
-class ApiView(APIView):
+class ApiView(LeanAPIView):
     """Our views speak JSON only and map every failure through `api.errors`, in `shape`. With auth
     on, every route needs the key (OPTIONS and errors such as 405 included), except the health checks."""
 
@@ -105,38 +102,6 @@ class ApiView(APIView):
 
     def handle_exception(self, exc: Exception) -> HttpResponse:
         return exception_response(exc, shape=self.shape)
-
-    async def async_dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        """adrf's dispatch minus its thread hops: the authenticators are awaited here, on the event loop,
-        before `initial` (which then finds the request authenticated and does no I/O)."""
-        self.args, self.kwargs = args, kwargs
-        drf_request = self.initialize_request(request, *args, **kwargs)
-        self.request = drf_request
-        self.headers = self.default_response_headers
-        try:
-            await self._authenticate(drf_request)
-            self.initial(drf_request, *args, **kwargs)
-            method = (drf_request.method or "").lower()
-            handler = getattr(self, method, None) if method in self.http_method_names else None
-            if handler is None:
-                raise MethodNotAllowed(drf_request.method or "")
-            response = handler(drf_request, *args, **kwargs)
-            if inspect.isawaitable(response):  # DRF's own `options` handler is synchronous
-                response = await response
-        except Exception as exc:
-            response = self.handle_exception(exc)
-        self.response = self.finalize_response(drf_request, response, *args, **kwargs)
-        return self.response
-
-    async def _authenticate(self, request: Request) -> None:
-        """Set `request.auth` to the caller (None: anonymous, auth off); there are no users."""
-        request.auth = None
-        for authenticator in self.get_authenticators():
-            found = await authenticator.authenticate(request)
-            if found is not None:
-                request.auth = found[1]
-                break
-        request.user = AnonymousUser()  # set, so DRF's `initial` calls no authenticator itself
 
     async def _served(self, request: Request, *, path: str,
                       serve: Callable[[Body, str, Caller | None], Awaitable[HttpResponse]]) -> HttpResponse:

@@ -141,18 +141,23 @@ async def evaluation_run(*, evaluator: Evaluator, request: EvaluationRequest,
 
 
 async def plan_prepare(*, evaluator: Evaluator, request: EvaluationRequest) -> Plan:
-    """`plan_compile` for this evaluator, in a worker thread when the request holds a lot of text."""
+    """`plan_of`, in a worker thread when the request holds a lot of text."""
+    if text_size(value=request_texts(request=request), limit=OFF_LOOP_CHARACTERS) > OFF_LOOP_CHARACTERS:
+        return await asyncio.to_thread(plan_of, evaluator=evaluator, request=request)
+    return plan_of(evaluator=evaluator, request=request)
 
-    def compile_() -> Plan:
-        return plan_compile(conversation=request.conversation, questions=request.questions,
-                            tokenizer=evaluator.backend.tokenizer(), labels=evaluator.labels, budget=evaluator.budget,
-                            permutations=evaluator.scoring.permutations, vision=evaluator.vision)
 
-    texts = [*((m.content, m.extra) for m in request.conversation),
-             *((q.instructions, *(o.text for o in q.options)) for q in request.questions)]
-    if text_size(value=texts, limit=OFF_LOOP_CHARACTERS) > OFF_LOOP_CHARACTERS:
-        return await asyncio.to_thread(compile_)
-    return compile_()
+def plan_of(*, evaluator: Evaluator, request: EvaluationRequest) -> Plan:
+    """`plan_compile` for this evaluator (RequestInvalid on budgets)."""
+    return plan_compile(conversation=request.conversation, questions=request.questions,
+                        tokenizer=evaluator.backend.tokenizer(), labels=evaluator.labels, budget=evaluator.budget,
+                        permutations=evaluator.scoring.permutations, vision=evaluator.vision)
+
+
+def request_texts(*, request: EvaluationRequest) -> list[Any]:
+    """The texts a request's compile tokenises, as `text_size` counts them."""
+    return [*((m.content, m.extra) for m in request.conversation),
+            *((q.instructions, *(o.text for o in q.options)) for q in request.questions)]
 
 
 def text_size(*, value: Any, limit: int) -> int:

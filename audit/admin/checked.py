@@ -18,6 +18,8 @@ from django.core.exceptions import BadRequest, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
+from serving.compat import admin_registered
+
 
 def selected_ids_check(*, request: HttpRequest, model_admin: admin.ModelAdmin) -> None:
     """Every id posted for an action must be a value of the model's primary key (else BadRequest: 400)."""
@@ -42,7 +44,7 @@ class InputChecked(admin.ModelAdmin):
 
 def site_input_checked(*, site: admin.AdminSite) -> None:
     """Give every model admin registered on `site` the input check (a subclass with `InputChecked` first)."""
-    for model, model_admin in list(site._registry.items()):
+    for model, model_admin in admin_registered(site=site):
         admin_class = type(model_admin)
         if not isinstance(model_admin, InputChecked):
             site.unregister(model)

@@ -13,6 +13,7 @@ from django.urls import reverse
 
 from audit.keys import apikey_issue
 from audit.models import ApiKey
+from serving.compat import admin_registered
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -22,7 +23,7 @@ def admins_with_actions(admin_user: Any) -> list[tuple[str, str]]:
     request = RequestFactory().get("/admin/")
     request.user = admin_user
     found = []
-    for model, model_admin in admin.site._registry.items():
+    for model, model_admin in admin_registered(site=admin.site):
         actions = model_admin.get_actions(request)
         if actions:
             url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
