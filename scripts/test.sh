@@ -28,7 +28,7 @@ postgres_ensure() {
   fi
 }
 
-# Redis: the live dashboard's channel layer is tested through a real server (tests/storage/test_dashboard_live.py).
+# Redis: the live dashboard's channel layer is tested through a real server (tests/admin/test_dashboard_live.py).
 redis_ensure() {
   if ! .venv/bin/python -c "import redis; redis.Redis(host='127.0.0.1', port=6379, socket_connect_timeout=2).ping()" \
       2>/dev/null; then

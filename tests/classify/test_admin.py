@@ -155,7 +155,7 @@ async def test_classifications_are_stored_linked_to_their_classifier(api, fake, 
     assert (await api.post("/v1/classify", json={"input": "no model"})).status_code == 400
     systemone = await api.post("/v1/systemone", json=README_REQUEST)
     assert systemone.status_code == 200
-    from tests.storage.conftest import drained
+    from tests.stored import drained
 
     await drained()
 
@@ -204,7 +204,7 @@ async def test_metadata_level_keeps_no_input_text(api, fake, store, admin_client
     await db(lambda: admin_client.post(ADD, form_data()))
     response = await api.post("/v1/classify", json={"model": "sentiment", "input": "My secret diary entry"})
     assert response.status_code == 200
-    from tests.storage.conftest import drained
+    from tests.stored import drained
 
     await drained()
     row = await db(lambda: Evaluation.objects.get())

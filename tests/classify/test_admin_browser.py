@@ -10,9 +10,9 @@ from django.contrib.auth import get_user_model
 
 from audit.models import Classifier, Evaluation
 from audit.storage.writer import writer_drain
+from tests.browser import ADMIN_PASSWORD, chromium_page, shot, signed_in
 from tests.classify.conftest import SENTIMENT_LABELS
 from tests.database import orm
-from tests.storage.test_admin_browser import ADMIN_PASSWORD, chromium_page, shot, signed_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -1,6 +1,6 @@
 """The Content-Security-Policy is on the pages a browser renders (the admin, the docs) and not on the API, whose
 handler runs no middleware. Whether the pages work under it is the browser tests' part (test_browser.py,
-tests/storage/test_admin_browser.py)."""
+tests/admin/test_admin_browser.py)."""
 
 from __future__ import annotations
 

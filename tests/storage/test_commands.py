@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from audit.admin.dashboard import percentiles_compute, window_stats_compute
 from audit.models import Evaluation, EvaluationAnswer
-from tests.storage.factories import evaluation_make
+from tests.factories import evaluation_make
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -15,7 +15,7 @@ from api.openapi.decisions import DECISIONS_REQUEST
 from audit.models import Evaluation, EvaluationAnswer
 from tests.conftest import README_REQUEST
 from tests.database import db
-from tests.storage.conftest import drained
+from tests.stored import drained
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

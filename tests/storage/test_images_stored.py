@@ -14,7 +14,7 @@ from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
 from testbed.images import png_bytes
 from tests.database import db
-from tests.storage.conftest import drained
+from tests.stored import drained
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 PNG = png_bytes(width=8, height=8)

@@ -21,7 +21,7 @@ from testbed.evaluators import fake_evaluator
 from tests.api.helpers import close, expected_probabilities
 from tests.conftest import README_REQUEST
 from tests.database import db
-from tests.storage.conftest import drained
+from tests.stored import drained
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -16,7 +16,7 @@ from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
 from tests.conftest import README_REQUEST
 from tests.database import db
-from tests.storage.conftest import drained
+from tests.stored import drained
 from tests.stream.conftest import of, send, until_ended
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

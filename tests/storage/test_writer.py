@@ -21,7 +21,7 @@ from audit.storage import writer
 from audit.storage.records import StoredEvaluation
 from tests.conftest import README_REQUEST
 from tests.database import db
-from tests.storage.conftest import drained
+from tests.stored import drained
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 from audit.models import Calibration, DatasetRun, EvaluationAnswer
 from calibration.fitting import calibration_fit_store
 from calibration.labelled import labelled_report
-from tests.storage.factories import evaluation_make, outcome_make
+from tests.factories import evaluation_make, outcome_make
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

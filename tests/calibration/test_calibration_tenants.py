@@ -13,9 +13,9 @@ from django.core.management import CommandError
 from audit.keys import IssuedKey, apikey_issue
 from audit.models import EvaluationAnswer
 from calibration.applied import calibration_cache_forget
+from tests.calibration.test_calibration import KEYS, calibrate, team_request
 from tests.database import db
-from tests.storage.conftest import drained
-from tests.storage.test_calibration import KEYS, calibrate, team_request
+from tests.stored import drained
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -13,8 +13,8 @@ from django.contrib.auth import get_user_model
 
 from audit.keys import apikey_issue
 from audit.storage.writer import writer_drain
+from tests.browser import ADMIN_PASSWORD, chromium_page, loopback_only, shot, signed_in
 from tests.conftest import README_REQUEST
-from tests.storage.test_admin_browser import ADMIN_PASSWORD, chromium_page, loopback_only, shot, signed_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -11,7 +11,7 @@ import pytest
 from audit.models import Evaluation, EvaluationAnswer
 from tests.conftest import README_REQUEST
 from tests.database import db
-from tests.storage.conftest import drained
+from tests.stored import drained
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

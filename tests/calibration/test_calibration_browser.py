@@ -11,8 +11,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from calibration.fitting import calibration_fit_store
-from tests.storage.test_admin_browser import ADMIN_PASSWORD, chromium_page, loopback_only, shot, signed_in
-from tests.storage.test_calibration_admin import labelled_team_answers
+from tests.browser import ADMIN_PASSWORD, chromium_page, loopback_only, shot, signed_in
+from tests.calibration.test_calibration_admin import labelled_team_answers
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -18,7 +18,7 @@ from audit.keys import apikey_hash, apikey_issue, apikey_revoke
 from audit.models import ApiKey, Evaluation
 from tests.conftest import README_REQUEST
 from tests.database import db
-from tests.storage.conftest import drained
+from tests.stored import drained
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -26,8 +26,8 @@ from serving.config import ConfigError, config_from_env
 from testbed.ports import free_port
 from tests.conftest import README_REQUEST
 from tests.database import db
+from tests.factories import evaluation_make
 from tests.ops.helpers import Serve, serve_env
-from tests.storage.factories import evaluation_make
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from audit.keys import apikey_hash, apikey_issue
 from audit.models import ApiKey, Evaluation
+from tests.factories import LABEL_MASS, evaluation_make, outcome_make
 from tests.html import matched
-from tests.storage.factories import LABEL_MASS, evaluation_make, outcome_make
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -20,7 +20,7 @@ from inference.backends.llamacpp import LlamaCppBackend
 from inference.vector_scaling import Calibrator, probabilities_calibrate
 from tests.database import db
 from tests.embedded import SMALL, api_on, bundled_backend
-from tests.storage.conftest import drained
+from tests.stored import drained
 
 pytestmark = [pytest.mark.embedded, pytest.mark.django_db(transaction=True)]
 

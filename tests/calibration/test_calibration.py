@@ -19,7 +19,7 @@ from inference.metrics import Scored
 from inference.vector_scaling import Calibrator, calibration_fit, probabilities_calibrate
 from tests.conftest import README_REQUEST
 from tests.database import db
-from tests.storage.conftest import drained
+from tests.stored import drained
 from tests.stream.conftest import of, send, until_ended
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

@@ -1,0 +1,5 @@
+"""Admin tests: the audit, the dashboard, input checks; stored data, each test isolated (`tests/stored.py`)."""
+
+from tests.stored import storage_isolated
+
+__all__ = ["storage_isolated"]

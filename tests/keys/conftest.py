@@ -1,0 +1,5 @@
+"""API key tests: authentication and usage per key; stored data, each test isolated (`tests/stored.py`)."""
+
+from tests.stored import storage_isolated
+
+__all__ = ["storage_isolated"]
