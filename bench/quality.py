@@ -76,6 +76,7 @@ from inference.questions import Option, Question  # noqa: E402
 from inference.runner import Evaluator, evaluation_run  # noqa: E402
 from inference.scoring import BranchScore, label_argmax, probabilities_compute  # noqa: E402
 from inference.tokenizer import Tokenizer  # noqa: E402
+from inference.tuning import tuning_uniform  # noqa: E402
 from inference.vector_scaling import calibration_fit  # noqa: E402
 
 CUES = {"shipped": (labels_module.ANSWER_CUE, labels_module.LABEL_LEAD), "legacy": ("Answer: ", ""),
@@ -163,7 +164,8 @@ def evaluator_for(*, model: str, permutations: int, threads: int | None) -> Eval
                                       n_ctx=config.local_context, threads=threads)
     evaluator = evaluator_build(config=config, backend=backend)
     # One evaluation at a time, however long the slowest one takes on a busy machine.
-    return replace(evaluator, timeout=3600.0, scoring=replace(evaluator.scoring, temperature=1.0))
+    return replace(evaluator, timeout=3600.0, scoring=replace(evaluator.scoring, tuning=tuning_uniform(
+        temperature=1.0, debias=True, permutations=permutations)))
 
 
 LIMITS = Limits(max_questions=64, max_answers=255)
