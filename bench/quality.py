@@ -179,6 +179,9 @@ def bench_config(*, args: argparse.Namespace) -> OpenJevConfig:
            "OPENJEV_TUNING_FILE": ""}
     if args.backend == "local":
         return config_from_env({**env, "OPENJEV_BACKEND": "local", "OPENJEV_LOCAL_MODEL": args.model or LOCAL_MODEL})
+    if args.model:
+        raise SystemExit("--model names a local model; on SGLang the model is named as the service names it "
+                         "(OPENJEV_MODEL, OPENJEV_SERVED_MODEL_NAME)")
     tokenizer = args.tokenizer or os.environ.get("OPENJEV_TOKENIZER")
     if not args.url or not tokenizer:
         raise SystemExit("--backend sglang needs --url and the served model's tokenizer directory (--tokenizer or "

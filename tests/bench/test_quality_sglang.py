@@ -85,10 +85,15 @@ def test_the_bench_reads_prompts_with_the_served_tokenizer(bench_run: BenchRun) 
     assert "Options:" in text and "Reply with the letter of the correct option only." in text
 
 
-def test_the_bench_refuses_to_measure_sglang_without_a_local_tokenizer(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("extra", "message"), [
+    ([], "the served model's tokenizer directory"),
+    (["--tokenizer", "/tokenizer", "--model", "qwen2.5-coder-1.5b"], "--model names a local model"),
+])
+def test_the_bench_refuses_sglang_without_a_local_tokenizer_or_with_a_local_model(
+        monkeypatch: pytest.MonkeyPatch, extra: list[str], message: str) -> None:
     monkeypatch.delenv("OPENJEV_TOKENIZER", raising=False)
-    with pytest.raises(SystemExit, match="tokenizer directory"):
-        quality.main(["--backend", "sglang", "--url", "http://127.0.0.1:9"])
+    with pytest.raises(SystemExit, match=message):
+        quality.main(["--backend", "sglang", "--url", "http://127.0.0.1:9", *extra])
 
 
 async def _served(evaluator: Evaluator, body: dict[str, Any]) -> dict[str, Any]:
