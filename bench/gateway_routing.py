@@ -31,7 +31,9 @@ from inference.backends.sglang import SGLangBackend  # noqa: E402
 from inference.prompts import Budget, Plan, plan_compile  # noqa: E402
 from inference.questions import question_build  # noqa: E402
 from inference.requests import conversation_of_text  # noqa: E402
-from inference.runner import Scoring, plan_run  # noqa: E402
+from inference.runner import plan_run  # noqa: E402
+from inference.scoring import Scoring  # noqa: E402
+from inference.tuning import tuning_uniform  # noqa: E402
 from testbed.qwen3 import qwen3_labels, qwen3_tokenizer  # noqa: E402
 from testbed.smg import Gateway  # noqa: E402
 
@@ -45,7 +47,7 @@ QUESTIONS = [
 ]
 SYSTEM_PROMPT = " ".join(f"Support policy rule {i}: answer politely, cite the order number, never promise refunds "
                          f"before billing confirms, escalate outages to on-call." for i in range(60))
-SCORING = Scoring(temperature=1.0, confidence="entropy")
+SCORING = Scoring(confidence="entropy", tuning=tuning_uniform(temperature=1.0, debias=False))
 
 
 def plan_of(state: str) -> Plan:

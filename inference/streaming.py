@@ -7,7 +7,7 @@ question, the generations it needs and emits that question's answer when the cou
 
 What a question needs:
 - every one of its branches (one per option order: with permutation averaging, all orders);
-- with debiasing on, the content-free prior of each of those branches' suffixes: from the prior
+- when its shape is debiased, the content-free prior of each of those branches' suffixes: from the prior
   cache when the suffix was seen before, otherwise the prior generation the runner appended at the
   end of the batch, so on first sight a question is answered only when that prior is in.
 
@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from inference.backends.base import Generation
 from inference.prompts import Branch, Plan
-from inference.scoring import Answer, BranchScore, ConfidenceFormula, answer_compute
+from inference.scoring import Answer, BranchScore, Scoring, answer_compute
 
 AnswerSink = Callable[[Answer], None]
 """Receives each answer on the event loop; must not block (it queues the answer for sending)."""
@@ -30,10 +30,12 @@ PriorLogprobs = Mapping[tuple[int, ...], tuple[float, ...]]
 """Content-free prior log-probs by branch suffix."""
 
 
-def branch_score_build(*, branch: Branch, generation: Generation, priors: PriorLogprobs | None) -> BranchScore:
-    """What `answer_compute` reads of one scored branch (and its prior, when debiasing)."""
-    return BranchScore(order=branch.order, label_logprobs=generation.label_logprobs,
-                       prior_logprobs=None if priors is None else priors[branch.suffix_ids])
+def branch_score_build(*, branch: Branch, generation: Generation, priors: PriorLogprobs | None,
+                       scoring: Scoring) -> BranchScore:
+    """What `answer_compute` reads of one scored branch (and its prior, when its question's shape is
+    debiased: the runner measured priors for those branches only)."""
+    prior = priors[branch.suffix_ids] if priors is not None and scoring.of(branch.question).debias else None
+    return BranchScore(order=branch.order, label_logprobs=generation.label_logprobs, prior_logprobs=prior)
 
 
 class AnswerStream:
@@ -46,11 +48,10 @@ class AnswerStream:
     """
 
     def __init__(self, *, plan: Plan, prior_branches: Sequence[Branch], priors: PriorLogprobs | None,
-                 temperature: float, confidence: ConfidenceFormula, sink: AnswerSink) -> None:
+                 scoring: Scoring, sink: AnswerSink) -> None:
         self._plan = plan
         self._priors = None if priors is None else dict(priors)
-        self._temperature = temperature
-        self._confidence = confidence
+        self._scoring = scoring
         self._sink = sink
         self._closed = False
         self._generations: dict[int, Generation] = {}
@@ -90,7 +91,9 @@ class AnswerStream:
     def _answer(self, qid: str) -> Answer:
         indices = self._branches[qid]
         branches = [self._plan.branches[i] for i in indices]
-        scores = [branch_score_build(branch=b, generation=self._generations[i], priors=self._priors)
+        scores = [branch_score_build(branch=b, generation=self._generations[i], priors=self._priors,
+                                     scoring=self._scoring)
                   for b, i in zip(branches, indices, strict=True)]
-        return answer_compute(question=branches[0].question, branches=scores, temperature=self._temperature,
-                              confidence=self._confidence)
+        question = branches[0].question
+        return answer_compute(question=question, branches=scores, temperature=self._scoring.of(question).temperature,
+                              confidence=self._scoring.confidence)

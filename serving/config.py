@@ -17,6 +17,7 @@ from typing import Any, Literal
 from inference.backends.base import BranchMode
 from inference.gguf import BUNDLED, DEFAULT_SOURCE
 from inference.scoring import ConfidenceFormula
+from inference.tuning import MAX_PERMUTATIONS, TuningFile, TuningFileError, tuning_file_load
 from serving.profiles import DEFAULT_PROFILE, PROFILES
 from serving.redaction import REDACTED, text_redact
 
@@ -60,6 +61,8 @@ def _get[T](
         return default
     try:
         value = parse(raw.strip())
+    except ConfigError:
+        raise  # a parser that names what is wrong (a tuning file's field) says more than the rule
     except ValueError:
         raise ConfigError(f"OPENJEV_{name}={raw!r} is not valid{': ' + rule if rule else ''}") from None
     if not check(value):
@@ -90,6 +93,13 @@ def _known_profile(raw: str) -> str:
     if raw not in PROFILES:
         raise ValueError(raw)
     return raw
+
+
+def _tuning_file(raw: str) -> TuningFile:
+    try:
+        return tuning_file_load(path=Path(raw))
+    except TuningFileError as exc:
+        raise ConfigError(f"OPENJEV_TUNING_FILE: {exc}") from None
 
 
 def _positive(value: float) -> bool:
@@ -195,8 +205,12 @@ class OpenJevConfig:
     """Texts in one `POST /v1/classify` (all run under one admission)."""
     debias: Debias = setting(default="auto", parse=_choice("auto", "on", "off"), rule="auto, on or off")
     """`on`, `off`, or `auto`: what bench/quality.py measured best for the served model."""
-    permutations: int = setting(default=1, parse=int, check=lambda v: 1 <= v <= 16, rule="an integer from 1 to 16")
-    """Option orders averaged per question (cyclic shifts); 1 asks each question once."""
+    permutations: int | None = setting(parse=int, check=lambda v: 1 <= v <= MAX_PERMUTATIONS,
+                                       rule=f"an integer from 1 to {MAX_PERMUTATIONS}")
+    """Option orders averaged per question (cyclic shifts), every shape; None: the tuning's (1 unless measured)."""
+    tuning_file: TuningFile | None = setting(parse=_tuning_file)
+    """A `bench/quality.py --write-tuning` file, read at startup: its per-shape temperature, debiasing and option
+    orders replace the built-in tuning (`inference/tuning.py`) of the model it names; the settings above still win."""
     label_mass_warn: float = setting(default=0.5, parse=float, check=_fraction, rule="a number from 0 to 1")
     """A warning is logged for an answer whose label mass is under this."""
     refusal_label_mass: float = setting(default=0.0, parse=float, check=_fraction, rule="a number from 0 to 1")

@@ -19,8 +19,9 @@ from inference.debias import Priors
 from inference.errors import BackendUnavailable, StartupError
 from inference.labels import labels_build
 from inference.prompts import Budget, content_free_prefix, prompt_ending
-from inference.runner import AdmissionGate, Evaluator, Scoring
-from inference.tuning import tuning_for
+from inference.runner import AdmissionGate, Evaluator
+from inference.scoring import Scoring
+from inference.tuning import tuning_for, tuning_override
 from inference.vision import Vision, vision_probe
 from serving.config import OpenJevConfig
 
@@ -62,22 +63,22 @@ def backend_create(*, config: OpenJevConfig) -> Backend:
 
 def evaluator_build(*, config: OpenJevConfig, backend: Backend | None = None) -> Evaluator:
     """The evaluator for `config`: labels validated against the served tokenizer, the model's measured
-    scoring defaults (`inference.tuning`) where the configuration leaves them to `auto`."""
+    scoring per question shape (`inference.tuning`, or `OPENJEV_TUNING_FILE`'s) where the configuration
+    leaves it to `auto`."""
     backend = backend or backend_create(config=config)
     tokenizer = backend.tokenizer()
-    tuning = tuning_for(model=backend.model)
-    debias = tuning.debias if config.debias == "auto" else config.debias == "on"
+    tuning = tuning_override(tuning=tuning_for(model=backend.model, file=config.tuning_file),
+                             temperature=config.temperature, permutations=config.permutations,
+                             debias=None if config.debias == "auto" else config.debias == "on")
     return Evaluator(
         backend=backend,
         labels=labels_build(tokenizer=tokenizer, count=config.max_answers, ending=prompt_ending(tokenizer=tokenizer)),
         budget=Budget(max_input_tokens=min(config.max_input_tokens, backend.context_tokens or config.max_input_tokens),
                       max_total_input_tokens=config.max_total_input_tokens),
-        scoring=Scoring(temperature=config.temperature or tuning.temperature,
-                        confidence=config.confidence,
-                        permutations=config.permutations),
+        scoring=Scoring(confidence=config.confidence, tuning=tuning),
         gate=AdmissionGate(config.max_concurrent_requests),
         timeout=config.request_timeout,
-        priors=Priors(prefix_ids=content_free_prefix(tokenizer=tokenizer)) if debias else None,
+        priors=Priors(prefix_ids=content_free_prefix(tokenizer=tokenizer)) if tuning.debiases else None,
         vision=_vision_decide(config=config, backend=backend),
     )
 

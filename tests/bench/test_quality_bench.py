@@ -18,14 +18,20 @@ from bench.quality import (
     SETTINGS,
     Cost,
     Record,
+    _cross_validated,
     delta_bootstrap,
     item_dump,
     records_load,
+    report,
     setting_apply,
+    shape_temperatures,
+    tuning_write,
     wilson_interval,
 )
+from inference.calibration import temperature_fit
 from inference.questions import Option, Question
 from inference.scoring import BranchScore, answer_compute, label_argmax
+from inference.tuning import tuning_file_load
 
 COST = Cost(fixed_s=1.0, calls_s=2.0, branches=3, priors=3)
 QUESTION = Question(id="answer", type="choice", instructions="Which?",
@@ -101,6 +107,61 @@ def test_a_saved_run_loads_back_and_a_line_cut_off_mid_write_is_dropped(tmp_path
                                  for i in range(2))]
     path.write_text("\n".join(lines) + "\n" + lines[-1][:40], encoding="utf-8")
     loaded_meta, records, done = records_load(path)
-    assert loaded_meta == meta and done == {("t", 0), ("t", 1)}
+    assert loaded_meta == {**meta, "backend": "local"} and done == {("t", 0), ("t", 1)}  # saved before --backend
     assert records[1] == _biased_record(item=1, label=1)
     assert path.read_text(encoding="utf-8").endswith("\n")
+
+
+NOUL = Question(id="q", type="noul", instructions="Is it?", options=(Option(key="true", text="Yes"),
+                                                                    Option(key="false", text="No")))
+
+
+def _debiasable_record(*, item: int, label: int) -> Record:
+    """A 3-option record whose content-free prior measures exactly the model's preference for the first label."""
+    branches = tuple(BranchScore(order=order, prior_logprobs=tuple(2.0 * (p == 0) - 5.0 for p in range(3)),
+                                 label_logprobs=tuple(2.0 * (p == 0) + 1.0 * (o == label) - 5.0
+                                                      for p, o in enumerate(order))) for order in ORDERS)
+    return Record(task="mc", item=item, question=QUESTION, branches=branches, label=label, label_mass=0.9, cost=COST)
+
+
+def _noul_record(*, item: int, label: int, favoured: int, margin: float) -> Record:
+    """A yes/no record without any position bias, `margin` nats for the `favoured` side in both orders."""
+    branches = tuple(BranchScore(order=order, prior_logprobs=(-1.0, -1.0),
+                                 label_logprobs=tuple(margin * (o == favoured) - 3.0 for o in order))
+                     for order in ((0, 1), (1, 0)))
+    return Record(task="yn", item=item, question=NOUL, branches=branches, label=label, label_mass=0.9, cost=COST)
+
+
+def test_each_question_shape_gets_the_temperature_fitted_on_its_own_items() -> None:
+    sure = [_debiasable_record(item=i, label=i % 3) for i in range(10)]
+    # Right two times in three at one nat of margin (T near 1/ln 2), against sure and right (T at its floor).
+    hesitant = [_noul_record(item=i, label=i % 2, favoured=i % 2 if i % 3 else 1 - i % 2, margin=1.0)
+                for i in range(12)]
+    records = setting_apply(records=sure, setting=SETTINGS[1]) + setting_apply(records=hesitant, setting=SETTINGS[1])
+    fitted = shape_temperatures(records)
+    assert fitted["choice 3-5"] == pytest.approx(temperature_fit(items=[(r.question, r.branches, r.label)
+                                                                        for r in records[:10]]))
+    assert fitted["noul"] > 5 * fitted["choice 3-5"]
+    folds = _cross_validated(records)
+    assert set(folds[:10]) != set(folds[10:])  # each shape's folds are fitted on that shape alone
+    assert all(t < fitted["noul"] / 2 for t in folds[:10])
+
+
+def test_the_tuning_written_per_shape_is_the_most_accurate_servable_setting_and_loads_back(tmp_path: Path) -> None:
+    records = [_debiasable_record(item=i, label=i % 3) for i in range(12)]
+    records += [_noul_record(item=i, label=i % 2, favoured=i % 2, margin=2.0) for i in range(12)]
+    rows, _ = report(records, model="m")
+    path = tmp_path / "tuning.json"
+    meta = {"model": "qwen2.5-coder-1.5b", "backend": "local", "cue": "shipped", "permutations": 3, "seed": 0}
+    chosen = tuning_write(path=path, meta=meta, rows=rows, records=records, command="bench/quality.py --n 12")
+    # 3 options: the content-free prior removes the first label's pull (raw: 4 of 12); three orders
+    # do as well, at three times the branches, so the tie keeps the debiased single order.
+    assert chosen["choice 3-5"][0] == "debiased"
+    assert chosen["noul"][0] == "raw"  # every setting is right on every item: the cheapest is kept
+    loaded = tuning_file_load(path=path)
+    assert loaded.model == "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF:q4_k_m"
+    assert dict(loaded.shapes) == {shape: tuning for shape, (_, tuning) in chosen.items()}
+    assert loaded.shapes["choice 3-5"].debias and loaded.shapes["choice 3-5"].permutations == 1
+    assert not loaded.shapes["noul"].debias
+    assert loaded.bench["chosen"] == {"choice 3-5": "debiased", "noul": "raw"}
+    assert {r["task"] for r in loaded.bench["rows"]} == {"mc", "yn", "all choice 3-5 (1)", "all noul (1)"}

@@ -13,16 +13,19 @@ from inference.errors import BackendFailed, Overloaded, RequestInvalid
 from inference.prompts import Budget
 from inference.questions import question_build
 from inference.requests import EvaluationRequest, conversation_of_text
-from inference.runner import AdmissionGate, Evaluator, Outcome, Scoring, Timings, Usage, plan_of
+from inference.runner import AdmissionGate, Evaluator, Outcome, Timings, Usage, plan_of
+from inference.scoring import Scoring
+from inference.tuning import tuning_uniform
 from testbed.qwen3 import qwen3_labels, qwen3_tokenizer
 
+SCORING = Scoring(confidence="entropy", tuning=tuning_uniform(temperature=1.0, debias=False))
 QUESTION = question_build(id="refund", type="noul", instructions="Does the customer want a refund?", criteria=None)
 
 
 def evaluator_for(fake, *, gate: AdmissionGate | None = None, budget: Budget | None = None) -> Evaluator:
     backend = SGLangBackend(url=fake.url, model="m", tokenizer=qwen3_tokenizer())
     return Evaluator(backend=backend, labels=qwen3_labels(), budget=budget or Budget(32768, 262144),
-                     scoring=Scoring(temperature=1.0, confidence="entropy"), gate=gate or AdmissionGate(4),
+                     scoring=SCORING, gate=gate or AdmissionGate(4),
                      timeout=30)
 
 

@@ -12,11 +12,13 @@ from inference.errors import BackendFailed, Overloaded
 from inference.prompts import Budget, content_free_prefix, plan_compile
 from inference.questions import question_build
 from inference.requests import conversation_of_text
-from inference.runner import AdmissionGate, Scoring, plan_run
-from inference.scoring import answer_compute
+from inference.runner import AdmissionGate, plan_run
+from inference.scoring import Scoring, answer_compute
+from inference.tuning import tuning_uniform
 from testbed.qwen3 import qwen3_labels, qwen3_tokenizer
 
-SCORING = Scoring(temperature=1.0, confidence="entropy")
+# Debiased wherever a test gives priors.
+SCORING = Scoring(confidence="entropy", tuning=tuning_uniform(temperature=1.0, debias=True))
 
 
 def plan_of(n: int):

@@ -15,13 +15,15 @@ from inference.debias import Priors
 from inference.prompts import Budget, Plan, content_free_prefix, plan_compile
 from inference.questions import question_build
 from inference.requests import Message
-from inference.runner import Outcome, Scoring, plan_run
-from inference.scoring import Answer
+from inference.runner import Outcome, plan_run
+from inference.scoring import Answer, Scoring
 from inference.streaming import AnswerStream
+from inference.tuning import tuning_uniform
 from testbed.qwen3 import qwen3_labels, qwen3_tokenizer
 from tests.holding_proxy import Hold, ends_with, holding_proxy
 
-SCORING = Scoring(temperature=1.0, confidence="entropy")
+# Debiased wherever a test gives priors.
+SCORING = Scoring(confidence="entropy", tuning=tuning_uniform(temperature=1.0, debias=True))
 
 
 def plan_of(n: int, *, permutations: int = 1) -> Plan:
@@ -127,8 +129,7 @@ def test_a_report_after_the_evaluation_ended_is_not_sent():
     """A branch already inside llama.cpp when its evaluation was cancelled still reports; nobody must hear it."""
     plan = plan_of(1)
     sent: list[Any] = []
-    stream = AnswerStream(plan=plan, prior_branches=(), priors=None, temperature=1.0, confidence="entropy",
-                          sink=sent.append)
+    stream = AnswerStream(plan=plan, prior_branches=(), priors=None, scoring=SCORING, sink=sent.append)
     stream.close()
     stream.scored(0, Generation(prompt_tokens=10, cached_tokens=0, label_logprobs=(-1.0, -2.0, -3.0)))
     assert sent == []
