@@ -72,14 +72,38 @@ SERVE_ENV = {
     "DJANGO_SETTINGS_MODULE": "openjev_site.settings",
     "PYTHONUNBUFFERED": "1",
 }
-IGNORED = [".venv", ".git", ".cache", "**/__pycache__", "*.sqlite3*", ".staticfiles", "test-artifacts",
-           ".pytest_cache", ".mypy_cache", ".ruff_cache", "smoke-result.json", "**/*.gguf"]
+IGNORED = [
+    ".venv",
+    ".git",
+    ".cache",
+    "**/__pycache__",
+    "*.sqlite3*",
+    ".staticfiles",
+    "test-artifacts",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    "smoke-result.json",
+    "**/*.gguf",
+]
 
 
 def serve_command() -> list[str]:
     """The container's one command: the API, launching and supervising SGLang."""
-    return [VENV_PYTHON, "manage.py", "serve", "--host", "0.0.0.0", "--port", str(API_PORT),
-            "--sglang-python", SGLANG_PYTHON, "--startup-timeout", str(STARTUP_TIMEOUT), "--migrate"]
+    return [
+        VENV_PYTHON,
+        "manage.py",
+        "serve",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(API_PORT),
+        "--sglang-python",
+        SGLANG_PYTHON,
+        "--startup-timeout",
+        str(STARTUP_TIMEOUT),
+        "--migrate",
+    ]
 
 
 image = (
@@ -93,8 +117,11 @@ image = (
     .add_local_dir(ROOT, APP_DIR, ignore=IGNORED)
 )
 volume = modal.Volume.from_name(VOLUME_NAME, create_if_missing=True)
-secrets = [modal.Secret.from_name(name.strip())
-           for name in os.environ.get("OPENJEV_MODAL_SECRETS", "").split(",") if name.strip()]
+secrets = [
+    modal.Secret.from_name(name.strip())
+    for name in os.environ.get("OPENJEV_MODAL_SECRETS", "").split(",")
+    if name.strip()
+]
 app = modal.App(APP_NAME)
 
 
@@ -115,8 +142,16 @@ def _exit_with(process: subprocess.Popen[bytes]) -> None:
     os._exit(code)
 
 
-@app.function(image=image, gpu=GPU, volumes={CACHE_DIR: volume}, secrets=secrets, min_containers=MIN_CONTAINERS,
-              max_containers=MAX_CONTAINERS, scaledown_window=SCALEDOWN_WINDOW, timeout=REQUEST_TIMEOUT)
+@app.function(
+    image=image,
+    gpu=GPU,
+    volumes={CACHE_DIR: volume},
+    secrets=secrets,
+    min_containers=MIN_CONTAINERS,
+    max_containers=MAX_CONTAINERS,
+    scaledown_window=SCALEDOWN_WINDOW,
+    timeout=REQUEST_TIMEOUT,
+)
 @modal.concurrent(max_inputs=MAX_INPUTS, target_inputs=TARGET_INPUTS)
 @modal.web_server(port=API_PORT, startup_timeout=STARTUP_TIMEOUT)
 def serve() -> None:
@@ -136,8 +171,7 @@ def main(timeout: float = float(STARTUP_TIMEOUT), output: str = "smoke-result.js
     url = serve.get_web_url()
     print(f"temporary endpoint: {url} (the first start downloads the model; the smoke test waits)")
     try:
-        smoke_run(url=url, api_key=os.environ.get("OPENJEV_API_KEY") or None, timeout=timeout,
-                  output=Path(output))
+        smoke_run(url=url, api_key=os.environ.get("OPENJEV_API_KEY") or None, timeout=timeout, output=Path(output))
     except SmokeFailed as exc:
         print(f"smoke test failed: {exc} (report: {output})", file=sys.stderr)
         raise SystemExit(1) from None

@@ -131,8 +131,9 @@ async def asset_view(request: HttpRequest, path: str) -> HttpResponse:
     if etag_matches(request, etag):
         response = HttpResponse(status=304)
     else:
-        response = HttpResponse(asset.gzipped if use_gzip and asset.gzipped is not None else asset.body,
-                                content_type=asset.content_type)
+        response = HttpResponse(
+            asset.gzipped if use_gzip and asset.gzipped is not None else asset.body, content_type=asset.content_type
+        )
         if use_gzip:
             response["Content-Encoding"] = "gzip"
     response["ETag"] = etag

@@ -54,8 +54,9 @@ async def caller_authenticate(*, authorization: str | None) -> Caller | None:
     try:
         caller = await apikey_verify(secret=token)
     except KeysUnavailable:
-        raise ApiError(503, "service_unavailable", "API keys cannot be checked right now; retry shortly",
-                       {"Retry-After": "5"}) from None
+        raise ApiError(
+            503, "service_unavailable", "API keys cannot be checked right now; retry shortly", {"Retry-After": "5"}
+        ) from None
     if caller is None:
         await bad_key_counted(address=address)
         raise AuthenticationFailed("invalid API key")

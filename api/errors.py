@@ -48,8 +48,11 @@ SHOULD_RETRY = {429: "true", 503: "true", 529: "true"}
 and every 5xx): a 504 ran out the request timeout and would again, a 502 or 500 would fail again."""
 OPENAI_TYPES = {401: "invalid_request_error", 403: "permission_error", 429: "rate_limit_error"}
 """OpenAI's error `type` by status where it is not `invalid_request_error` (4xx) or `server_error` (5xx)."""
-OPENAI_CODES = {"authentication_error": "invalid_api_key", "validation_error": "invalid_value",
-                "rate_limited": "rate_limit_exceeded"}
+OPENAI_CODES = {
+    "authentication_error": "invalid_api_key",
+    "validation_error": "invalid_value",
+    "rate_limited": "rate_limit_exceeded",
+}
 REASONS = {529: "Site Is Overloaded"}
 PUBLIC_MESSAGES = {
     500: "internal server error",
@@ -64,8 +67,14 @@ FAULTS: tuple[tuple[type[InferenceError], int, str], ...] = (
     (BackendFailed, 502, "backend_error"),
 )
 DRF_ERROR_TYPES = {
-    405: "method_not_allowed", 404: "not_found", 415: "unsupported_media_type", 406: "not_acceptable",
-    400: "invalid_request", 401: "authentication_error", 403: "permission_denied", 429: "rate_limited",
+    405: "method_not_allowed",
+    404: "not_found",
+    415: "unsupported_media_type",
+    406: "not_acceptable",
+    400: "invalid_request",
+    401: "authentication_error",
+    403: "permission_denied",
+    429: "rate_limited",
 }
 BODY = "body"
 """Where a System One problem's location starts: the core locates problems within the request."""
@@ -77,8 +86,17 @@ class ApiError(Exception):
     `internal` is what operators get instead (log, stored row) when `message` is kept generic;
     `problems` are a 422's validation problems, located within the body."""
 
-    def __init__(self, status: int, error_type: str, message: str, headers: dict[str, str] | None = None,
-                 *, internal: str = "", problems: Sequence[Problem] = (), param: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        error_type: str,
+        message: str,
+        headers: dict[str, str] | None = None,
+        *,
+        internal: str = "",
+        problems: Sequence[Problem] = (),
+        param: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.error_type = error_type
@@ -142,8 +160,14 @@ def error_body(error: ApiError, *, shape: Shape, message: str | None = None) -> 
         return {"error": text, "type": error.error_type, "code": error.status}
     if shape == "openai":
         kind = OPENAI_TYPES.get(error.status, "server_error" if error.status >= 500 else "invalid_request_error")
-        return {"error": {"message": text, "type": kind, "param": error.param,
-                          "code": OPENAI_CODES.get(error.error_type, error.error_type)}}
+        return {
+            "error": {
+                "message": text,
+                "type": kind,
+                "param": error.param,
+                "code": OPENAI_CODES.get(error.error_type, error.error_type),
+            }
+        }
     if error.problems:
         return {"detail": problems_render(error.problems)}
     return {"detail": {"error_type": error.error_type, "message": text}}
@@ -207,8 +231,14 @@ def error_message(error: ApiError) -> str:
     message = error.message
     if error.status >= 500:  # overload is expected behaviour, not a fault
         request_id = request_id_current()
-        log.log(logging.INFO if error.status == 529 else logging.WARNING, "%s %s (%s): %s", error.status,
-                error.error_type, request_id or "no request id", error.internal or error.message)
+        log.log(
+            logging.INFO if error.status == 529 else logging.WARNING,
+            "%s %s (%s): %s",
+            error.status,
+            error.error_type,
+            request_id or "no request id",
+            error.internal or error.message,
+        )
         if error.status != 529 and request_id:
             message = f"{message} (request id {request_id})"
     return message
@@ -239,20 +269,26 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> HttpRespon
 
 
 def not_found_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    return error_response(ApiError(404, "not_found", f"no route for {request.method} {request.path}"),
-                          shape=shape_of_path(request.path), logged=False)
+    return error_response(
+        ApiError(404, "not_found", f"no route for {request.method} {request.path}"),
+        shape=shape_of_path(request.path),
+        logged=False,
+    )
 
 
 def server_error_view(request: HttpRequest) -> HttpResponse:
-    return error_response(ApiError(500, "internal_error", PUBLIC_MESSAGES[500]), shape=shape_of_path(request.path),
-                          logged=False)
+    return error_response(
+        ApiError(500, "internal_error", PUBLIC_MESSAGES[500]), shape=shape_of_path(request.path), logged=False
+    )
 
 
 def bad_request_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    return error_response(ApiError(400, "invalid_request", "bad request"), shape=shape_of_path(request.path),
-                          logged=False)
+    return error_response(
+        ApiError(400, "invalid_request", "bad request"), shape=shape_of_path(request.path), logged=False
+    )
 
 
 def permission_denied_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    return error_response(ApiError(403, "permission_denied", "permission denied"),
-                          shape=shape_of_path(request.path), logged=False)
+    return error_response(
+        ApiError(403, "permission_denied", "permission denied"), shape=shape_of_path(request.path), logged=False
+    )

@@ -12,15 +12,19 @@ from inference.streaming import AnswerSink
 from serving.evaluator import evaluator_get
 
 
-async def evaluation_calibrated(*, call: Recording, request: EvaluationRequest,
-                                on_answer: AnswerSink | None = None) -> Outcome:
+async def evaluation_calibrated(
+    *, call: Recording, request: EvaluationRequest, on_answer: AnswerSink | None = None
+) -> Outcome:
     """Evaluate (Overloaded, BackendUnavailable, BackendFailed, EvaluationTimeout, RequestInvalid for what only
     the core can check), calibrate, and note the evaluator and the outcome on `call` for storage; `on_answer`
     gets each answer, calibrated too, as soon as it is scored (the stream)."""
     call.evaluator = evaluator = await evaluator_get()
     calibrating = await calibrating_get(caller=call.caller)
-    sink = on_answer if on_answer is None or not calibrating.calibrators else (
-        lambda answer: on_answer(answer_calibrated(answer=answer, calibrating=calibrating)))
+    sink = (
+        on_answer
+        if on_answer is None or not calibrating.calibrators
+        else (lambda answer: on_answer(answer_calibrated(answer=answer, calibrating=calibrating)))
+    )
     outcome = await evaluation_run(evaluator=evaluator, request=request, on_answer=sink)
     call.outcome = outcome = outcome_calibrated(outcome=outcome, calibrating=calibrating)
     return outcome

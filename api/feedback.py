@@ -60,20 +60,26 @@ def feedback_parse(*, data: Any) -> Feedback:
     if not isinstance(request_id, str) or not request_id:
         problems.append(Problem(("request_id",), "a non-empty string is required", "string_type"))
     elif len(request_id) > REQUEST_ID_MAX:
-        problems.append(Problem(("request_id",), f"a request id has at most {REQUEST_ID_MAX} characters",
-                                "string_too_long"))
+        problems.append(
+            Problem(("request_id",), f"a request id has at most {REQUEST_ID_MAX} characters", "string_too_long")
+        )
     if isinstance(question_id, bool) or not isinstance(question_id, str | int) or question_id in ("", None):
-        problems.append(Problem(("question_id",), "a non-empty string (or a question's index) is required",
-                                "string_type"))
+        problems.append(
+            Problem(("question_id",), "a non-empty string (or a question's index) is required", "string_type")
+        )
     elif isinstance(question_id, int) and not 0 <= question_id < 1 << 15:
         problems.append(Problem(("question_id",), "a question's index is from 0 to 32767", "index_range"))
     elif isinstance(question_id, str) and len(question_id) > QUESTION_ID_MAX:
-        problems.append(Problem(("question_id",), f"a question id has at most {QUESTION_ID_MAX} characters",
-                                "string_too_long"))
+        problems.append(
+            Problem(("question_id",), f"a question id has at most {QUESTION_ID_MAX} characters", "string_too_long")
+        )
     if "label" not in data or data["label"] is None:
         problems.append(Problem(("label",), "the true option is required", "missing"))
-    problems += [Problem((name,), "unknown field", "extra_forbidden")
-                 for name in data if name not in ("request_id", "question_id", "label")]
+    problems += [
+        Problem((name,), "unknown field", "extra_forbidden")
+        for name in data
+        if name not in ("request_id", "question_id", "label")
+    ]
     if problems:
         raise RequestInvalid(problems)
     return Feedback(request_id=data["request_id"], question_id=data["question_id"], label=data["label"])
@@ -82,8 +88,11 @@ def feedback_parse(*, data: Any) -> Feedback:
 def answer_find(*, feedback: Feedback, caller: Caller | None) -> EvaluationAnswer | None:
     """The stored answer the feedback is about, among the caller's own evaluations when auth is on."""
     answers = EvaluationAnswer.objects.filter(evaluation__request_id=feedback.request_id)
-    answers = (answers.filter(position=feedback.question_id) if isinstance(feedback.question_id, int)
-               else answers.filter(question_id=feedback.question_id))
+    answers = (
+        answers.filter(position=feedback.question_id)
+        if isinstance(feedback.question_id, int)
+        else answers.filter(question_id=feedback.question_id)
+    )
     if caller is not None:
         answers = answers.filter(evaluation__api_key_label=caller.label)
     return answers.first()
@@ -94,22 +103,27 @@ def _label_store(feedback: Feedback, caller: Caller | None) -> Labelled:
     try:
         answer = answer_find(feedback=feedback, caller=caller)
         if answer is None:
-            raise ApiError(404, "not_found", f"no stored answer to question {feedback.question_id!r} of request "
-                                             f"{feedback.request_id!r}")
+            raise ApiError(
+                404,
+                "not_found",
+                f"no stored answer to question {feedback.question_id!r} of request {feedback.request_id!r}",
+            )
         key = label_key_of(label=feedback.label, option_keys=answer.option_keys)
         if key is None:
             rule = label_rule(question_type=answer.type, option_keys=answer.option_keys)
             raise RequestInvalid([Problem(("label",), f"not an option of this question; use {rule}", "label_invalid")])
         answer.label, answer.labelled_at = key, timezone.now()
         answer.save(update_fields=["label", "labelled_at"])
-        return Labelled(request_id=feedback.request_id, question_id=answer.question_id, label=key,
-                        labelled_at=answer.labelled_at)
+        return Labelled(
+            request_id=feedback.request_id, question_id=answer.question_id, label=key, labelled_at=answer.labelled_at
+        )
     except (ApiError, RequestInvalid):
         raise
     except Exception:
         log.exception("could not store a label for %s", feedback.request_id)
-        raise ApiError(503, "service_unavailable", "labels cannot be stored right now; retry shortly",
-                       {"Retry-After": "5"}) from None
+        raise ApiError(
+            503, "service_unavailable", "labels cannot be stored right now; retry shortly", {"Retry-After": "5"}
+        ) from None
     finally:
         connections.close_all()
 

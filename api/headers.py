@@ -16,7 +16,7 @@ def served_headers_common(*, request_id: str, model: str, outcome: Outcome) -> d
         "x-openjev-prefix-tokens": str(outcome.prefix_tokens),
         "x-openjev-label-mass": label_mass_header(answers=outcome.answers),
         "Server-Timing": f"prepare;dur={t.prepare_ms:.2f}, prefill;dur={t.prefill_ms:.2f}, "
-                         f"branches;dur={t.branches_ms:.2f}",
+        f"branches;dur={t.branches_ms:.2f}",
     }
     if outcome.cached_tokens is not None:
         headers["x-openjev-cached-tokens"] = str(outcome.cached_tokens)

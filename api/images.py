@@ -30,6 +30,7 @@ URL_MAX_CHARS = 4096
 _WEB_URL = re.compile(r"https?://[^\s/?#]+[^\s]*\Z", re.IGNORECASE)
 _DATA_URL = re.compile(r"data:(?:image/[A-Za-z0-9.+-]+)?(?:;[A-Za-z0-9=.+-]+)*;base64,", re.IGNORECASE)
 
+
 @dataclass(frozen=True)
 class ImageLimits:
     max_images: int = 0
@@ -52,15 +53,18 @@ def image_format(data: bytes) -> str | None:
 def image_of_bytes(*, data: bytes, loc: Loc, limits: ImageLimits) -> Image | Problem:
     """Raw image bytes as a `data:` URL, or the problem with them."""
     if len(data) > limits.max_image_bytes:
-        return Problem(loc, f"the image is {len(data)} bytes, over the limit of {limits.max_image_bytes}",
-                       "image_too_large")
+        return Problem(
+            loc, f"the image is {len(data)} bytes, over the limit of {limits.max_image_bytes}", "image_too_large"
+        )
     found = image_format(data)
     if found is None:
-        return Problem(loc, f"the bytes are not an image in one of the accepted formats ({', '.join(FORMATS)})",
-                       "image_format")
+        return Problem(
+            loc, f"the bytes are not an image in one of the accepted formats ({', '.join(FORMATS)})", "image_format"
+        )
     url = f"data:image/{found};base64,{base64.b64encode(data).decode('ascii')}"
-    return Image(url=url, meta=ImageMeta(source="data", format=found, size=len(data),
-                                         sha256=hashlib.sha256(data).hexdigest()))
+    return Image(
+        url=url, meta=ImageMeta(source="data", format=found, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+    )
 
 
 def image_of_base64(*, text: str, loc: Loc, limits: ImageLimits, url: str | None = None) -> Image | Problem:
@@ -78,14 +82,14 @@ def image_of_base64(*, text: str, loc: Loc, limits: ImageLimits, url: str | None
 def image_of_url(*, value: Any, loc: Loc, limits: ImageLimits) -> Image | Problem:
     """An image URL as sent: http(s), fetched by the backend, or a base64 `data:` URL, checked here."""
     if not isinstance(value, str):
-        return Problem(loc, f"Input should be an image URL (http, https or data), got {json_kind(value)}",
-                       "image_url")
+        return Problem(loc, f"Input should be an image URL (http, https or data), got {json_kind(value)}", "image_url")
     data_url = _DATA_URL.match(value)
     if data_url:
-        return image_of_base64(text=value[data_url.end():], loc=loc, limits=limits, url=value)
+        return image_of_base64(text=value[data_url.end() :], loc=loc, limits=limits, url=value)
     if len(value) > URL_MAX_CHARS or not _WEB_URL.match(value):
-        return Problem(loc, f"an image URL must be http(s) (at most {URL_MAX_CHARS} characters) or a base64 "
-                            "data: URL", "image_url")
+        return Problem(
+            loc, f"an image URL must be http(s) (at most {URL_MAX_CHARS} characters) or a base64 data: URL", "image_url"
+        )
     return Image(url=value, meta=ImageMeta(source="url"))
 
 
@@ -102,25 +106,42 @@ def images_total_check(*, images: list[tuple[Image, Loc]], limits: ImageLimits) 
         return [Problem(images[0][1], "this server does not accept images; send text only", "images_not_supported")]
     problems = []
     if len(images) > limits.max_images:
-        problems.append(Problem(("state",), f"the state holds {len(images)} images, over the limit of "
-                                            f"{limits.max_images}", "too_many_images"))
+        problems.append(
+            Problem(
+                ("state",),
+                f"the state holds {len(images)} images, over the limit of {limits.max_images}",
+                "too_many_images",
+            )
+        )
     total = sum(image.meta.size or 0 for image, _ in images)
     if total > limits.max_request_image_bytes:
-        problems.append(Problem(("state",), f"the images are {total} bytes together, over the limit of "
-                                            f"{limits.max_request_image_bytes}", "images_too_large"))
+        problems.append(
+            Problem(
+                ("state",),
+                f"the images are {total} bytes together, over the limit of {limits.max_request_image_bytes}",
+                "images_too_large",
+            )
+        )
     return problems
 
 
-def assets_check(*, value: Any, parts: Mapping[str, bytes],
-                 limits: ImageLimits) -> tuple[dict[str, Image], list[Problem]]:
+def assets_check(
+    *, value: Any, parts: Mapping[str, bytes], limits: ImageLimits
+) -> tuple[dict[str, Image], list[Problem]]:
     """`assets` (placeholder -> asset) as images by placeholder; every multipart part must be claimed by
     exactly one asset, as the official API requires."""
     problems: list[Problem] = []
     if value is None:
         value = {}
     elif not isinstance(value, dict) or not value:
-        return {}, [Problem(("assets",), f"Input should be a non-empty object of placeholder to asset, got "
-                                         f"{json_kind(value) if value != {} else 'an empty object'}", "dict_type")]
+        return {}, [
+            Problem(
+                ("assets",),
+                f"Input should be a non-empty object of placeholder to asset, got "
+                f"{json_kind(value) if value != {} else 'an empty object'}",
+                "dict_type",
+            )
+        ]
     images: dict[str, Image] = {}
     claimed: set[str] = set()
     for key, asset in value.items():
@@ -133,13 +154,17 @@ def assets_check(*, value: Any, parts: Mapping[str, bytes],
             problems.append(image)
         else:
             images[key] = image
-    problems += [Problem(("assets",), f"the multipart part {name!r} is not claimed by any asset", "part_unclaimed")
-                 for name in parts if name not in claimed]
+    problems += [
+        Problem(("assets",), f"the multipart part {name!r} is not claimed by any asset", "part_unclaimed")
+        for name in parts
+        if name not in claimed
+    ]
     return images, problems
 
 
-def _asset_image(*, asset: Any, loc: Loc, parts: Mapping[str, bytes], claimed: set[str],
-                 limits: ImageLimits) -> Image | Problem:
+def _asset_image(
+    *, asset: Any, loc: Loc, parts: Mapping[str, bytes], claimed: set[str], limits: ImageLimits
+) -> Image | Problem:
     if not isinstance(asset, dict):
         return Problem(loc, f"Input should be an asset object, got {json_kind(asset)}", "dict_type")
     if asset.get("type", "image") != "image":
@@ -158,4 +183,3 @@ def _asset_image(*, asset: Any, loc: Loc, parts: Mapping[str, bytes], claimed: s
     if declared not in DECLARED_FORMATS:
         return Problem((*loc, "format"), f"format must be one of {', '.join(DECLARED_FORMATS)}", "enum")
     return image_of_base64(text=text, loc=loc, limits=limits)
-

@@ -112,8 +112,9 @@ def text_printable(text: str) -> str:
 def _surrogate_problem(loc: Loc, text: str, what: str) -> Problem:
     found = _SURROGATE.search(text)
     code = f"\\u{ord(found.group()):04x}" if found else ""
-    return Problem(loc, f"{what} is not valid Unicode text: it holds a lone UTF-16 surrogate ({code})",
-                   "string_unicode")
+    return Problem(
+        loc, f"{what} is not valid Unicode text: it holds a lone UTF-16 surrogate ({code})", "string_unicode"
+    )
 
 
 def document_problems(*, data: Any) -> list[Problem]:
@@ -129,8 +130,9 @@ def document_problems(*, data: Any) -> list[Problem]:
     while stack and len(problems) < DOCUMENT_PROBLEMS_MAX:
         value, loc = stack.pop()
         if isinstance(value, dict | list) and len(loc) >= NESTING_MAX:  # `loc` has one step per level
-            problems.append(Problem(loc, f"Arrays and objects may nest at most {NESTING_MAX} levels deep",
-                                    "nesting_too_deep"))
+            problems.append(
+                Problem(loc, f"Arrays and objects may nest at most {NESTING_MAX} levels deep", "nesting_too_deep")
+            )
         elif isinstance(value, dict):
             children = []
             for key, item in value.items():
@@ -144,8 +146,9 @@ def document_problems(*, data: Any) -> list[Problem]:
         elif isinstance(value, str) and _text_invalid(value):
             problems.append(_surrogate_problem(loc, value, "Input"))
         elif _value_invalid(value):
-            problems.append(Problem(loc, "Input should be a finite number; this one overflows a 64-bit float",
-                                    "finite_number"))
+            problems.append(
+                Problem(loc, "Input should be a finite number; this one overflows a 64-bit float", "finite_number")
+            )
     return problems
 
 
@@ -160,8 +163,9 @@ JsonKeyed = tuple[Hashable, ...]
 """A cache key: what the value's meaning depends on besides its JSON (its id, the limits), then that JSON."""
 
 
-def json_cached[V](*, cache: SizedLRU[JsonKeyed, V], key: tuple[Hashable, ...], value: Any,
-                   build: Callable[[], V | None]) -> V | None:
+def json_cached[V](
+    *, cache: SizedLRU[JsonKeyed, V], key: tuple[Hashable, ...], value: Any, build: Callable[[], V | None]
+) -> V | None:
     """`build()` for a piece of a body (a question), answered from `cache` when the same `key` and JSON were
     valid before: callers send the same questions with ever new inputs. Keyed by orjson's text, which is
     unambiguous once `document_problems` has refused NaN and infinities (orjson writes either as `null`);

@@ -43,7 +43,7 @@ def multipart_parse(*, body: bytes, content_type: str, max_parts: int) -> Multip
     if not body.startswith(delimiter):
         raise MultipartInvalid("the body does not start with the multipart boundary")
     chunks = body.split(b"\r\n" + delimiter)
-    chunks[0] = chunks[0][len(delimiter):]
+    chunks[0] = chunks[0][len(delimiter) :]
     if len(chunks) < 2 or not chunks[-1].startswith(b"--"):
         raise MultipartInvalid("the multipart body has no closing boundary")
     if len(chunks) - 1 > max_parts:

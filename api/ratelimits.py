@@ -87,8 +87,11 @@ def subject_of(*, caller: Caller | None, address: str | None) -> str:
 
 def limits_for(*, caller: Caller | None) -> KeyLimits:
     config = settings.OPENJEV
-    defaults = KeyLimits(requests_per_minute=config.key_requests_per_minute,
-                         tokens_per_minute=config.key_tokens_per_minute, concurrency=config.key_concurrency)
+    defaults = KeyLimits(
+        requests_per_minute=config.key_requests_per_minute,
+        tokens_per_minute=config.key_tokens_per_minute,
+        concurrency=config.key_concurrency,
+    )
     return defaults if caller is None else caller.limits.over(defaults)
 
 
@@ -102,13 +105,20 @@ def _duration(seconds: float) -> str:
 
 def _limited(*, what: str, headers: dict[str, str], wait: float) -> ApiError:
     wait = max(wait, 0.001)
-    return ApiError(429, "rate_limited", f"rate limit reached for {what}; retry in {_duration(wait)}",
-                    {**headers, "retry-after": str(math.ceil(wait)), "retry-after-ms": str(math.ceil(wait * 1000))})
+    return ApiError(
+        429,
+        "rate_limited",
+        f"rate limit reached for {what}; retry in {_duration(wait)}",
+        {**headers, "retry-after": str(math.ceil(wait)), "retry-after-ms": str(math.ceil(wait * 1000))},
+    )
 
 
 def _window_headers(*, counted: Counted, limit: int, remaining: int, reset_at: float) -> dict[str, str]:
-    return {f"x-ratelimit-limit-{counted}": str(limit), f"x-ratelimit-remaining-{counted}": str(max(remaining, 0)),
-            f"x-ratelimit-reset-{counted}": _duration(max(reset_at - time.time(), 0.0))}
+    return {
+        f"x-ratelimit-limit-{counted}": str(limit),
+        f"x-ratelimit-remaining-{counted}": str(max(remaining, 0)),
+        f"x-ratelimit-reset-{counted}": _duration(max(reset_at - time.time(), 0.0)),
+    }
 
 
 @dataclass
@@ -125,11 +135,18 @@ def _failure_policy(exc: StorageError) -> None:
     """Redis is unreachable: logged once per outage; `closed` refuses the request (503, retry later)."""
     if not _outage["logged"]:
         _outage["logged"] = True
-        log.warning("rate limits cannot be counted (%s): %s", exc, "serving unlimited" if
-                    settings.OPENJEV.rate_limit_failure == "open" else "refusing evaluations")
+        log.warning(
+            "rate limits cannot be counted (%s): %s",
+            exc,
+            "serving unlimited" if settings.OPENJEV.rate_limit_failure == "open" else "refusing evaluations",
+        )
     if settings.OPENJEV.rate_limit_failure == "closed":  # a 429, not a 5xx: nothing failed on the client's side
-        raise ApiError(429, "rate_limits_unavailable", "rate limits cannot be checked right now; retry shortly",
-                       {"retry-after": "5", "retry-after-ms": "5000"}) from None
+        raise ApiError(
+            429,
+            "rate_limits_unavailable",
+            "rate limits cannot be checked right now; retry shortly",
+            {"retry-after": "5", "retry-after-ms": "5000"},
+        ) from None
 
 
 def _counted_again() -> None:
@@ -144,14 +161,20 @@ async def _admit(*, counters: _Counters, admission: Admission) -> None:
         item = RateLimitItemPerMinute(limits.requests_per_minute)
         if not await counters.limiter.hit(item, subject, "requests"):
             stats = await counters.limiter.get_window_stats(item, subject, "requests")
-            raise _limited(what="requests", wait=stats.reset_time - time.time(), headers=_window_headers(
-                counted="requests", limit=item.amount, remaining=0, reset_at=stats.reset_time))
+            raise _limited(
+                what="requests",
+                wait=stats.reset_time - time.time(),
+                headers=_window_headers(counted="requests", limit=item.amount, remaining=0, reset_at=stats.reset_time),
+            )
     if limits.tokens_per_minute:
         item = RateLimitItemPerMinute(limits.tokens_per_minute)
         stats = await counters.limiter.get_window_stats(item, subject, "tokens")
         if stats.remaining <= 0:
-            raise _limited(what="input tokens", wait=stats.reset_time - time.time(), headers=_window_headers(
-                counted="tokens", limit=item.amount, remaining=0, reset_at=stats.reset_time))
+            raise _limited(
+                what="input tokens",
+                wait=stats.reset_time - time.time(),
+                headers=_window_headers(counted="tokens", limit=item.amount, remaining=0, reset_at=stats.reset_time),
+            )
         admission.tokens_left = stats.remaining
     if limits.concurrency:
         key = f"{KEY_PREFIX}:inflight:{subject}"
@@ -160,16 +183,20 @@ async def _admit(*, counters: _Counters, admission: Admission) -> None:
         if await counters.storage.incr(key, expiry, 1) > limits.concurrency:
             await counters.storage.incr(key, expiry, -1)
             admission.inflight = False
-            raise ApiError(429, "rate_limited", f"{limits.concurrency} evaluations of this key are in flight (its "
-                                                "limit); retry when one has finished",
-                           {"retry-after": "1", "retry-after-ms": "1000"})
+            raise ApiError(
+                429,
+                "rate_limited",
+                f"{limits.concurrency} evaluations of this key are in flight (its limit); retry when one has finished",
+                {"retry-after": "1", "retry-after-ms": "1000"},
+            )
 
 
 async def _release(*, counters: _Counters, admission: Admission, tokens: int) -> None:
     limits, subject = admission.limits, admission.subject
     if admission.inflight:
-        await counters.storage.incr(f"{KEY_PREFIX}:inflight:{subject}",
-                                    int(settings.OPENJEV.request_timeout + INFLIGHT_SECONDS_SLACK), -1)
+        await counters.storage.incr(
+            f"{KEY_PREFIX}:inflight:{subject}", int(settings.OPENJEV.request_timeout + INFLIGHT_SECONDS_SLACK), -1
+        )
     if limits.tokens_per_minute and admission.tokens_left is not None and tokens > 0:
         item: RateLimitItem = RateLimitItemPerMinute(limits.tokens_per_minute)
         if not await counters.limiter.hit(item, subject, "tokens", cost=min(tokens, admission.tokens_left)):

@@ -48,8 +48,12 @@ class Recording:
 def failure_of(*, error: BaseException) -> Failure:
     """The failure as stored: the status and type the client got; the message operators need."""
     api = api_error_of(error)
-    return Failure(status=api.status, error_type=api.error_type, message=api.internal or api.message,
-                   detail=problems_render(api.problems) if api.problems else None)
+    return Failure(
+        status=api.status,
+        error_type=api.error_type,
+        message=api.internal or api.message,
+        detail=problems_render(api.problems) if api.problems else None,
+    )
 
 
 def _stored(recording: Recording, *, error: BaseException | None) -> None:
@@ -60,12 +64,17 @@ def _stored(recording: Recording, *, error: BaseException | None) -> None:
         evaluator = recording.evaluator or evaluator_ready()
         config = settings.OPENJEV
         record = StoredEvaluation(
-            request_id=recording.request_id, created_at=recording.created_at, level=config.store_evaluations,
-            caller=recording.caller, received=recording.received or recording.unparsed(),
+            request_id=recording.request_id,
+            created_at=recording.created_at,
+            level=config.store_evaluations,
+            caller=recording.caller,
+            received=recording.received or recording.unparsed(),
             served_model=evaluator.backend.model if evaluator else "",
             backend=evaluator.backend.kind if evaluator else config.backend,
-            total_ms=(time.perf_counter() - recording.started) * 1000.0, outcome=recording.outcome,
-            failure=None if error is None else failure_of(error=error))
+            total_ms=(time.perf_counter() - recording.started) * 1000.0,
+            outcome=recording.outcome,
+            failure=None if error is None else failure_of(error=error),
+        )
         live_feed.record(status=record.status, total_ms=record.total_ms, outcome=record.outcome)
         evaluation_store(record=record)
     except Exception:
@@ -73,8 +82,9 @@ def _stored(recording: Recording, *, error: BaseException | None) -> None:
 
 
 @contextmanager
-def evaluation_recorded(*, request_id: str, caller: Caller | None,
-                        unparsed: Callable[[], Received]) -> Iterator[Recording]:
+def evaluation_recorded(
+    *, request_id: str, caller: Caller | None, unparsed: Callable[[], Received]
+) -> Iterator[Recording]:
     """Store the call when the block ends: answered if it set `outcome`, else failed with its exception."""
     recording = Recording(request_id=request_id, caller=caller, unparsed=unparsed)
     try:
@@ -93,5 +103,9 @@ def label_mass_check(*, outcome: Outcome, request_id: str) -> None:
     threshold = settings.OPENJEV.label_mass_warn
     low = [a for a in outcome.answers if a.label_mass < threshold]
     if low:
-        log.warning("%s: label mass under %.2f for %s", request_id, threshold,
-                    ", ".join(f"{a.question_id!r} ({a.label_mass:.3f})" for a in low[:5]))
+        log.warning(
+            "%s: label mass under %.2f for %s",
+            request_id,
+            threshold,
+            ", ".join(f"{a.question_id!r} ({a.label_mass:.3f})" for a in low[:5]),
+        )

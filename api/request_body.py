@@ -83,9 +83,17 @@ async def _send_error(send: Send, status: int, error_type: str, message: str, *,
     """The error in its route's shape, from `api.errors` like every other error of the API."""
     error = ApiError(status, error_type, message)
     body = json_bytes(error_body(error, shape=shape_of_path(str(scope.get("path", "")))))
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -109,8 +117,13 @@ class RequestBodyReader:
             elif name == b"content-length":
                 length = value
         if encoding not in DECODERS:
-            await _send_error(send, 415, "unsupported_media_type",
-                              f"Content-Encoding {encoding!r} is not supported; use gzip, zstd or none", scope=scope)
+            await _send_error(
+                send,
+                415,
+                "unsupported_media_type",
+                f"Content-Encoding {encoding!r} is not supported; use gzip, zstd or none",
+                scope=scope,
+            )
             return
         if length is not None and length.isdigit() and int(length) > self.max_bytes:
             await _send_error(send, 413, "request_too_large", f"the body is over {self.max_bytes} bytes", scope=scope)
@@ -119,15 +132,17 @@ class RequestBodyReader:
             raw = await self._read(receive)
             body = body_decode(data=raw, encoding=encoding, limit=self.max_bytes)
         except BodyTooLarge:
-            await _send_error(send, 413, "request_too_large", f"the body is over {self.max_bytes} bytes (decoded)",
-                              scope=scope)
+            await _send_error(
+                send, 413, "request_too_large", f"the body is over {self.max_bytes} bytes (decoded)", scope=scope
+            )
             return
         except BodyUndecodable as exc:
             await _send_error(send, 400, "invalid_request", str(exc), scope=scope)
             return
         except TimeoutError:
-            await _send_error(send, 408, "request_timeout",
-                              f"the body did not arrive within {self.read_timeout:g} s", scope=scope)
+            await _send_error(
+                send, 408, "request_timeout", f"the body did not arrive within {self.read_timeout:g} s", scope=scope
+            )
             return
         except _Disconnected:
             return

@@ -42,8 +42,11 @@ class Checker:
         """Whether `items` holds 2 to `limit` entries (a problem is added when not)."""
         if 2 <= len(items) <= limit:
             return True
-        self.add(loc, f"A {what} needs 2 to {limit} {'options' if what == 'choice' else 'levels'}, got {len(items)}",
-                 "too_short" if len(items) < 2 else "too_long")
+        self.add(
+            loc,
+            f"A {what} needs 2 to {limit} {'options' if what == 'choice' else 'levels'}, got {len(items)}",
+            "too_short" if len(items) < 2 else "too_long",
+        )
         return False
 
     def parts(self, text: str, loc: Loc, *, escaped: bool = False) -> list[Part]:
@@ -55,7 +58,7 @@ class Checker:
         start = 0
         for found in pattern.finditer(text):
             image = self.assets[json.loads(f'"{found.group()}"') if escaped else found.group()]
-            parts += [text[start:found.start()], image]
+            parts += [text[start : found.start()], image]
             self.images.append((image, loc))
             start = found.end()
         parts.append(text[start:])
@@ -94,8 +97,12 @@ def conversation_check(check: Checker, state: Any) -> tuple[Message, ...]:
         messages = [_message_check(check, message, (*loc, i)) for i, message in enumerate(candidate)]
         return tuple(m for m in messages if m is not None)
     images: list[Part] = []
-    if isinstance(state, dict) and isinstance(state.get("images"), list) and state["images"] and all(
-            map(is_image_url, state["images"])):
+    if (
+        isinstance(state, dict)
+        and isinstance(state.get("images"), list)
+        and state["images"]
+        and all(map(is_image_url, state["images"]))
+    ):
         images = [_image_check(check, url, ("state", "images", i)) for i, url in enumerate(state["images"])]
         state = {key: value for key, value in state.items() if key != "images"}
     text = "" if images and state == {} else text_render(state)
@@ -139,8 +146,11 @@ def _message_check(check: Checker, message: dict[str, Any], loc: Loc) -> Message
     if not any(isinstance(part, Image) for part in parts):
         return Message(role=_role(role), content="".join(p for p in parts if isinstance(p, str)), extra=extra)
     if role != "user":
-        check.add((*loc, "content"), f"images are accepted in user messages only, not in a {role} message",
-                  "unsupported_content")
+        check.add(
+            (*loc, "content"),
+            f"images are accepted in user messages only, not in a {role} message",
+            "unsupported_content",
+        )
         return None
     return Message(role="user", content=tuple(parts), extra=extra)
 
@@ -160,8 +170,10 @@ def _content_parts(check: Checker, items: list[Any], loc: Loc) -> list[Part] | N
         elif isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str):
             texts.append(item["text"])
         elif isinstance(item, dict) and item.get("type") == "image_url" and isinstance(item.get("image_url"), dict):
-            parts += [*check.parts("\n".join(texts), (*loc, i)), _image_check(check, item["image_url"].get("url"),
-                                                                             (*loc, i, "image_url", "url"))]
+            parts += [
+                *check.parts("\n".join(texts), (*loc, i)),
+                _image_check(check, item["image_url"].get("url"), (*loc, i, "image_url", "url")),
+            ]
             texts = []
         else:
             kind = item.get("type") if isinstance(item, dict) else type(item).__name__

@@ -59,8 +59,9 @@ def _body_read(request: Request, *, multipart: bool, shape: Shape) -> Body:
         if not multipart:
             raise ApiError(415, "unsupported_media_type", "this endpoint takes a JSON body, not multipart/form-data")
         try:
-            parsed = multipart_parse(body=raw, content_type=content_type,
-                                     max_parts=settings.OPENJEV.max_images + MAX_PARTS_BEYOND_IMAGES)
+            parsed = multipart_parse(
+                body=raw, content_type=content_type, max_parts=settings.OPENJEV.max_images + MAX_PARTS_BEYOND_IMAGES
+            )
         except MultipartInvalid as exc:
             raise body_invalid(message=str(exc), error_type="multipart_invalid") from None
         raw, parts = parsed.request, parsed.parts
@@ -86,8 +87,11 @@ def _cross_site_refused(request: Request, *, content_type: str, multipart: bool)
     media = content_type.partition(";")[0].strip().lower()
     if media == "application/json" or media.endswith("+json") or (multipart and is_multipart(content_type)):
         return
-    raise ApiError(415, "unsupported_media_type", f"send the body as JSON with Content-Type: application/json "
-                                                  f"(got {media or 'no Content-Type'})")
+    raise ApiError(
+        415,
+        "unsupported_media_type",
+        f"send the body as JSON with Content-Type: application/json (got {media or 'no Content-Type'})",
+    )
 
 
 class ApiView(LeanAPIView):
@@ -103,8 +107,9 @@ class ApiView(LeanAPIView):
     def handle_exception(self, exc: Exception) -> HttpResponse:
         return exception_response(exc, shape=self.shape)
 
-    async def _served(self, request: Request, *, path: str,
-                      serve: Callable[[Body, str, Caller | None], Awaitable[HttpResponse]]) -> HttpResponse:
+    async def _served(
+        self, request: Request, *, path: str, serve: Callable[[Body, str, Caller | None], Awaitable[HttpResponse]]
+    ) -> HttpResponse:
         """Read the body (JSON, or multipart with a JSON `request` part on `/v1/systemone`) and answer it
         with `serve(body, request_id, caller)`; the request id goes on errors too, so a client can quote
         it to operators. A body that is not JSON is a 422 located at the character where it breaks."""
@@ -131,15 +136,23 @@ async def _decisions_answer(body: Body, request_id: str, caller: Caller | None) 
 async def _classify_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
     classified = await classify_run(data=body.data, request_id=request_id, caller=caller)
     headers = {"x-typesafe-request-id": request_id, "x-openjev-model": classified.served_model}
-    return json_response(classified_render(classified=classified),
-                         headers=headers | calibrated_header(answers=classified.outcome.answers))
+    return json_response(
+        classified_render(classified=classified),
+        headers=headers | calibrated_header(answers=classified.outcome.answers),
+    )
 
 
 async def _feedback_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
     labelled = await feedback_record(data=body.data, caller=caller)
-    return json_response({"request_id": labelled.request_id, "question_id": labelled.question_id,
-                          "label": labelled.label, "labelled_at": labelled.labelled_at.isoformat()},
-                         headers={"x-typesafe-request-id": request_id})
+    return json_response(
+        {
+            "request_id": labelled.request_id,
+            "question_id": labelled.question_id,
+            "label": labelled.label,
+            "labelled_at": labelled.labelled_at.isoformat(),
+        },
+        headers={"x-typesafe-request-id": request_id},
+    )
 
 
 class FeedbackView(ApiView):
@@ -186,38 +199,47 @@ class ModelsView(ApiView):
         described = {config.model_alias: f"Alias of {config.model}", config.model: "Served model"}
         # Classifiers go in OpenAI's `data` only: Jev clients read `models` as the names /v1/systemone accepts.
         classifiers = await classifier_names_list()
-        return json_response({
-            "models": [{"name": n, "description": described[n], "release_date": config.model_release_date}
-                       for n in names],
-            "object": "list",
-            "data": [{"id": n, "object": "model", "owned_by": "openjev"} for n in [*names, *classifiers]],
-        })
+        return json_response(
+            {
+                "models": [
+                    {"name": n, "description": described[n], "release_date": config.model_release_date} for n in names
+                ],
+                "object": "list",
+                "data": [{"id": n, "object": "model", "owned_by": "openjev"} for n in [*names, *classifiers]],
+            }
+        )
 
 
 class LimitsView(ApiView):
     @doc.limits_schema
     async def get(self, request: Request) -> HttpResponse:
         c = settings.OPENJEV
-        return json_response({
-            "max_questions": c.max_questions,
-            "max_answers_per_question": c.max_answers,
-            "max_body_bytes": c.max_body_bytes,
-            "max_images": _images_accepted(),
-            "max_image_bytes": c.max_image_bytes,
-            "max_input_tokens": c.max_input_tokens,
-            "max_total_input_tokens": c.max_total_input_tokens,
-            "max_concurrent_requests": c.max_concurrent_requests,
-            "max_concurrent_branches": c.max_concurrent_branches,
-            "request_timeout_seconds": c.request_timeout,
-            "decisions": _decisions_limits(),
-        })
+        return json_response(
+            {
+                "max_questions": c.max_questions,
+                "max_answers_per_question": c.max_answers,
+                "max_body_bytes": c.max_body_bytes,
+                "max_images": _images_accepted(),
+                "max_image_bytes": c.max_image_bytes,
+                "max_input_tokens": c.max_input_tokens,
+                "max_total_input_tokens": c.max_total_input_tokens,
+                "max_concurrent_requests": c.max_concurrent_requests,
+                "max_concurrent_branches": c.max_concurrent_branches,
+                "request_timeout_seconds": c.request_timeout,
+                "decisions": _decisions_limits(),
+            }
+        )
 
 
 def _decisions_limits() -> dict[str, int]:
     """What one `POST /v1/decisions` may ask on this server (OpenAI's API takes up to 400 questions)."""
     limits = decisions_limits()
-    return {"max_questions": limits.max_questions, "max_choices": limits.max_choices,
-            "max_levels": limits.max_levels, "max_images": _images_accepted()}
+    return {
+        "max_questions": limits.max_questions,
+        "max_choices": limits.max_choices,
+        "max_levels": limits.max_levels,
+        "max_images": _images_accepted(),
+    }
 
 
 def _images_accepted() -> int:
@@ -234,14 +256,22 @@ class HealthView(ApiView):
         evaluator, startup_seconds, error = evaluator_status()
         backend = settings.OPENJEV.backend
         if evaluator is not None and await evaluator.backend.health():
-            body: dict[str, Any] = {"status": "ok", "backend": evaluator.backend.kind,
-                                    "startup_seconds": startup_seconds}
+            body: dict[str, Any] = {
+                "status": "ok",
+                "backend": evaluator.backend.kind,
+                "startup_seconds": startup_seconds,
+            }
             if await _key_shown(request):
                 body |= {"model": evaluator.backend.model, "worker_pid": os.getpid()}
             return json_response(body)
-        body = {"status": "unavailable", "backend": backend, "startup_seconds": startup_seconds,
-                "message": STARTUP_FAILED if error else
-                ("the backend does not answer its health check" if evaluator else "starting")}
+        body = {
+            "status": "unavailable",
+            "backend": backend,
+            "startup_seconds": startup_seconds,
+            "message": STARTUP_FAILED
+            if error
+            else ("the backend does not answer its health check" if evaluator else "starting"),
+        }
         return json_response(body, status=503, headers={"Retry-After": "5"})
 
 

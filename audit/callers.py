@@ -20,7 +20,8 @@ class KeyLimits:
         return KeyLimits(
             requests_per_minute=self.requests_per_minute or defaults.requests_per_minute,
             tokens_per_minute=self.tokens_per_minute or defaults.tokens_per_minute,
-            concurrency=self.concurrency or defaults.concurrency)
+            concurrency=self.concurrency or defaults.concurrency,
+        )
 
 
 @dataclass(frozen=True)

@@ -58,19 +58,31 @@ def dashboard_snapshot(*, now: float, until: int) -> dict[str, Any]:
     since = (int(now) - HISTORY_SECONDS) // BUCKET_SECONDS * BUCKET_SECONDS
     # Rows are kept by start time; one that started up to a request timeout earlier may finish in the window.
     started = datetime.fromtimestamp(since - settings.OPENJEV.request_timeout, tz=UTC)
-    stored = list(Evaluation.objects.filter(created_at__gte=started).order_by("-created_at")
-                  .values_list("created_at", "status_code", "total_ms")[:HISTORY_ROWS_MAX])
+    stored = list(
+        Evaluation.objects.filter(created_at__gte=started)
+        .order_by("-created_at")
+        .values_list("created_at", "status_code", "total_ms")[:HISTORY_ROWS_MAX]
+    )
     truncated = len(stored) == HISTORY_ROWS_MAX
     oldest = stored[-1][0] if truncated else started
     rows = [(_finished(created, total), status, total) for created, status, total in stored]
-    answers = (EvaluationAnswer.objects.filter(evaluation__created_at__gte=oldest, label_mass__isnull=False)
-               .values_list("evaluation__created_at", "evaluation__total_ms", "label_mass"))
+    answers = EvaluationAnswer.objects.filter(evaluation__created_at__gte=oldest, label_mass__isnull=False).values_list(
+        "evaluation__created_at", "evaluation__total_ms", "label_mass"
+    )
     masses = ((_finished(created, total), mass) for created, total, mass in answers.iterator() if mass is not None)
     tallies = tally_history(rows=rows, masses=masses, since=since, until=until, bucket_seconds=BUCKET_SECONDS)
-    return {"type": "snapshot", "now": now, "since": since, "until": until, "bucket_seconds": BUCKET_SECONDS,
-            "span_seconds": HISTORY_SECONDS, "truncated_before": oldest.timestamp() if truncated else None,
-            "latency_buckets_per_decade": LATENCY_BUCKETS_PER_DECADE,
-            "label_mass_bins": LABEL_MASS_BINS, "tallies": [t.message() for t in tallies]}
+    return {
+        "type": "snapshot",
+        "now": now,
+        "since": since,
+        "until": until,
+        "bucket_seconds": BUCKET_SECONDS,
+        "span_seconds": HISTORY_SECONDS,
+        "truncated_before": oldest.timestamp() if truncated else None,
+        "latency_buckets_per_decade": LATENCY_BUCKETS_PER_DECADE,
+        "label_mass_bins": LABEL_MASS_BINS,
+        "tallies": [t.message() for t in tallies],
+    }
 
 
 def _finished(created: datetime, total_ms: float | None) -> float:

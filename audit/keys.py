@@ -39,6 +39,7 @@ class KeysUnavailable(Exception):
     """The key table cannot be read: the caller's key can be neither accepted nor refused (the API
     answers 503 and the client retries; logged here once with its cause)."""
 
+
 KEY_SCHEME = "oj"
 PREFIX_LENGTH = 8
 SECRET_LENGTH = 40
@@ -136,10 +137,18 @@ def _row_fetch(prefix: str) -> _KeyRow | None:
         connections.close_all()
     if key is None:
         return None
-    return _KeyRow(id=key.pk, label=key.label, secret_hash=key.secret_hash, expires_at=key.expires_at,
-                   revoked=key.revoked_at is not None,
-                   limits=KeyLimits(requests_per_minute=key.requests_per_minute,
-                                    tokens_per_minute=key.tokens_per_minute, concurrency=key.concurrency))
+    return _KeyRow(
+        id=key.pk,
+        label=key.label,
+        secret_hash=key.secret_hash,
+        expires_at=key.expires_at,
+        revoked=key.revoked_at is not None,
+        limits=KeyLimits(
+            requests_per_minute=key.requests_per_minute,
+            tokens_per_minute=key.tokens_per_minute,
+            concurrency=key.concurrency,
+        ),
+    )
 
 
 async def _row_get(prefix: str) -> _KeyRow | None:

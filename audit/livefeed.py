@@ -92,8 +92,14 @@ class Tally:
 
     def message(self) -> dict[str, Any]:
         """JSON-ready, compact: a second's tally travels through Redis to every open dashboard."""
-        return {"t": self.second, "n": self.n, "status": self.statuses, "gen": self.generations,
-                "lat": {str(k): v for k, v in self.latency.items()}, "mass": self.label_mass}
+        return {
+            "t": self.second,
+            "n": self.n,
+            "status": self.statuses,
+            "gen": self.generations,
+            "lat": {str(k): v for k, v in self.latency.items()},
+            "mass": self.label_mass,
+        }
 
 
 class _LoopFeed:
@@ -123,9 +129,12 @@ class LiveFeed:
             tally = feed.tallies.get(second)
             if tally is None:
                 tally = feed.tallies[second] = Tally(second=second)
-            tally.add(status=status, total_ms=total_ms,
-                      masses=(a.label_mass for a in outcome.answers) if outcome else (),
-                      generations=outcome.generations if outcome else 0)
+            tally.add(
+                status=status,
+                total_ms=total_ms,
+                masses=(a.label_mass for a in outcome.answers) if outcome else (),
+                generations=outcome.generations if outcome else 0,
+            )
             if feed.task is None or feed.task.done():
                 feed.task = loop.create_task(self._flush_loop(feed), name="openjev-livefeed")
         except Exception:
@@ -150,21 +159,31 @@ class LiveFeed:
             return
         try:
             async with asyncio.timeout(SEND_TIMEOUT_SECONDS):
-                await layer.group_send(self.group, {"type": "dashboard.tick",
-                                                    "tallies": [t.message() for t in tallies]})
+                await layer.group_send(
+                    self.group, {"type": "dashboard.tick", "tallies": [t.message() for t in tallies]}
+                )
         except Exception as exc:
             now = time.monotonic()
             if now - self._last_failure_log > FAILURE_LOG_SECONDS:
                 self._last_failure_log = now
-                log.warning("the live dashboard feed could not reach the channel layer (%r); dropping %d second(s) "
-                            "of tallies", exc, len(tallies))
+                log.warning(
+                    "the live dashboard feed could not reach the channel layer (%r); dropping %d second(s) of tallies",
+                    exc,
+                    len(tallies),
+                )
 
 
 live_feed = LiveFeed()
 
 
-def tally_history(*, rows: Iterable[tuple[float, int, float | None]], masses: Iterable[tuple[float, float]],
-                  since: int, until: int, bucket_seconds: int) -> list[Tally]:
+def tally_history(
+    *,
+    rows: Iterable[tuple[float, int, float | None]],
+    masses: Iterable[tuple[float, float]],
+    since: int,
+    until: int,
+    bucket_seconds: int,
+) -> list[Tally]:
     """Stored evaluations (finished at, status, total_ms) and answer label masses (finished at, mass), in
     Unix seconds, as tallies of `bucket_seconds` from `since` (aligned) to before `until`, oldest first;
     generations unknown (not stored)."""

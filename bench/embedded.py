@@ -28,28 +28,57 @@ from inference.questions import Question, question_build
 from inference.requests import Message, Role, conversation_of_text
 
 TURNS: tuple[tuple[Role, str], ...] = (
-    ("user", "Hi, I ordered the X200 kettle three weeks ago (order 48213) and it still has not arrived. "
-             "The tracking page has said 'in transit' since the 4th. Can you tell me what is going on?"),
-    ("assistant", "I'm sorry about the delay. I can see order 48213 left our warehouse on the 3rd. The carrier "
-                  "reports a sorting backlog in your region. I have opened a trace with them; they usually answer "
-                  "within two working days."),
-    ("user", "Two more days? I needed it for my mother's birthday last weekend. This is the second time an "
-             "order from you has been late, and last time the box was damaged too."),
-    ("assistant", "I understand, and I apologise. I can refund the shipping cost right away, and if the trace "
-                  "shows the parcel is lost I will send a replacement by express delivery at no charge."),
-    ("user", "Fine, refund the shipping. But if it is not here by Friday I want a full refund instead of a "
-             "replacement, and I will probably not order again."),
+    (
+        "user",
+        "Hi, I ordered the X200 kettle three weeks ago (order 48213) and it still has not arrived. "
+        "The tracking page has said 'in transit' since the 4th. Can you tell me what is going on?",
+    ),
+    (
+        "assistant",
+        "I'm sorry about the delay. I can see order 48213 left our warehouse on the 3rd. The carrier "
+        "reports a sorting backlog in your region. I have opened a trace with them; they usually answer "
+        "within two working days.",
+    ),
+    (
+        "user",
+        "Two more days? I needed it for my mother's birthday last weekend. This is the second time an "
+        "order from you has been late, and last time the box was damaged too.",
+    ),
+    (
+        "assistant",
+        "I understand, and I apologise. I can refund the shipping cost right away, and if the trace "
+        "shows the parcel is lost I will send a replacement by express delivery at no charge.",
+    ),
+    (
+        "user",
+        "Fine, refund the shipping. But if it is not here by Friday I want a full refund instead of a "
+        "replacement, and I will probably not order again.",
+    ),
 )
 QUESTION_TEXTS = (
-    "Is the customer angry or frustrated?", "Has the order been delivered?", "Did the agent apologise?",
-    "Does the customer ask for a refund?", "Is an order number mentioned?", "Is the product a kettle?",
-    "Did the agent offer a replacement?", "Is the customer threatening to stop ordering?",
-    "Does the conversation mention a birthday?", "Is the customer satisfied?", "Was a trace opened with the carrier?",
-    "Is this the customer's first problem with the shop?", "Is a deadline given by the customer?",
-    "Did the agent refuse to help?", "Is the conversation about a software bug?", "Is express delivery mentioned?",
+    "Is the customer angry or frustrated?",
+    "Has the order been delivered?",
+    "Did the agent apologise?",
+    "Does the customer ask for a refund?",
+    "Is an order number mentioned?",
+    "Is the product a kettle?",
+    "Did the agent offer a replacement?",
+    "Is the customer threatening to stop ordering?",
+    "Does the conversation mention a birthday?",
+    "Is the customer satisfied?",
+    "Was a trace opened with the carrier?",
+    "Is this the customer's first problem with the shop?",
+    "Is a deadline given by the customer?",
+    "Did the agent refuse to help?",
+    "Is the conversation about a software bug?",
+    "Is express delivery mentioned?",
 )
-CHOICE = {"delivery": "A late or lost delivery", "defect": "A broken or defective product",
-          "billing": "A billing or payment problem", "other": "Something else"}
+CHOICE = {
+    "delivery": "A late or lost delivery",
+    "defect": "A broken or defective product",
+    "billing": "A billing or payment problem",
+    "other": "Something else",
+}
 
 
 def state_build(*, tokens: int, backend: LlamaCppBackend) -> tuple[Message, ...]:
@@ -67,8 +96,11 @@ def questions_build(*, count: int) -> list[Question]:
     questions = []
     for i in range(count):
         if i % 4 == 3:
-            questions.append(question_build(id=f"q{i}", type="choice", instructions=f"({i}) What is the main issue?",
-                                            criteria=CHOICE))
+            questions.append(
+                question_build(
+                    id=f"q{i}", type="choice", instructions=f"({i}) What is the main issue?", criteria=CHOICE
+                )
+            )
         else:
             text = QUESTION_TEXTS[i % len(QUESTION_TEXTS)]
             questions.append(question_build(id=f"q{i}", type="noul", instructions=f"({i}) {text}", criteria=None))
@@ -79,8 +111,10 @@ async def evaluate(*, backend: LlamaCppBackend, plan: Plan, tag: str) -> tuple[f
     """One evaluation as the runner does it: warm-up, then every branch; (seconds, cached tokens)."""
     started = time.perf_counter()
     await backend.warm(rid=f"{tag}-warm", prefix_ids=plan.prefix_ids)
-    calls = [BranchCall(rid=f"{tag}-{i}", prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids)
-             for i, b in enumerate(plan.branches)]
+    calls = [
+        BranchCall(rid=f"{tag}-{i}", prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids)
+        for i, b in enumerate(plan.branches)
+    ]
     generations = await backend.score(calls=calls)
     return time.perf_counter() - started, sum(g.cached_tokens or 0 for g in generations)
 
@@ -99,8 +133,11 @@ def measure(*, backend: LlamaCppBackend, plan: Plan, reuse: bool, repeat: int, o
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--cache-dir", type=Path,
-                        default=Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "openjev" / "models")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "openjev" / "models",
+    )
     parser.add_argument("--state-tokens", type=int, default=1000)
     parser.add_argument("--counts", type=int, nargs="+", default=[1, 8, 64])
     parser.add_argument("--repeat", type=int, default=2, help="runs per figure with reuse (median)")
@@ -111,21 +148,36 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
-    backend = llamacpp_backend_create(source=args.source, cache_dir=args.cache_dir, n_ctx=8192, threads=args.threads,
-                                      flash_attn=args.flash_attn)
-    print(f"model {backend.model}: ready in {time.perf_counter() - started:.2f}s (load {backend.load_seconds:.2f}s), "
-          f"threads={args.threads or os.cpu_count()}, flash_attn={args.flash_attn}")
+    backend = llamacpp_backend_create(
+        source=args.source, cache_dir=args.cache_dir, n_ctx=8192, threads=args.threads, flash_attn=args.flash_attn
+    )
+    print(
+        f"model {backend.model}: ready in {time.perf_counter() - started:.2f}s (load {backend.load_seconds:.2f}s), "
+        f"threads={args.threads or os.cpu_count()}, flash_attn={args.flash_attn}"
+    )
     tokenizer = backend.tokenizer()
     labels = labels_build(tokenizer=tokenizer, count=255, ending=prompt_ending(tokenizer=tokenizer))
     budget = Budget(max_input_tokens=8192, max_total_input_tokens=1 << 20)
     state = state_build(tokens=args.state_tokens, backend=backend)
-    other = plan_compile(conversation=conversation_of_text(text="An unrelated short state."),
-                         questions=questions_build(count=1), tokenizer=tokenizer, labels=labels, budget=budget)
-    print(f"{'questions':>9} {'prefix':>6} {'suffix':>6} {'mode':>9} {'s/eval':>8} {'s/question':>10} "
-          f"{'cached':>7} {'speed-up':>8}")
+    other = plan_compile(
+        conversation=conversation_of_text(text="An unrelated short state."),
+        questions=questions_build(count=1),
+        tokenizer=tokenizer,
+        labels=labels,
+        budget=budget,
+    )
+    print(
+        f"{'questions':>9} {'prefix':>6} {'suffix':>6} {'mode':>9} {'s/eval':>8} {'s/question':>10} "
+        f"{'cached':>7} {'speed-up':>8}"
+    )
     for count in args.counts:
-        plan = plan_compile(conversation=state, questions=questions_build(count=count), tokenizer=tokenizer,
-                            labels=labels, budget=budget)
+        plan = plan_compile(
+            conversation=state,
+            questions=questions_build(count=count),
+            tokenizer=tokenizer,
+            labels=labels,
+            budget=budget,
+        )
         suffix = statistics.mean(len(b.suffix_ids) for b in plan.branches)
         head = f"{count:>9} {len(plan.prefix_ids):>6} {suffix:>6.0f}"
         reuse, cached = measure(backend=backend, plan=plan, reuse=True, repeat=args.repeat, other=other)
@@ -133,8 +185,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.no_recompute:
             continue
         full, cached = measure(backend=backend, plan=plan, reuse=False, repeat=args.recompute_repeat, other=other)
-        print(f"{head} {'recompute':>9} {full:>8.3f} {full / count:>10.3f} {cached:>7} {full / reuse:>7.1f}x",
-              flush=True)
+        print(
+            f"{head} {'recompute':>9} {full:>8.3f} {full / count:>10.3f} {cached:>7} {full / reuse:>7.1f}x", flush=True
+        )
     backend.close()
 
 

@@ -117,21 +117,40 @@ class LimiterWindow:
 def api_env(*, database_url: str, gateway_url: str) -> dict[str, str]:
     """What every API process of the scenario runs with: PostgreSQL, Redis, keys required, storage full, and
     the backend `--connect` names already set, so serve starts without re-executing itself (one import less)."""
-    return {**os.environ, "OPENJEV_TOKENIZER": str(qwen3_dir()), "OPENJEV_MODEL": MODEL,
-            "OPENJEV_BACKEND": "sglang", "OPENJEV_BACKEND_URL": gateway_url,
-            "OPENJEV_STORE_EVALUATIONS": "full", "OPENJEV_DATABASE_URL": database_url,
-            "OPENJEV_REDIS_URL": REDIS_URL, "OPENJEV_REQUIRE_API_KEY": "true",
-            "OPENJEV_SECRET_KEY": "faults-" + "x" * 50, "DJANGO_SETTINGS_MODULE": "openjev_site.settings",
-            "PYTHONPATH": str(ROOT)}
+    return {
+        **os.environ,
+        "OPENJEV_TOKENIZER": str(qwen3_dir()),
+        "OPENJEV_MODEL": MODEL,
+        "OPENJEV_BACKEND": "sglang",
+        "OPENJEV_BACKEND_URL": gateway_url,
+        "OPENJEV_STORE_EVALUATIONS": "full",
+        "OPENJEV_DATABASE_URL": database_url,
+        "OPENJEV_REDIS_URL": REDIS_URL,
+        "OPENJEV_REQUIRE_API_KEY": "true",
+        "OPENJEV_SECRET_KEY": "faults-" + "x" * 50,
+        "DJANGO_SETTINGS_MODULE": "openjev_site.settings",
+        "PYTHONPATH": str(ROOT),
+    }
 
 
 def keys_launch(*, database_url: str, limits: dict[str, int | None]) -> subprocess.Popen[str]:
     """Migrate the throwaway database and issue one key per name with its requests-per-minute limit, in a
     process that runs while the other parts start."""
-    env = {**os.environ, "OPENJEV_DATABASE_URL": database_url, "FAULTS_KEY_LIMITS": json.dumps(limits),
-           "DJANGO_SETTINGS_MODULE": "openjev_site.settings", "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "manage.py", "shell", "-c", KEYS_SCRIPT], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "OPENJEV_DATABASE_URL": database_url,
+        "FAULTS_KEY_LIMITS": json.dumps(limits),
+        "DJANGO_SETTINGS_MODULE": "openjev_site.settings",
+        "PYTHONPATH": str(ROOT),
+    }
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "shell", "-c", KEYS_SCRIPT],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def keys_read(process: subprocess.Popen[str]) -> dict[str, str]:
@@ -149,8 +168,21 @@ class ApiUnit:
     def __init__(self, *, env: dict[str, str], drain: float, log_path: Path, probe_key: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self._argv = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-                      "--connect", env["OPENJEV_BACKEND_URL"], "--workers", "2", "--drain", str(drain)]
+        self._argv = [
+            sys.executable,
+            "manage.py",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--connect",
+            env["OPENJEV_BACKEND_URL"],
+            "--workers",
+            "2",
+            "--drain",
+            str(drain),
+        ]
         self._env = env
         self._drain = drain
         self._log_path = log_path
@@ -160,8 +192,9 @@ class ApiUnit:
     def start(self) -> None:
         """Start serve and return once both of its workers answer `/health` (each names its pid to a key)."""
         with self._log_path.open("ab") as log:
-            self._process = subprocess.Popen(self._argv, cwd=ROOT, env=self._env, stdout=log, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL)
+            self._process = subprocess.Popen(
+                self._argv, cwd=ROOT, env=self._env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         wait_http(self.url + "/health", timeout=120)
         seen: set[int] = set()
 
@@ -199,8 +232,9 @@ class ApiUnit:
 def rows_stored(*, database_url: str, request_ids: list[str]) -> dict[str, int]:
     """Stored status by request id, for the ids asked about."""
     with psycopg.connect(database_url) as connection:
-        rows = connection.execute("SELECT request_id, status_code FROM evaluations_evaluation "
-                                  "WHERE request_id = ANY(%s)", (request_ids,)).fetchall()
+        rows = connection.execute(
+            "SELECT request_id, status_code FROM evaluations_evaluation WHERE request_id = ANY(%s)", (request_ids,)
+        ).fetchall()
     return {request_id: status for request_id, status in rows}
 
 
@@ -227,12 +261,16 @@ class FaultRun:
 
     def segments(self) -> list[Window]:
         """The run cut at every fault: quiet, before, then during and after each fault."""
-        cuts = [Window("quiet (steady keys only)", self.started, self.noisy_from),
-                Window("before", self.noisy_from, self.windows[0].start)]
+        cuts = [
+            Window("quiet (steady keys only)", self.started, self.noisy_from),
+            Window("before", self.noisy_from, self.windows[0].start),
+        ]
         for index, window in enumerate(self.windows):
             following = self.windows[index + 1].start if index + 1 < len(self.windows) else self.ended
-            cuts += [Window(f"during: {window.name}", window.start, window.end),
-                     Window(f"after: {window.name}", window.end, following)]
+            cuts += [
+                Window(f"during: {window.name}", window.start, window.end),
+                Window(f"after: {window.name}", window.end, following),
+            ]
         return cuts
 
     def window_of(self, sent: Sent) -> Window | None:
@@ -257,8 +295,10 @@ class FaultRun:
         redis = self.windows[-1]
         noisy = [s for s in self.results if s.caller == NOISY]
         found: list[LimiterWindow] = []
-        for after_redis, epoch in ((False, [s for s in noisy if s.sent_at < redis.start]),
-                                   (True, [s for s in noisy if s.sent_at >= redis.end])):
+        for after_redis, epoch in (
+            (False, [s for s in noisy if s.sent_at < redis.start]),
+            (True, [s for s in noisy if s.sent_at >= redis.end]),
+        ):
             if not epoch:
                 continue
             anchor, until = epoch[0], (redis.start if not after_redis else self.ended)
@@ -300,8 +340,10 @@ class FaultRun:
         limit = self.plan.noisy_limit
         for window in self.noisy_windows():
             if window.sure > limit:
-                found.append(f"noisy key: {window.sure} answers with 200 in the limiter window from "
-                             f"{window.start - self.started:.1f} s on, limit {limit}")
+                found.append(
+                    f"noisy key: {window.sure} answers with 200 in the limiter window from "
+                    f"{window.start - self.started:.1f} s on, limit {limit}"
+                )
         for caller in self.callers:
             if caller.name == NOISY:
                 continue
@@ -319,52 +361,81 @@ class FaultRun:
         """The figures, as Markdown tables."""
         statuses = sorted({s.status for s in self.results})
         names = ["no answer" if status == 0 else str(status) for status in statuses]
-        out = [f"load: {len(self.callers) - 1} steady keys at {self.plan.rate:g} req/s each, the noisy key at "
-               f"{self.plan.noisy_rate:g} req/s with a limit of {self.plan.noisy_limit}/min (from "
-               f"{self.noisy_from - self.started:.0f} s on), {len(self.results)} requests in "
-               f"{self.ended - self.started:.1f} s; serve exited {self.kill_status} after the worker's SIGKILL, "
-               f"{self.stop_status} on the final SIGTERM", "",
-               "| phase | seconds | sent | " + " | ".join(names) + " | p50 ms | p99 ms | steady keys' p99 ms |",
-               "|---|---|---|" + "---|" * len(names) + "---|---|---|"]
+        out = [
+            f"load: {len(self.callers) - 1} steady keys at {self.plan.rate:g} req/s each, the noisy key at "
+            f"{self.plan.noisy_rate:g} req/s with a limit of {self.plan.noisy_limit}/min (from "
+            f"{self.noisy_from - self.started:.0f} s on), {len(self.results)} requests in "
+            f"{self.ended - self.started:.1f} s; serve exited {self.kill_status} after the worker's SIGKILL, "
+            f"{self.stop_status} on the final SIGTERM",
+            "",
+            "| phase | seconds | sent | " + " | ".join(names) + " | p50 ms | p99 ms | steady keys' p99 ms |",
+            "|---|---|---|" + "---|" * len(names) + "---|---|---|",
+        ]
         for segment in self.segments():
             picked = [s for s in self.results if segment.holds(s.sent_at)]
             counts = Counter(s.status for s in picked)
             ok_ms = [s.latency_ms for s in picked if s.status == 200]
             steady_ms = [s.latency_ms for s in picked if s.status == 200 and s.caller != NOISY]
-            out.append(f"| {segment.name} | {segment.end - segment.start:.1f} | {len(picked)} | "
-                       + " | ".join(str(counts.get(status, 0)) for status in statuses)
-                       + f" | {_ms(percentile(ok_ms, 50))} | {_ms(percentile(ok_ms, 99))} | "
-                       f"{_ms(percentile(steady_ms, 99))} |")
+            out.append(
+                f"| {segment.name} | {segment.end - segment.start:.1f} | {len(picked)} | "
+                + " | ".join(str(counts.get(status, 0)) for status in statuses)
+                + f" | {_ms(percentile(ok_ms, 50))} | {_ms(percentile(ok_ms, 99))} | "
+                f"{_ms(percentile(steady_ms, 99))} |"
+            )
         total = Counter(s.status for s in self.results)
-        out.append("| **all** | | " + f"{len(self.results)} | " + " | ".join(str(total.get(s, 0)) for s in statuses)
-                   + " | | | |")
-        alone, beside = (percentile([s.latency_ms for s in self.results if w.holds(s.sent_at) and s.status == 200
-                                     and s.caller != NOISY], 99) for w in self.segments()[:2])
+        out.append(
+            "| **all** | | "
+            + f"{len(self.results)} | "
+            + " | ".join(str(total.get(s, 0)) for s in statuses)
+            + " | | | |"
+        )
+        alone, beside = (
+            percentile(
+                [s.latency_ms for s in self.results if w.holds(s.sent_at) and s.status == 200 and s.caller != NOISY], 99
+            )
+            for w in self.segments()[:2]
+        )
         if alone and beside:
-            out += ["", f"steady keys' p99: {alone:.1f} ms alone, {beside:.1f} ms beside the noisy key over its limit "
-                        f"({100 * (beside / alone - 1):+.0f} %; the issue's target: at most +10 %)"]
+            out += [
+                "",
+                f"steady keys' p99: {alone:.1f} ms alone, {beside:.1f} ms beside the noisy key over its limit "
+                f"({100 * (beside / alone - 1):+.0f} %; the issue's target: at most +10 %)",
+            ]
         near, other = self.unstored_at_kill()
-        out += ["", f"stored: {len(self.answered()) - len(self.unstored())} of {len(self.answered())} answered "
-                    f"requests have their row; not stored: {len(near)} answered within {KILL_MARGIN_SECONDS:g} s "
-                    f"before the SIGKILL or during it (the bound: the writer's batch, {BATCH_MAX}), "
-                    f"{len(other)} elsewhere (the bound: 0)", "",
-                "| key | limit/min | sent | 200 | 429 | other | 429 share | 200 share outside the fault windows |",
-                "|---|---|---|---|---|---|---|---|"]
+        out += [
+            "",
+            f"stored: {len(self.answered()) - len(self.unstored())} of {len(self.answered())} answered "
+            f"requests have their row; not stored: {len(near)} answered within {KILL_MARGIN_SECONDS:g} s "
+            f"before the SIGKILL or during it (the bound: the writer's batch, {BATCH_MAX}), "
+            f"{len(other)} elsewhere (the bound: 0)",
+            "",
+            "| key | limit/min | sent | 200 | 429 | other | 429 share | 200 share outside the fault windows |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for caller in self.callers:
             mine = [s for s in self.results if s.caller == caller.name]
             counts = Counter(s.status for s in mine)
             ok, asked = self.share_ok(caller.name, where=lambda s: self.window_of(s) is None)
             other_count = len(mine) - counts[200] - counts[429]
-            out.append(f"| {caller.name} | {caller.requests_per_minute or 'none'} | {len(mine)} | {counts[200]} | "
-                       f"{counts[429]} | {other_count} | {_pct(counts[429], len(mine))} | {_pct(ok, asked)} |")
-        out += ["", "| noisy key's limiter window | seconds | Redis | 200s sent in it | 200s surely counted in it "
-                    "| limit |", "|---|---|---|---|---|---|"]
+            out.append(
+                f"| {caller.name} | {caller.requests_per_minute or 'none'} | {len(mine)} | {counts[200]} | "
+                f"{counts[429]} | {other_count} | {_pct(counts[429], len(mine))} | {_pct(ok, asked)} |"
+            )
+        out += [
+            "",
+            "| noisy key's limiter window | seconds | Redis | 200s sent in it | 200s surely counted in it | limit |",
+            "|---|---|---|---|---|---|",
+        ]
         for window in self.noisy_windows():
-            out.append(f"| from {window.start - self.started:.1f} s | {window.end - window.start:.1f} | "
-                       f"{'restarted, counts lost' if window.after_redis else 'up'} | {window.answered} | "
-                       f"{window.sure} | {self.plan.noisy_limit} |")
-        out.append(f"| Redis down | {self.windows[-1].end - self.windows[-1].start:.1f} | down: fail open | "
-                   f"{self.noisy_unlimited()} | — | none |")
+            out.append(
+                f"| from {window.start - self.started:.1f} s | {window.end - window.start:.1f} | "
+                f"{'restarted, counts lost' if window.after_redis else 'up'} | {window.answered} | "
+                f"{window.sure} | {self.plan.noisy_limit} |"
+            )
+        out.append(
+            f"| Redis down | {self.windows[-1].end - self.windows[-1].start:.1f} | down: fail open | "
+            f"{self.noisy_unlimited()} | — | none |"
+        )
         problems = self.problems()
         out += ["", "invariants: " + ("all held" if not problems else "NOT HELD: " + "; ".join(problems))]
         return out
@@ -380,8 +451,10 @@ def _pct(part: int, whole: int) -> str:
 
 def faults_run(*, plan: Plan, workdir: Path, progress: Callable[[str], None] = lambda line: None) -> FaultRun:
     """The whole scenario, every part started here and stopped again (Redis left running)."""
-    stand_ins = [StandIn(port=free_port(), model=MODEL, delay=plan.backend_delay,
-                         log_path=workdir / f"stand-in-{i}.log") for i in range(2)]
+    stand_ins = [
+        StandIn(port=free_port(), model=MODEL, delay=plan.backend_delay, log_path=workdir / f"stand-in-{i}.log")
+        for i in range(2)
+    ]
     steady: dict[str, int | None] = {f"steady-{i + 1}": None for i in range(plan.steady_keys)}
     with database_for_run(POSTGRES_URL) as database_url:
         api: ApiUnit | None = None
@@ -398,12 +471,17 @@ def faults_run(*, plan: Plan, workdir: Path, progress: Callable[[str], None] = l
                 secrets = keys_read(keys)
                 callers = [Caller(name, secrets[name], plan.rate) for name in steady]
                 callers.append(Caller(NOISY, secrets[NOISY], plan.noisy_rate, plan.noisy_limit, plan.quiet_seconds))
-                api = ApiUnit(env=env, drain=plan.drain_seconds, log_path=workdir / "serve.log",
-                              probe_key=secrets[callers[0].name])
+                api = ApiUnit(
+                    env=env,
+                    drain=plan.drain_seconds,
+                    log_path=workdir / "serve.log",
+                    probe_key=secrets[callers[0].name],
+                )
                 api.start()
                 progress(f"serving on {api.url} (workers {api.workers()}), gateway {gateway.url}, logs in {workdir}")
-                run = _faults_make(plan=plan, api=api, gateway=gateway, stand_ins=stand_ins, callers=callers,
-                                   progress=progress)
+                run = _faults_make(
+                    plan=plan, api=api, gateway=gateway, stand_ins=stand_ins, callers=callers, progress=progress
+                )
                 run = replace(run, stop_status=api.stop())
         finally:
             if keys.poll() is None:  # done by now, unless something failed first
@@ -414,15 +492,31 @@ def faults_run(*, plan: Plan, workdir: Path, progress: Callable[[str], None] = l
             for stand_in in stand_ins:
                 stand_in.kill()
             redis_start()
-        return replace(run, stored=rows_stored(database_url=database_url,
-                                               request_ids=[s.request_id for s in run.results if s.request_id]))
+        return replace(
+            run,
+            stored=rows_stored(
+                database_url=database_url, request_ids=[s.request_id for s in run.results if s.request_id]
+            ),
+        )
 
 
-def _faults_make(*, plan: Plan, api: ApiUnit, gateway: Gateway, stand_ins: list[StandIn], callers: list[Caller],
-                 progress: Callable[[str], None]) -> FaultRun:
+def _faults_make(
+    *,
+    plan: Plan,
+    api: ApiUnit,
+    gateway: Gateway,
+    stand_ins: list[StandIn],
+    callers: list[Caller],
+    progress: Callable[[str], None],
+) -> FaultRun:
     """Run the load, and the three faults one after another with `plan.phase_seconds` between them."""
-    load = OpenLoad(url=api.url, path="/v1/systemone", body=README_REQUEST, callers=callers,
-                    max_seconds=plan.quiet_seconds + 5 * plan.phase_seconds + 180)
+    load = OpenLoad(
+        url=api.url,
+        path="/v1/systemone",
+        body=README_REQUEST,
+        callers=callers,
+        max_seconds=plan.quiet_seconds + 5 * plan.phase_seconds + 180,
+    )
     windows: list[Window] = []
 
     def fault(name: str, make: Callable[[], None]) -> None:
@@ -456,8 +550,18 @@ def _faults_make(*, plan: Plan, api: ApiUnit, gateway: Gateway, stand_ins: list[
         load.stop()  # it would go on sending to parts that are gone
         raise
     ended = time.time()
-    return FaultRun(plan=plan, callers=callers, started=started, noisy_from=noisy_from, ended=ended, windows=windows,
-                    results=load.stop(), stored={}, kill_status=kill_status[0], stop_status=None)
+    return FaultRun(
+        plan=plan,
+        callers=callers,
+        started=started,
+        noisy_from=noisy_from,
+        ended=ended,
+        windows=windows,
+        results=load.stop(),
+        stored={},
+        kill_status=kill_status[0],
+        stop_status=None,
+    )
 
 
 def main(argv: Iterable[str] | None = None) -> None:
@@ -471,8 +575,9 @@ def main(argv: Iterable[str] | None = None) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="openjev-faults-"))
     run = faults_run(plan=plan, workdir=workdir, progress=lambda line: print(line, flush=True))
     print("\n".join(run.lines()))
-    (workdir / "results.json").write_text(json.dumps({"windows": [asdict(w) for w in run.windows],
-                                                      "results": [asdict(s) for s in run.results]}))
+    (workdir / "results.json").write_text(
+        json.dumps({"windows": [asdict(w) for w in run.windows], "results": [asdict(s) for s in run.results]})
+    )
     print(f"\nlogs: {workdir}")
     if run.problems():
         sys.exit(1)

@@ -32,9 +32,16 @@ sys.path.insert(0, str(ROOT))
 from inference.backends.sglang import LoopHttp  # noqa: E402
 from testbed.ports import free_port  # noqa: E402
 
-BODY = json.dumps({"input_ids": list(range(1000, 1300)), "sampling_params": {"max_new_tokens": 1, "temperature": 0.0},
-                   "return_logprob": True, "token_ids_logprob": [15, 16, 17], "logprob_start_len": -1,
-                   "rid": "bench"}).encode()
+BODY = json.dumps(
+    {
+        "input_ids": list(range(1000, 1300)),
+        "sampling_params": {"max_new_tokens": 1, "temperature": 0.0},
+        "return_logprob": True,
+        "token_ids_logprob": [15, 16, 17],
+        "logprob_start_len": -1,
+        "rid": "bench",
+    }
+).encode()
 HEADERS = {"Content-Type": "application/json"}
 STACKS = ("httpx", "httpx+aiohttp", "httpx+aiohttp, merged once", "aiohttp")
 
@@ -45,6 +52,7 @@ def _httpx_post(client: httpx.AsyncClient) -> Post:
     async def post() -> int:
         response = await client.post("/generate", content=BODY, headers=HEADERS)
         return response.status_code
+
     return post
 
 
@@ -52,6 +60,7 @@ def _prebuilt_post(http: LoopHttp) -> Post:
     async def post() -> int:
         response = await http.client.send(http.generate_request(BODY))
         return response.status_code
+
     return post
 
 
@@ -60,6 +69,7 @@ def _aiohttp_post(session: aiohttp.ClientSession, url: str) -> Post:
         async with session.post(url + "/generate", data=BODY, headers=HEADERS) as response:
             await response.read()
             return response.status
+
     return post
 
 
@@ -82,8 +92,11 @@ async def stack_measure(*, stack: str, url: str, calls: int, concurrency: int) -
         session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))
         post, close = _aiohttp_post(session, url), session.close
     else:
-        transport = AiohttpTransport(client=aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))) \
-            if stack.startswith("httpx+aiohttp") else None
+        transport = (
+            AiohttpTransport(client=aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)))
+            if stack.startswith("httpx+aiohttp")
+            else None
+        )
         client = httpx.AsyncClient(base_url=url, limits=limits, transport=transport)
         post = _prebuilt_post(LoopHttp.of(client)) if stack.endswith("merged once") else _httpx_post(client)
         close = client.aclose
@@ -103,14 +116,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     port = free_port()
-    fake = subprocess.Popen([sys.executable, str(ROOT / "bench" / "server.py"), "--serve-fake", str(port)], cwd=ROOT,
-                            stdout=subprocess.PIPE, text=True)
+    fake = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "server.py"), "--serve-fake", str(port)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert fake.stdout is not None and fake.stdout.readline().strip() == "ready"
         for _ in range(args.rounds):
             for stack in STACKS:
-                cpu_us, rate = uvloop.run(stack_measure(stack=stack, url=f"http://127.0.0.1:{port}", calls=args.calls,
-                                                        concurrency=args.concurrency))
+                cpu_us, rate = uvloop.run(
+                    stack_measure(
+                        stack=stack, url=f"http://127.0.0.1:{port}", calls=args.calls, concurrency=args.concurrency
+                    )
+                )
                 print(f"{stack:26s} {cpu_us:7.1f} µs client CPU per call  {rate:7.0f} calls/s", flush=True)
     finally:
         fake.terminate()

@@ -57,9 +57,15 @@ def main(argv: list[str] | None = None) -> int:
         with FakeSGLang(served_model_name="Qwen/Qwen3.6-35B-A3B") as fake:
             evaluator_install(fake_evaluator(fake))
             with LiveServer() as server:
-                report = storage_load_check(url=server.url, fake=fake, evaluations=args.evaluations,
-                                            concurrency=args.concurrency, serial=args.serial, delay=args.delay,
-                                            level=args.level)
+                report = storage_load_check(
+                    url=server.url,
+                    fake=fake,
+                    evaluations=args.evaluations,
+                    concurrency=args.concurrency,
+                    serial=args.serial,
+                    delay=args.delay,
+                    level=args.level,
+                )
             evaluator_install(None)
         writer_stop(timeout=30)
     finally:

@@ -93,8 +93,12 @@ from serving import evaluator as evaluator_module  # noqa: E402
 from serving.config import OpenJevConfig, config_from_env  # noqa: E402
 from serving.evaluator import evaluator_build  # noqa: E402
 
-CUES = {"shipped": (labels_module.ANSWER_CUE, labels_module.LABEL_LEAD), "legacy": ("Answer: ", ""),
-        "answer-colon": ("Answer:", " "), "newline": ("Answer:\n", "")}
+CUES = {
+    "shipped": (labels_module.ANSWER_CUE, labels_module.LABEL_LEAD),
+    "legacy": ("Answer: ", ""),
+    "answer-colon": ("Answer:", " "),
+    "newline": ("Answer:\n", ""),
+}
 FOLDS = 5
 PRIDE_ITEMS = 10
 """Items whose permuted answers estimate a task's label-position prior (PriDe): a few, as in the paper."""
@@ -147,18 +151,23 @@ class Setting:
     """"none", "content-free" (the question asked of "N/A") or "pride" (from permuted answers)."""
 
 
-SETTINGS = (Setting(name="raw", all_orders=False, prior="none"),
-            Setting(name=DEFAULT_SETTING, all_orders=False, prior="content-free"),
-            Setting(name="PriDe", all_orders=False, prior="pride"),
-            Setting(name="raw ×k", all_orders=True, prior="none"),
-            Setting(name="debiased ×k", all_orders=True, prior="content-free"))
+SETTINGS = (
+    Setting(name="raw", all_orders=False, prior="none"),
+    Setting(name=DEFAULT_SETTING, all_orders=False, prior="content-free"),
+    Setting(name="PriDe", all_orders=False, prior="pride"),
+    Setting(name="raw ×k", all_orders=True, prior="none"),
+    Setting(name="debiased ×k", all_orders=True, prior="content-free"),
+)
 
 
 def _legacy_labels(*, tokenizer: Tokenizer, count: int, ending: str) -> tuple[Label, ...]:
     """The alphabet as the first release read it: bare letters, not checked as the prompt's continuation
     (the legacy cue fails that check, which is the point of measuring it)."""
-    return tuple(Label(text=t, token_id=tokenizer.encode(t)[0])
-                 for t in labels_module._candidates() if len(tokenizer.encode(t)) == 1)[:count]
+    return tuple(
+        Label(text=t, token_id=tokenizer.encode(t)[0])
+        for t in labels_module._candidates()
+        if len(tokenizer.encode(t)) == 1
+    )[:count]
 
 
 def cue_use(name: str) -> None:
@@ -175,19 +184,28 @@ def bench_config(*, args: argparse.Namespace) -> OpenJevConfig:
 
     On SGLang the tokenizer is the served model's, read from a local directory (`--tokenizer`, else
     `OPENJEV_TOKENIZER`) exactly as the service reads it: the bench never downloads one."""
-    env = {**os.environ, "OPENJEV_DEBIAS": "on", "OPENJEV_PERMUTATIONS": str(args.permutations),
-           "OPENJEV_TUNING_FILE": ""}
+    env = {
+        **os.environ,
+        "OPENJEV_DEBIAS": "on",
+        "OPENJEV_PERMUTATIONS": str(args.permutations),
+        "OPENJEV_TUNING_FILE": "",
+    }
     if args.backend == "local":
         return config_from_env({**env, "OPENJEV_BACKEND": "local", "OPENJEV_LOCAL_MODEL": args.model or LOCAL_MODEL})
     if args.model:
-        raise SystemExit("--model names a local model; on SGLang the model is named as the service names it "
-                         "(OPENJEV_MODEL, OPENJEV_SERVED_MODEL_NAME)")
+        raise SystemExit(
+            "--model names a local model; on SGLang the model is named as the service names it "
+            "(OPENJEV_MODEL, OPENJEV_SERVED_MODEL_NAME)"
+        )
     tokenizer = args.tokenizer or os.environ.get("OPENJEV_TOKENIZER")
     if not args.url or not tokenizer:
-        raise SystemExit("--backend sglang needs --url and the served model's tokenizer directory (--tokenizer or "
-                         "OPENJEV_TOKENIZER): the bench reads it as the service does and downloads nothing")
-    return config_from_env({**env, "OPENJEV_BACKEND": "sglang", "OPENJEV_BACKEND_URL": args.url,
-                            "OPENJEV_TOKENIZER": str(tokenizer)})
+        raise SystemExit(
+            "--backend sglang needs --url and the served model's tokenizer directory (--tokenizer or "
+            "OPENJEV_TOKENIZER): the bench reads it as the service does and downloads nothing"
+        )
+    return config_from_env(
+        {**env, "OPENJEV_BACKEND": "sglang", "OPENJEV_BACKEND_URL": args.url, "OPENJEV_TOKENIZER": str(tokenizer)}
+    )
 
 
 def served_model(*, config: OpenJevConfig) -> str:
@@ -205,12 +223,19 @@ def evaluator_for(*, config: OpenJevConfig, threads: int | None) -> Evaluator:
     else:
         from inference.backends.llamacpp import llamacpp_backend_create  # --load and the tests need no llama.cpp
 
-        backend = llamacpp_backend_create(source=config.local_model, cache_dir=config.model_cache,
-                                          n_ctx=config.local_context, threads=threads)
+        backend = llamacpp_backend_create(
+            source=config.local_model, cache_dir=config.model_cache, n_ctx=config.local_context, threads=threads
+        )
         evaluator = evaluator_build(config=config, backend=backend)
     # One evaluation at a time, however long the slowest one takes on a busy machine.
-    return replace(evaluator, timeout=3600.0, scoring=replace(evaluator.scoring, tuning=tuning_uniform(
-        temperature=1.0, debias=True, permutations=config.permutations or 1)))
+    return replace(
+        evaluator,
+        timeout=3600.0,
+        scoring=replace(
+            evaluator.scoring,
+            tuning=tuning_uniform(temperature=1.0, debias=True, permutations=config.permutations or 1),
+        ),
+    )
 
 
 LIMITS = Limits(max_questions=64, max_answers=255)
@@ -218,19 +243,31 @@ LIMITS = Limits(max_questions=64, max_answers=255)
 
 async def item_run(*, evaluator: Evaluator, task: str, index: int, item: Item) -> list[Record]:
     """One item through the engine: a record per question, all sharing the item's cost."""
-    request = systemone_request_parse(data={"model": "jev-latest", "state": item.state, "questions": item.questions},
-                                      limits=LIMITS, models=frozenset({"jev-latest"}))
+    request = systemone_request_parse(
+        data={"model": "jev-latest", "state": item.state, "questions": item.questions},
+        limits=LIMITS,
+        models=frozenset({"jev-latest"}),
+    )
     started = time.perf_counter()
     outcome = await evaluation_run(evaluator=evaluator, request=request.evaluation)
     seconds = time.perf_counter() - started
     branches = sum(len(a.branches) for a in outcome.answers)
     calls_s = outcome.timings.branches_ms / 1000.0
-    cost = Cost(fixed_s=seconds - calls_s, calls_s=calls_s, branches=branches,
-                priors=outcome.generations - 1 - branches)
-    return [Record(task=task if len(item.questions) == 1 else f"{task}_{answer.question_id}", item=index,
-                   question=answer.question, branches=answer.branches, label=item.labels[answer.question_id],
-                   label_mass=answer.label_mass, cost=cost)
-            for answer in outcome.answers]
+    cost = Cost(
+        fixed_s=seconds - calls_s, calls_s=calls_s, branches=branches, priors=outcome.generations - 1 - branches
+    )
+    return [
+        Record(
+            task=task if len(item.questions) == 1 else f"{task}_{answer.question_id}",
+            item=index,
+            question=answer.question,
+            branches=answer.branches,
+            label=item.labels[answer.question_id],
+            label_mass=answer.label_mass,
+            cost=cost,
+        )
+        for answer in outcome.answers
+    ]
 
 
 def items_interleave(*, tasks: Sequence[str], n: int, seed: int) -> Iterator[tuple[str, int, Item]]:
@@ -242,8 +279,9 @@ def items_interleave(*, tasks: Sequence[str], n: int, seed: int) -> Iterator[tup
                 yield task, index, samples[task][index]
 
 
-async def items_run(*, evaluator: Evaluator, queue: Sequence[tuple[str, int, Item]],
-                    save: TextIO | None) -> list[Record]:
+async def items_run(
+    *, evaluator: Evaluator, queue: Sequence[tuple[str, int, Item]], save: TextIO | None
+) -> list[Record]:
     """Every queued item, each appended to `save` (flushed) as soon as it is answered."""
     records: list[Record] = []
     for done, (task, index, item) in enumerate(queue, 1):
@@ -274,10 +312,13 @@ def _position_logprior(records: Sequence[Record]) -> tuple[float, ...]:
     records' priors averaged."""
     priors = []
     for r in records:
-        rows = [[math.log(max(p, 1e-300)) for p in probabilities_compute(logprobs=b.label_logprobs, temperature=1.0)]
-                for b in r.branches]
-        priors.append(probabilities_compute(logprobs=[statistics.fmean(c) for c in zip(*rows, strict=True)],
-                                            temperature=1.0))
+        rows = [
+            [math.log(max(p, 1e-300)) for p in probabilities_compute(logprobs=b.label_logprobs, temperature=1.0)]
+            for b in r.branches
+        ]
+        priors.append(
+            probabilities_compute(logprobs=[statistics.fmean(c) for c in zip(*rows, strict=True)], temperature=1.0)
+        )
     return tuple(math.log(max(statistics.fmean(c), 1e-300)) for c in zip(*priors, strict=True))
 
 
@@ -302,8 +343,11 @@ def setting_apply(*, records: Sequence[Record], setting: Setting) -> list[Record
 def settings_for(records: Sequence[Record]) -> list[Setting]:
     """The settings a run's records can score: those with several orders need a run that asked them."""
     orders = max(len(r.branches) for r in records)
-    return [replace(s, name=s.name.replace("×k", f"×{orders}")) for s in SETTINGS
-            if orders > 1 or not (s.all_orders or s.prior == "pride")]
+    return [
+        replace(s, name=s.name.replace("×k", f"×{orders}"))
+        for s in SETTINGS
+        if orders > 1 or not (s.all_orders or s.prior == "pride")
+    ]
 
 
 def _labelled(records: Sequence[Record]) -> list[Labelled]:
@@ -336,8 +380,10 @@ def _cross_validated(records: Sequence[Record]) -> list[float]:
 
 def shape_temperatures(records: Sequence[Record]) -> dict[Shape, float]:
     """Each shape's temperature fitted on all its records: what a tuning file serves."""
-    return {shape: temperature_fit(items=_labelled([records[i] for i in indices]))
-            for shape, indices in _shape_indices(records).items()}
+    return {
+        shape: temperature_fit(items=_labelled([records[i] for i in indices]))
+        for shape, indices in _shape_indices(records).items()
+    }
 
 
 def wilson_interval(*, hits: int, n: int) -> tuple[float, float]:
@@ -391,16 +437,36 @@ def _item_seconds(records: Sequence[Record], *, setting: Setting) -> float:
     return statistics.fmean(seconds)
 
 
-def _row(*, model: str, setting: Setting, tempered: bool, task: str, scorings: Sequence[TaskScores],
-         temperature: float, shape: Shape) -> dict[str, Any]:
+def _row(
+    *,
+    model: str,
+    setting: Setting,
+    tempered: bool,
+    task: str,
+    scorings: Sequence[TaskScores],
+    temperature: float,
+    shape: Shape,
+) -> dict[str, Any]:
     records = [r for s in scorings for r in s.records]
     scored = [x for s in scorings for x in s.scored]
     m = metrics_compute(items=scored)
     low, high = wilson_interval(hits=sum(h for s in scorings for h in s.hits), n=m.n)
-    return {"model": model, "setting": setting.name + (" +T" if tempered else ""), "task": task, "n": m.n,
-            "accuracy": m.accuracy, "accuracy_low": low, "accuracy_high": high, "brier": m.brier, "ece": m.ece,
-            "log_loss": m.log_loss, "label_mass": statistics.fmean(r.label_mass for r in records),
-            "s_per_item": _item_seconds(records, setting=setting), "temperature": temperature, "shape": shape}
+    return {
+        "model": model,
+        "setting": setting.name + (" +T" if tempered else ""),
+        "task": task,
+        "n": m.n,
+        "accuracy": m.accuracy,
+        "accuracy_low": low,
+        "accuracy_high": high,
+        "brier": m.brier,
+        "ece": m.ece,
+        "log_loss": m.log_loss,
+        "label_mass": statistics.fmean(r.label_mass for r in records),
+        "s_per_item": _item_seconds(records, setting=setting),
+        "temperature": temperature,
+        "shape": shape,
+    }
 
 
 def report(records: Sequence[Record], *, model: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -410,22 +476,41 @@ def report(records: Sequence[Record], *, model: str) -> tuple[list[dict[str, Any
     for setting in settings_for(records):
         fitted = shape_temperatures(setting_records(records=records, setting=setting))
         for tempered in (False, True):
-            by_task = scored[setting.name, tempered] = setting_score(records=records, setting=setting,
-                                                                      tempered=tempered)
+            by_task = scored[setting.name, tempered] = setting_score(
+                records=records, setting=setting, tempered=tempered
+            )
             for shape, tasks in shapes_of(by_task).items():
                 t = fitted[shape] if tempered else 1.0
-                rows += [_row(model=model, setting=setting, tempered=tempered, task=task, scorings=[by_task[task]],
-                              temperature=t, shape=shape) for task in tasks]
-                rows.append(_row(model=model, setting=setting, tempered=tempered, task=f"all {shape} ({len(tasks)})",
-                                 scorings=[by_task[task] for task in tasks], temperature=t, shape=shape))
+                rows += [
+                    _row(
+                        model=model,
+                        setting=setting,
+                        tempered=tempered,
+                        task=task,
+                        scorings=[by_task[task]],
+                        temperature=t,
+                        shape=shape,
+                    )
+                    for task in tasks
+                ]
+                rows.append(
+                    _row(
+                        model=model,
+                        setting=setting,
+                        tempered=tempered,
+                        task=f"all {shape} ({len(tasks)})",
+                        scorings=[by_task[task] for task in tasks],
+                        temperature=t,
+                        shape=shape,
+                    )
+                )
     return rows, comparison(scored=scored, model=model)
 
 
 def setting_records(*, records: Sequence[Record], setting: Setting) -> list[Record]:
     """Every task's records as `setting` scores them (PriDe's prior is per task)."""
     tasks = sorted({r.task for r in records})
-    return [a for task in tasks for a in setting_apply(records=[r for r in records if r.task == task],
-                                                       setting=setting)]
+    return [a for task in tasks for a in setting_apply(records=[r for r in records if r.task == task], setting=setting)]
 
 
 def shapes_of(by_task: dict[str, TaskScores]) -> dict[Shape, list[str]]:
@@ -441,8 +526,9 @@ def delta_bootstrap(*, pairs: Sequence[Sequence[tuple[bool, bool]]], seed: int =
     diffs = [[int(a) - int(b) for a, b in task] for task in pairs]
     mean = statistics.fmean(statistics.fmean(d) for d in diffs)
     rng = random.Random(seed)
-    replicates = sorted(statistics.fmean(statistics.fmean(rng.choices(d, k=len(d))) for d in diffs)
-                        for _ in range(BOOTSTRAP_REPLICATES))
+    replicates = sorted(
+        statistics.fmean(statistics.fmean(rng.choices(d, k=len(d))) for d in diffs) for _ in range(BOOTSTRAP_REPLICATES)
+    )
     return mean, replicates[int(0.025 * BOOTSTRAP_REPLICATES)], replicates[int(0.975 * BOOTSTRAP_REPLICATES) - 1]
 
 
@@ -458,9 +544,18 @@ def comparison(*, scored: dict[tuple[str, bool], dict[str, TaskScores]], model: 
         for label, tasks in groups:
             pairs = [list(zip(by_task[t].hits, default[t].hits, strict=True)) for t in tasks]
             mean, low, high = delta_bootstrap(pairs=pairs)
-            rows.append({"model": model, "setting": name, "task": label, "n": sum(len(p) for p in pairs),
-                         "delta": mean, "delta_low": low, "delta_high": high,
-                         "worst_task_delta": min(statistics.fmean(int(a) - int(b) for a, b in p) for p in pairs)})
+            rows.append(
+                {
+                    "model": model,
+                    "setting": name,
+                    "task": label,
+                    "n": sum(len(p) for p in pairs),
+                    "delta": mean,
+                    "delta_low": low,
+                    "delta_high": high,
+                    "worst_task_delta": min(statistics.fmean(int(a) - int(b) for a, b in p) for p in pairs),
+                }
+            )
     return rows
 
 
@@ -470,17 +565,32 @@ def calibration_report(records: Sequence[Record], *, model: str) -> list[dict[st
     served = setting_score(records=records, setting=SETTINGS[1], tempered=True)
     rows: list[dict[str, Any]] = []
     for task, s in served.items():
-        base = {"model": model, "task": task, "label_mass": statistics.fmean(r.label_mass for r in s.records),
-                "s_per_item": _item_seconds(s.records, setting=SETTINGS[1])}
+        base = {
+            "model": model,
+            "task": task,
+            "label_mass": statistics.fmean(r.label_mass for r in s.records),
+            "s_per_item": _item_seconds(s.records, setting=SETTINGS[1]),
+        }
         for vector in (False, True):
             calibrator, fit = calibration_fit(items=s.scored, vector=vector)
             settings_metrics = [("debiased +T held-out", fit.before, 1.0)] if not vector else []
             settings_metrics.append((f"+cal {'vector' if vector else 'T'}", fit.after, calibrator.temperature))
             for setting, m, t in settings_metrics:
                 low, high = wilson_interval(hits=round(m.accuracy * m.n), n=m.n)
-                rows.append({**base, "setting": setting, "n": m.n, "accuracy": m.accuracy, "accuracy_low": low,
-                             "accuracy_high": high, "brier": m.brier, "ece": m.ece, "log_loss": m.log_loss,
-                             "temperature": t})
+                rows.append(
+                    {
+                        **base,
+                        "setting": setting,
+                        "n": m.n,
+                        "accuracy": m.accuracy,
+                        "accuracy_low": low,
+                        "accuracy_high": high,
+                        "brier": m.brier,
+                        "ece": m.ece,
+                        "log_loss": m.log_loss,
+                        "temperature": t,
+                    }
+                )
     return rows
 
 
@@ -488,9 +598,11 @@ def table_print(rows: Sequence[dict[str, Any]]) -> None:
     print("| model | setting | task | n | accuracy [95 %] | Brier | ECE | label mass | s/item |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['model']} | {r['setting']} | {r['task']} | {r['n']} | {r['accuracy']:.1%} "
-              f"[{r['accuracy_low']:.0%}–{r['accuracy_high']:.0%}] | {r['brier']:.3f} | {r['ece']:.3f} | "
-              f"{r['label_mass']:.3f} | {r['s_per_item']:.2f} |")
+        print(
+            f"| {r['model']} | {r['setting']} | {r['task']} | {r['n']} | {r['accuracy']:.1%} "
+            f"[{r['accuracy_low']:.0%}–{r['accuracy_high']:.0%}] | {r['brier']:.3f} | {r['ece']:.3f} | "
+            f"{r['label_mass']:.3f} | {r['s_per_item']:.2f} |"
+        )
     fitted: dict[str, dict[str, float]] = {}
     for r in rows:
         if r["setting"].endswith(" +T") and "shape" in r:
@@ -508,8 +620,7 @@ def reliability_print(rows: Sequence[dict[str, Any]]) -> None:
     print(f"| task | shape | n | {' | '.join(settings)} |")
     print(f"|---|---|---|{'---|' * len(settings)}")
     for r in (r for r in tempered if r["setting"] == settings[0]):
-        print(f"| {r['task']} | {r['shape']} | {r['n']} | "
-              f"{' | '.join(f'{ece[r['task'], s]:.3f}' for s in settings)} |")
+        print(f"| {r['task']} | {r['shape']} | {r['n']} | {' | '.join(f'{ece[r["task"], s]:.3f}' for s in settings)} |")
 
 
 def tuning_choose(*, rows: Sequence[dict[str, Any]], records: Sequence[Record]) -> dict[Shape, tuple[str, ShapeTuning]]:
@@ -526,19 +637,34 @@ def tuning_choose(*, rows: Sequence[dict[str, Any]], records: Sequence[Record]) 
         if setting is None or not r["task"].startswith("all ") or r["accuracy"] <= best.get(r["shape"], -1.0):
             continue
         best[r["shape"]] = r["accuracy"]
-        chosen[r["shape"]] = setting.name, ShapeTuning(temperature=r["temperature"], debias=setting.prior != "none",
-                                                        permutations=orders if setting.all_orders else 1)
+        chosen[r["shape"]] = (
+            setting.name,
+            ShapeTuning(
+                temperature=r["temperature"],
+                debias=setting.prior != "none",
+                permutations=orders if setting.all_orders else 1,
+            ),
+        )
     return chosen
 
 
-def tuning_write(*, path: Path, meta: dict[str, Any], rows: Sequence[dict[str, Any]], records: Sequence[Record],
-                 command: str) -> dict[Shape, tuple[str, ShapeTuning]]:
+def tuning_write(
+    *, path: Path, meta: dict[str, Any], rows: Sequence[dict[str, Any]], records: Sequence[Record], command: str
+) -> dict[Shape, tuple[str, ShapeTuning]]:
     """The tuning file for the measured model: the chosen setting per shape, with the table it came from."""
     chosen = tuning_choose(rows=rows, records=records)
     model = meta["model"] if meta["backend"] == "sglang" else gguf_model_name(source=meta["model"])
-    tuning_file_write(path=path, model=model, shapes={shape: tuning for shape, (_, tuning) in chosen.items()},
-                      bench={"command": command, "run": meta, "chosen": {k: name for k, (name, _) in chosen.items()},
-                             "rows": [r for r in rows if r["setting"].endswith(" +T") and "shape" in r]})
+    tuning_file_write(
+        path=path,
+        model=model,
+        shapes={shape: tuning for shape, (_, tuning) in chosen.items()},
+        bench={
+            "command": command,
+            "run": meta,
+            "chosen": {k: name for k, (name, _) in chosen.items()},
+            "rows": [r for r in rows if r["setting"].endswith(" +T") and "shape" in r],
+        },
+    )
     return chosen
 
 
@@ -547,21 +673,38 @@ def comparison_print(rows: Sequence[dict[str, Any]]) -> None:
     print("| model | setting | task | n | Δ accuracy [95 %] | worst task Δ |")
     print("|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['model']} | {r['setting']} | {r['task']} | {r['n']} | {100 * r['delta']:+.1f} "
-              f"[{100 * r['delta_low']:+.1f}, {100 * r['delta_high']:+.1f}] | {100 * r['worst_task_delta']:+.1f} |")
+        print(
+            f"| {r['model']} | {r['setting']} | {r['task']} | {r['n']} | {100 * r['delta']:+.1f} "
+            f"[{100 * r['delta_low']:+.1f}, {100 * r['delta_high']:+.1f}] | {100 * r['worst_task_delta']:+.1f} |"
+        )
 
 
 def item_dump(*, task: str, index: int, records: Sequence[Record]) -> dict[str, Any]:
     """One saved line: an item's questions with their branches, priors and the item's cost."""
     cost = records[0].cost
-    return {"task": task, "item": index, "fixed_s": cost.fixed_s, "calls_s": cost.calls_s,
-            "branches": cost.branches, "priors": cost.priors,
-            "answers": [{"task": r.task, "label": r.label, "label_mass": r.label_mass,
-                         "question": {"id": r.question.id, "type": r.question.type,
-                                      "instructions": r.question.instructions,
-                                      "options": [[o.key, o.text] for o in r.question.options]},
-                         "branches": [[b.order, b.label_logprobs, b.prior_logprobs] for b in r.branches]}
-                        for r in records]}
+    return {
+        "task": task,
+        "item": index,
+        "fixed_s": cost.fixed_s,
+        "calls_s": cost.calls_s,
+        "branches": cost.branches,
+        "priors": cost.priors,
+        "answers": [
+            {
+                "task": r.task,
+                "label": r.label,
+                "label_mass": r.label_mass,
+                "question": {
+                    "id": r.question.id,
+                    "type": r.question.type,
+                    "instructions": r.question.instructions,
+                    "options": [[o.key, o.text] for o in r.question.options],
+                },
+                "branches": [[b.order, b.label_logprobs, b.prior_logprobs] for b in r.branches],
+            }
+            for r in records
+        ],
+    }
 
 
 def _item_records(d: dict[str, Any]) -> list[Record]:
@@ -569,12 +712,27 @@ def _item_records(d: dict[str, Any]) -> list[Record]:
     records = []
     for a in d["answers"]:
         q = a["question"]
-        question = Question(id=q["id"], type=q["type"], instructions=q["instructions"],
-                            options=tuple(Option(key=k, text=t) for k, t in q["options"]))
-        branches = tuple(BranchScore(order=tuple(o), label_logprobs=tuple(lp),
-                                     prior_logprobs=None if pr is None else tuple(pr)) for o, lp, pr in a["branches"])
-        records.append(Record(task=a["task"], item=d["item"], question=question, branches=branches, label=a["label"],
-                              label_mass=a["label_mass"], cost=cost))
+        question = Question(
+            id=q["id"],
+            type=q["type"],
+            instructions=q["instructions"],
+            options=tuple(Option(key=k, text=t) for k, t in q["options"]),
+        )
+        branches = tuple(
+            BranchScore(order=tuple(o), label_logprobs=tuple(lp), prior_logprobs=None if pr is None else tuple(pr))
+            for o, lp, pr in a["branches"]
+        )
+        records.append(
+            Record(
+                task=a["task"],
+                item=d["item"],
+                question=question,
+                branches=branches,
+                label=a["label"],
+                label_mass=a["label_mass"],
+                cost=cost,
+            )
+        )
     return records
 
 
@@ -597,8 +755,13 @@ def records_load(path: Path) -> tuple[dict[str, Any], list[Record], set[tuple[st
 def run_resumed(*, args: argparse.Namespace) -> tuple[dict[str, Any], list[Record]]:
     """Run what `--save` does not hold yet (everything without `--save`); return all records."""
     config = bench_config(args=args)
-    meta = {"model": served_model(config=config) if config.backend == "sglang" else config.local_model,
-            "backend": config.backend, "cue": args.cue, "permutations": args.permutations, "seed": args.seed}
+    meta = {
+        "model": served_model(config=config) if config.backend == "sglang" else config.local_model,
+        "backend": config.backend,
+        "cue": args.cue,
+        "permutations": args.permutations,
+        "seed": args.seed,
+    }
     records: list[Record] = []
     done: set[tuple[str, int]] = set()
     if args.save and args.save.is_file() and args.save.stat().st_size:
@@ -607,8 +770,9 @@ def run_resumed(*, args: argparse.Namespace) -> tuple[dict[str, Any], list[Recor
             raise SystemExit(f"{args.save} holds a run with {saved}, not {meta}; choose another --save file")
     elif args.save:
         args.save.write_text(json.dumps(meta) + "\n", encoding="utf-8")
-    queue = [q for q in items_interleave(tasks=args.tasks.split(","), n=args.n, seed=args.seed)
-             if (q[0], q[1]) not in done]
+    queue = [
+        q for q in items_interleave(tasks=args.tasks.split(","), n=args.n, seed=args.seed) if (q[0], q[1]) not in done
+    ]
     print(f"{len(done)} items saved, {len(queue)} to run", file=sys.stderr)
     cue_use(args.cue)
     evaluator = evaluator_for(config=config, threads=args.threads)
@@ -621,12 +785,12 @@ def run_resumed(*, args: argparse.Namespace) -> tuple[dict[str, Any], list[Recor
     return meta, records
 
 
-async def bench_items(*, evaluator: Evaluator, queue: Sequence[tuple[str, int, Item]], save: TextIO | None,
-                      model: str) -> list[Record]:
+async def bench_items(
+    *, evaluator: Evaluator, queue: Sequence[tuple[str, int, Item]], save: TextIO | None, model: str
+) -> list[Record]:
     """The README example, then the queued items, in one event loop: an SGLang backend's client
     belongs to the loop it was made on, and is closed on it."""
-    print(f"README example ({model}, debiased, temperature 1): {await readme_answers(evaluator=evaluator)}",
-          flush=True)
+    print(f"README example ({model}, debiased, temperature 1): {await readme_answers(evaluator=evaluator)}", flush=True)
     try:
         return await items_run(evaluator=evaluator, queue=queue, save=save)
     finally:
@@ -637,13 +801,21 @@ async def bench_items(*, evaluator: Evaluator, queue: Sequence[tuple[str, int, I
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", choices=("local", "sglang"), default="local",
-                        help="the embedded engine, or a running SGLang server or gateway (--url)")
-    parser.add_argument("--model", help=f"local: a bundled model name or .gguf path (default {LOCAL_MODEL}); on SGLang "
-                                        "the model is named as the service names it (OPENJEV_SERVED_MODEL_NAME)")
+    parser.add_argument(
+        "--backend",
+        choices=("local", "sglang"),
+        default="local",
+        help="the embedded engine, or a running SGLang server or gateway (--url)",
+    )
+    parser.add_argument(
+        "--model",
+        help=f"local: a bundled model name or .gguf path (default {LOCAL_MODEL}); on SGLang "
+        "the model is named as the service names it (OPENJEV_SERVED_MODEL_NAME)",
+    )
     parser.add_argument("--url", help="SGLang: the server's or the gateway's URL (OPENJEV_BACKEND_URL)")
-    parser.add_argument("--tokenizer", type=Path,
-                        help="SGLang: the served model's tokenizer directory (default OPENJEV_TOKENIZER)")
+    parser.add_argument(
+        "--tokenizer", type=Path, help="SGLang: the served model's tokenizer directory (default OPENJEV_TOKENIZER)"
+    )
     parser.add_argument("--tasks", default=",".join(TASKS), help=f"comma-separated, from {', '.join(TASKS)}")
     parser.add_argument("--n", type=int, default=200, help="items per task (fixed, seeded, balanced sample)")
     parser.add_argument("--seed", type=int, default=0)
@@ -653,24 +825,41 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--save", type=Path, help="append every item's branch log-probs here (JSON lines); resumes")
     parser.add_argument("--load", type=Path, help="recompute the tables from a --save file instead of running")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of tables")
-    parser.add_argument("--tempered", action="store_true",
-                        help="print only the +T rows: each setting at its shape's fitted temperature, as served")
-    parser.add_argument("--calibration", action="store_true",
-                        help="add per-task fitted calibration rows (temperature, vector scaling) on a held-out split")
+    parser.add_argument(
+        "--tempered",
+        action="store_true",
+        help="print only the +T rows: each setting at its shape's fitted temperature, as served",
+    )
+    parser.add_argument(
+        "--calibration",
+        action="store_true",
+        help="add per-task fitted calibration rows (temperature, vector scaling) on a held-out split",
+    )
     parser.add_argument("--reliability", action="store_true", help="add ECE per task and shape for every setting")
-    parser.add_argument("--write-tuning", type=Path,
-                        help="write the tuning file (OPENJEV_TUNING_FILE) of the measured model: per shape, the "
-                             "setting with the best accuracy and its fitted temperature, with the table")
+    parser.add_argument(
+        "--write-tuning",
+        type=Path,
+        help="write the tuning file (OPENJEV_TUNING_FILE) of the measured model: per shape, the "
+        "setting with the best accuracy and its fitted temperature, with the table",
+    )
     args = parser.parse_args(argv)
     meta, records = records_load(args.load)[:2] if args.load else run_resumed(args=args)
     if not records:
         raise SystemExit("no items were evaluated")
     rows, compared = report(records, model=meta["model"])
     if args.write_tuning:
-        chosen = tuning_write(path=args.write_tuning, meta=meta, rows=rows, records=records,
-                              command=" ".join(["bench/quality.py", *(sys.argv[1:] if argv is None else argv)]))
-        print(f"wrote {args.write_tuning}: " + "; ".join(
-            f"{shape}: {name}, T={t.temperature:.3f}" for shape, (name, t) in chosen.items()), file=sys.stderr)
+        chosen = tuning_write(
+            path=args.write_tuning,
+            meta=meta,
+            rows=rows,
+            records=records,
+            command=" ".join(["bench/quality.py", *(sys.argv[1:] if argv is None else argv)]),
+        )
+        print(
+            f"wrote {args.write_tuning}: "
+            + "; ".join(f"{shape}: {name}, T={t.temperature:.3f}" for shape, (name, t) in chosen.items()),
+            file=sys.stderr,
+        )
     if args.tempered:
         rows = [r for r in rows if r["setting"].endswith("+T")]
     if args.calibration:

@@ -37,10 +37,12 @@ ROUNDS, CALLS = 5, 200
 
 
 PARSERS: dict[str, Callable[[dict[str, Any]], Any]] = {
-    "systemone": lambda body: systemone_request_parse(data=body, limits=request_limits(),
-                                                      models=frozenset({body["model"]})),
-    "decisions": lambda body: decisions_request_parse(data=body, limits=decisions_limits(),
-                                                      models=frozenset({body["model"]})),
+    "systemone": lambda body: systemone_request_parse(
+        data=body, limits=request_limits(), models=frozenset({body["model"]})
+    ),
+    "decisions": lambda body: decisions_request_parse(
+        data=body, limits=decisions_limits(), models=frozenset({body["model"]})
+    ),
 }
 
 
@@ -55,8 +57,13 @@ def prepare_us(body: dict[str, Any], *, api: str) -> tuple[float, float]:
             start = time.thread_time()
             request = parse_body(body)
             parsed = time.thread_time()
-            plan_compile(conversation=request.evaluation.conversation, questions=request.evaluation.questions,
-                         tokenizer=tokenizer, labels=labels, budget=budget)
+            plan_compile(
+                conversation=request.evaluation.conversation,
+                questions=request.evaluation.questions,
+                tokenizer=tokenizer,
+                labels=labels,
+                budget=budget,
+            )
             parse_s, compile_s = parse_s + parsed - start, compile_s + time.thread_time() - parsed
         if round_:  # the first round warms the caches
             parse.append(parse_s / CALLS * 1e6)
@@ -68,8 +75,11 @@ def main() -> None:
     for name in ("R3", "R64"):
         for api, bodies in BODIES.items():
             parse, compile_ = prepare_us(bodies[name], api=api)
-            print(f"{api:9s} {name:4s} parse {parse:6.0f} µs  compile {compile_:6.0f} µs  per request "
-              f"(thread CPU, best of {ROUNDS} x {CALLS})", flush=True)
+            print(
+                f"{api:9s} {name:4s} parse {parse:6.0f} µs  compile {compile_:6.0f} µs  per request "
+                f"(thread CPU, best of {ROUNDS} x {CALLS})",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

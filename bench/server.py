@@ -108,8 +108,20 @@ def wait_http(url: str, timeout: float = 120) -> None:
 
 
 def server_command(*, server: str, port: int, fake_port: int, workers: int) -> list[str]:
-    command = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port), "--server", server,
-               "--connect", f"http://127.0.0.1:{fake_port}", "--migrate"]
+    command = [
+        sys.executable,
+        "manage.py",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--server",
+        server,
+        "--connect",
+        f"http://127.0.0.1:{fake_port}",
+        "--migrate",
+    ]
     return command + (["--workers", str(workers)] if workers != 1 else [])
 
 
@@ -147,31 +159,72 @@ def database_for_run(server_url: str | None) -> Iterator[str]:
 
 LIMITS: dict[str, dict[str, str]] = {
     "off": {},
-    "memory": {"OPENJEV_KEY_REQUESTS_PER_MINUTE": str(10**9), "OPENJEV_KEY_TOKENS_PER_MINUTE": str(10**12),
-               "OPENJEV_KEY_CONCURRENCY": str(10**6)},
+    "memory": {
+        "OPENJEV_KEY_REQUESTS_PER_MINUTE": str(10**9),
+        "OPENJEV_KEY_TOKENS_PER_MINUTE": str(10**12),
+        "OPENJEV_KEY_CONCURRENCY": str(10**6),
+    },
 }
 LIMITS["redis"] = {**LIMITS["memory"], "OPENJEV_REDIS_URL": "redis://127.0.0.1:6379/2"}
 """Per-key limits for `--limits`: none, all three counted in-process, or all three in a Redis on this machine
 (limits no request reaches: what is measured is the counting)."""
 
 
-def measure(args: argparse.Namespace, *, mode: str, store: str, workers: int, limits: str, fake_port: int,
-            fake: subprocess.Popen[str]) -> None:
+def measure(
+    args: argparse.Namespace,
+    *,
+    mode: str,
+    store: str,
+    workers: int,
+    limits: str,
+    fake_port: int,
+    fake: subprocess.Popen[str],
+) -> None:
     with database_for_run(args.database) as database_url:
-        measure_on(args, mode=mode, store=store, workers=workers, limits=limits, fake_port=fake_port, fake=fake,
-                   database_url=database_url)
+        measure_on(
+            args,
+            mode=mode,
+            store=store,
+            workers=workers,
+            limits=limits,
+            fake_port=fake_port,
+            fake=fake,
+            database_url=database_url,
+        )
 
 
-def measure_on(args: argparse.Namespace, *, mode: str, store: str, workers: int, limits: str, fake_port: int,
-               fake: subprocess.Popen[str], database_url: str) -> None:
+def measure_on(
+    args: argparse.Namespace,
+    *,
+    mode: str,
+    store: str,
+    workers: int,
+    limits: str,
+    fake_port: int,
+    fake: subprocess.Popen[str],
+    database_url: str,
+) -> None:
     port = free_port()
-    env = {**os.environ, "OPENJEV_TOKENIZER": str(qwen3_dir()), "OPENJEV_MODEL": "Qwen/Qwen3.6-35B-A3B",
-           "OPENJEV_BRANCH_MODE": mode, "OPENJEV_STORE_EVALUATIONS": store,
-           "OPENJEV_DATABASE_URL": database_url, "OPENJEV_SECRET_KEY": "bench-" + "x" * 50,
-           "DJANGO_SETTINGS_MODULE": "openjev_site.settings", "PYTHONPATH": str(ROOT), **LIMITS[limits]}
+    env = {
+        **os.environ,
+        "OPENJEV_TOKENIZER": str(qwen3_dir()),
+        "OPENJEV_MODEL": "Qwen/Qwen3.6-35B-A3B",
+        "OPENJEV_BRANCH_MODE": mode,
+        "OPENJEV_STORE_EVALUATIONS": store,
+        "OPENJEV_DATABASE_URL": database_url,
+        "OPENJEV_SECRET_KEY": "bench-" + "x" * 50,
+        "DJANGO_SETTINGS_MODULE": "openjev_site.settings",
+        "PYTHONPATH": str(ROOT),
+        **LIMITS[limits],
+    }
     log = (Path(tempfile.mkdtemp(prefix="openjev-bench-")) / "serve.log").open("w")  # per-request warnings
-    server = subprocess.Popen(server_command(server=args.server, port=port, fake_port=fake_port, workers=workers),
-                              cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        server_command(server=args.server, port=port, fake_port=fake_port, workers=workers),
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(url + "/health")
@@ -181,20 +234,30 @@ def measure_on(args: argparse.Namespace, *, mode: str, store: str, workers: int,
             requests = args.requests if name == "R3" else max(args.requests // 4, 50)
             asyncio.run(requests_send(url=url, body=body, count=64, concurrency=args.concurrency, path=path))  # warm
             calls_before, cpu_before, start = fake_calls(fake), cpu_seconds(pids), time.perf_counter()
-            results = asyncio.run(requests_send(url=url, body=body, count=requests, concurrency=args.concurrency,
-                                                path=path))
+            results = asyncio.run(
+                requests_send(url=url, body=body, count=requests, concurrency=args.concurrency, path=path)
+            )
             elapsed, cpu = time.perf_counter() - start, cpu_seconds(pids) - cpu_before
             calls = fake_calls(fake) - calls_before
             statuses = dict(Counter(status for status, _, _ in results))
             q = statistics.quantiles([ms for _, _, ms in results], n=100)
-            burst = burst_cpu_ms(url=url, body=body, pids=pids, size=args.concurrency,
-                                 bursts=max(4, requests // args.concurrency // 2), path=path)
+            burst = burst_cpu_ms(
+                url=url,
+                body=body,
+                pids=pids,
+                size=args.concurrency,
+                bursts=max(4, requests // args.concurrency // 2),
+                path=path,
+            )
             database = "" if args.database is None else " postgresql"
-            print(f"{args.server} {mode} store={store:4s}{database} workers={workers} limits={limits:6s} {api:9s} "
-                  f"{name:4s} "
-                  f"{statuses.get(200, 0) / elapsed:6.1f} eval/s  p50 {q[49]:6.1f} ms  p99 {q[98]:6.1f} ms  "
-                  f"CPU steady {cpu / requests * 1000:5.2f} burst {burst:5.2f} ms/eval  "
-                  f"backend calls/eval {calls / requests:4.2f}  statuses {statuses}", flush=True)
+            print(
+                f"{args.server} {mode} store={store:4s}{database} workers={workers} limits={limits:6s} {api:9s} "
+                f"{name:4s} "
+                f"{statuses.get(200, 0) / elapsed:6.1f} eval/s  p50 {q[49]:6.1f} ms  p99 {q[98]:6.1f} ms  "
+                f"CPU steady {cpu / requests * 1000:5.2f} burst {burst:5.2f} ms/eval  "
+                f"backend calls/eval {calls / requests:4.2f}  statuses {statuses}",
+                flush=True,
+            )
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(30)
@@ -208,10 +271,20 @@ def main() -> None:
     parser.add_argument("--store", choices=["off", "metadata", "full"], nargs="+", default=["off", "full"])
     parser.add_argument("--workers", type=int, nargs="+", default=[1], help="API processes (0 = one per core)")
     parser.add_argument("--workloads", choices=list(WORKLOADS), nargs="+", default=list(WORKLOADS))
-    parser.add_argument("--limits", choices=list(LIMITS), nargs="+", default=["off"],
-                        help="per-key limits counted: off, in-process, or in Redis on 127.0.0.1:6379")
-    parser.add_argument("--api", choices=list(API_PATHS), nargs="+", default=["systemone"],
-                        help="the routes to send each workload to (the same questions on each)")
+    parser.add_argument(
+        "--limits",
+        choices=list(LIMITS),
+        nargs="+",
+        default=["off"],
+        help="per-key limits counted: off, in-process, or in Redis on 127.0.0.1:6379",
+    )
+    parser.add_argument(
+        "--api",
+        choices=list(API_PATHS),
+        nargs="+",
+        default=["systemone"],
+        help="the routes to send each workload to (the same questions on each)",
+    )
     parser.add_argument("--requests", type=int, default=600, help="steady-load requests of R3 (R64: a quarter)")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--database", help="a PostgreSQL URL: store into a throwaway database on that server")
@@ -221,15 +294,21 @@ def main() -> None:
         serve_fake(args.serve_fake)
         return
     fake_port = free_port()
-    fake = subprocess.Popen([sys.executable, __file__, "--serve-fake", str(fake_port)], cwd=ROOT,
-                            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    fake = subprocess.Popen(
+        [sys.executable, __file__, "--serve-fake", str(fake_port)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         assert fake.stdout is not None and fake.stdout.readline().strip() == "ready"
         for mode in args.mode:
             for workers in args.workers:
                 for store, limits in itertools.product(args.store, args.limits):
-                    measure(args, mode=mode, store=store, workers=workers, limits=limits, fake_port=fake_port,
-                            fake=fake)
+                    measure(
+                        args, mode=mode, store=store, workers=workers, limits=limits, fake_port=fake_port, fake=fake
+                    )
     finally:
         fake.terminate()
         fake.wait(10)

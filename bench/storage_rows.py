@@ -44,21 +44,47 @@ ROUNDS, BATCHES, BATCH = 5, 10, 16
 def records_make(*, name: str, count: int) -> list[StoredEvaluation]:
     """`count` answered evaluations of workload `name`, each with its own made-up label log-probabilities."""
     body = WORKLOADS[name]
-    questions = systemone_request_parse(data=body, limits=request_limits(),
-                                        models=frozenset({body["model"]})).evaluation.questions
+    questions = systemone_request_parse(
+        data=body, limits=request_limits(), models=frozenset({body["model"]})
+    ).evaluation.questions
     rng = random.Random(13)
     records = []
     for index in range(count):
-        answers = tuple(answer_compute(
-            question=q, branches=[BranchScore(order=tuple(range(len(q.options))), label_logprobs=tuple(
-                math.log(rng.uniform(0.01, 1.0) / len(q.options)) for _ in q.options))],
-            temperature=1.0, confidence="entropy") for q in questions)
-        outcome = Outcome(answers=answers, usage=Usage(600, len(answers)), prefix_tokens=580, cached_tokens=580,
-                          timings=Timings(prepare_ms=0.4, prefill_ms=3.0, branches_ms=5.0), generations=2)
-        records.append(StoredEvaluation(
-            request_id=f"req_bench{name}{index:08d}", created_at=timezone.now(), level="full", caller=None,
-            received=received_of_body(data=body), served_model=body["model"], backend="sglang", total_ms=9.0,
-            outcome=outcome))
+        answers = tuple(
+            answer_compute(
+                question=q,
+                branches=[
+                    BranchScore(
+                        order=tuple(range(len(q.options))),
+                        label_logprobs=tuple(math.log(rng.uniform(0.01, 1.0) / len(q.options)) for _ in q.options),
+                    )
+                ],
+                temperature=1.0,
+                confidence="entropy",
+            )
+            for q in questions
+        )
+        outcome = Outcome(
+            answers=answers,
+            usage=Usage(600, len(answers)),
+            prefix_tokens=580,
+            cached_tokens=580,
+            timings=Timings(prepare_ms=0.4, prefill_ms=3.0, branches_ms=5.0),
+            generations=2,
+        )
+        records.append(
+            StoredEvaluation(
+                request_id=f"req_bench{name}{index:08d}",
+                created_at=timezone.now(),
+                level="full",
+                caller=None,
+                received=received_of_body(data=body),
+                served_model=body["model"],
+                backend="sglang",
+                total_ms=9.0,
+                outcome=outcome,
+            )
+        )
     return records
 
 
@@ -70,7 +96,7 @@ def writer_us(name: str) -> tuple[float, float]:
         build_s = insert_s = 0.0
         for start in range(0, len(records), BATCH):
             began = time.thread_time()
-            rows = [evaluation_rows_build(record=r) for r in records[start:start + BATCH]]
+            rows = [evaluation_rows_build(record=r) for r in records[start : start + BATCH]]
             built = time.thread_time()
             rows_insert(rows)
             build_s, insert_s = build_s + built - began, insert_s + time.thread_time() - built
@@ -90,8 +116,11 @@ def main() -> None:
         print(f"database: {connection.vendor}")
         for name in ("R3", "R64"):
             build, insert = writer_us(name)
-            print(f"{name:4s} build {build:6.0f} µs  insert {insert:6.0f} µs  per evaluation "
-                  f"(thread CPU, best of {ROUNDS} x {BATCHES} batches of {BATCH})", flush=True)
+            print(
+                f"{name:4s} build {build:6.0f} µs  insert {insert:6.0f} µs  per evaluation "
+                f"(thread CPU, best of {ROUNDS} x {BATCHES} batches of {BATCH})",
+                flush=True,
+            )
     finally:
         connection.close()
         connection.creation.destroy_test_db(old_name, verbosity=0)

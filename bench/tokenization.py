@@ -35,8 +35,11 @@ def main() -> None:
     for name, text in (("R64 state", state), ("README.md", readme), ("README.md x 4", readme * 4)):
         tokens = len(tokenizer.encode(text))
         reference, fast = per_call_us(tokenizer._reference_encode, text), per_call_us(tokenizer.encode, text)
-        print(f"{name:14s} {len(text):7d} chars {tokens:6d} tokens  tokenizers {reference:8.0f} µs  "
-              f"tiktoken {fast:7.0f} µs  ({reference / fast:.1f}x)", flush=True)
+        print(
+            f"{name:14s} {len(text):7d} chars {tokens:6d} tokens  tokenizers {reference:8.0f} µs  "
+            f"tiktoken {fast:7.0f} µs  ({reference / fast:.1f}x)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -19,10 +19,16 @@ def question_64(index: int) -> dict[str, Any]:
     if index < 22:
         return {"type": "noul", "instructions": f"Does the text mention issue number {index}?"}
     if index < 43:
-        return {"type": "choice", "instructions": f"Which team owns topic {index}?",
-                "criteria": {"Billing": "Payments", "Logistics": "Shipping", "Support": None, "Sales": "Pricing"}}
-    return {"type": "score", "instructions": f"How urgent is aspect {index}?",
-            "criteria": ["None", "Low", "Medium", "High", "Critical"]}
+        return {
+            "type": "choice",
+            "instructions": f"Which team owns topic {index}?",
+            "criteria": {"Billing": "Payments", "Logistics": "Shipping", "Support": None, "Sales": "Pricing"},
+        }
+    return {
+        "type": "score",
+        "instructions": f"How urgent is aspect {index}?",
+        "criteria": ["None", "Low", "Medium", "High", "Critical"],
+    }
 
 
 WORKLOADS: dict[str, dict[str, Any]] = {
@@ -39,9 +45,13 @@ def decisions_body_of(body: dict[str, Any]) -> dict[str, Any]:
         if question["type"] == "noul":
             asked["type"] = "predicate"
         elif question["type"] == "choice":
-            asked |= {"type": "choice", "choices": [{"value": key} if text is None else {"value": key,
-                                                                                       "description": text}
-                                                    for key, text in question["criteria"].items()]}
+            asked |= {
+                "type": "choice",
+                "choices": [
+                    {"value": key} if text is None else {"value": key, "description": text}
+                    for key, text in question["criteria"].items()
+                ],
+            }
         else:
             asked |= {"type": "score", "levels": [{"label": level} for level in question["criteria"]]}
         questions.append(asked)
@@ -50,5 +60,7 @@ def decisions_body_of(body: dict[str, Any]) -> dict[str, Any]:
 
 API_PATHS = {"systemone": "/v1/systemone", "decisions": "/v1/decisions"}
 BODIES: dict[str, dict[str, dict[str, Any]]] = {
-    "systemone": WORKLOADS, "decisions": {name: decisions_body_of(body) for name, body in WORKLOADS.items()}}
+    "systemone": WORKLOADS,
+    "decisions": {name: decisions_body_of(body) for name, body in WORKLOADS.items()},
+}
 """Workload bodies by API, then by name."""

@@ -27,8 +27,9 @@ from inference.metrics import ECE_BINS
 METRICS = (("accuracy", "accuracy"), ("log_loss", "log loss"), ("brier", "Brier"), ("ece", "ECE (10 bins)"))
 
 
-def reliability_chart(*, chart_id: str, title: str, series: Sequence[tuple[str, Sequence[Sequence[float]]]]
-                      ) -> dict[str, Any]:
+def reliability_chart(
+    *, chart_id: str, title: str, series: Sequence[tuple[str, Sequence[Sequence[float]]]]
+) -> dict[str, Any]:
     """Chart data for `_reliability.html`: x is each bin's centre, a series' value its accuracy (None
     where the bin is empty); `series` are (label, reliability bins as `inference.metrics` gives them)."""
     x = [(b + 0.5) / ECE_BINS for b in range(ECE_BINS)]
@@ -52,12 +53,24 @@ def _figure(value: Any) -> str:
 def confusion_html(*, keys: Sequence[str], matrix: Sequence[Sequence[int]]) -> SafeString:
     """Rows: the true option; columns: the answered one; the diagonal (right) in bold."""
     head = format_html_join("", "<th>{}</th>", ((k,) for k in keys))
-    rows = format_html_join("", "<tr><th>{}</th>{}</tr>", (
-        (key, format_html_join("", "<td class='oj-num'>{}</td>",
-                               ((format_html("<strong>{}</strong>", c) if i == j else c,) for j, c in enumerate(row))))
-        for i, (key, row) in enumerate(zip(keys, matrix, strict=True))))
-    return format_html("<table><thead><tr><th>true \\ answered</th>{}</tr></thead><tbody>{}</tbody></table>",
-                       head, rows)
+    rows = format_html_join(
+        "",
+        "<tr><th>{}</th>{}</tr>",
+        (
+            (
+                key,
+                format_html_join(
+                    "",
+                    "<td class='oj-num'>{}</td>",
+                    ((format_html("<strong>{}</strong>", c) if i == j else c,) for j, c in enumerate(row)),
+                ),
+            )
+            for i, (key, row) in enumerate(zip(keys, matrix, strict=True))
+        ),
+    )
+    return format_html(
+        "<table><thead><tr><th>true \\ answered</th>{}</tr></thead><tbody>{}</tbody></table>", head, rows
+    )
 
 
 @admin.register(Calibration)
@@ -66,11 +79,25 @@ class CalibrationAdmin(admin.ModelAdmin):
     list_filter = ("active", "method", "question_type")
     search_fields = ("=key", "subject")
     actions = ("activate", "deactivate")
-    readonly_fields = ("key", "subject", "question_type", "option_keys", "method", "temperature", "biases",
-                       "active", "created_at", "report_table", "reliability", "label_keys")
-    fieldsets = ((None, {"fields": ("subject", "key", "question_type", "option_keys", "active", "created_at")}),
-                 ("Tenants", {"fields": ("label_keys", "applies_to")}),
-                 ("Fit", {"fields": ("method", "temperature", "biases", "report_table", "reliability")}))
+    readonly_fields = (
+        "key",
+        "subject",
+        "question_type",
+        "option_keys",
+        "method",
+        "temperature",
+        "biases",
+        "active",
+        "created_at",
+        "report_table",
+        "reliability",
+        "label_keys",
+    )
+    fieldsets = (
+        (None, {"fields": ("subject", "key", "question_type", "option_keys", "active", "created_at")}),
+        ("Tenants", {"fields": ("label_keys", "applies_to")}),
+        ("Fit", {"fields": ("method", "temperature", "biases", "report_table", "reliability")}),
+    )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # fitted by `manage.py calibrate`, never typed in
@@ -86,18 +113,32 @@ class CalibrationAdmin(admin.ModelAdmin):
     @admin.display(description="report (held-out split)")
     def report_table(self, obj: Calibration) -> SafeString:
         r = obj.report
-        rows = format_html_join("", "<tr><th>{}</th><td class='oj-num'>{}</td><td class='oj-num'>{}</td></tr>",
-                                ((label, _figure(r["before"][name]), _figure(r["after"][name]))
-                                 for name, label in METRICS))
-        return format_html("<p>{} labels: fitted on {}, judged on {} held out (a seeded split).</p>"
-                           "<table><thead><tr><th></th><th>before</th><th>after</th></tr></thead><tbody>{}</tbody>"
-                           "</table>", r["n"], r["n_fit"], r["n_held_out"], rows)
+        rows = format_html_join(
+            "",
+            "<tr><th>{}</th><td class='oj-num'>{}</td><td class='oj-num'>{}</td></tr>",
+            ((label, _figure(r["before"][name]), _figure(r["after"][name])) for name, label in METRICS),
+        )
+        return format_html(
+            "<p>{} labels: fitted on {}, judged on {} held out (a seeded split).</p>"
+            "<table><thead><tr><th></th><th>before</th><th>after</th></tr></thead><tbody>{}</tbody>"
+            "</table>",
+            r["n"],
+            r["n_fit"],
+            r["n_held_out"],
+            rows,
+        )
 
     @admin.display(description="reliability (held-out split)")
     def reliability(self, obj: Calibration) -> SafeString:
-        return charts_html(charts=[reliability_chart(
-            chart_id=f"oj-reliability-{obj.pk}", title="Accuracy per confidence bin, before and after",
-            series=[("before", obj.report["reliability_before"]), ("after", obj.report["reliability_after"])])])
+        return charts_html(
+            charts=[
+                reliability_chart(
+                    chart_id=f"oj-reliability-{obj.pk}",
+                    title="Accuracy per confidence bin, before and after",
+                    series=[("before", obj.report["reliability_before"]), ("after", obj.report["reliability_after"])],
+                )
+            ]
+        )
 
     @admin.action(description="Activate (serve it; replaces the active one of its question)")
     def activate(self, request: HttpRequest, queryset: QuerySet[Calibration]) -> None:
@@ -141,20 +182,37 @@ class DatasetRunAdmin(admin.ModelAdmin):
         if not obj.metrics:
             return format_html('<span class="oj-muted">{}</span>', "not finished")
         link = reverse("admin:evaluations_evaluation_changelist") + f"?dataset_run__id__exact={obj.pk}"
-        rows = format_html_join("", "<tr><th>{}</th><td class='oj-num'>{}</td></tr>",
-                                ((label, self._metric(obj, name)) for name, label in
-                                 (*METRICS, ("label_mass", "mean label mass"))))
-        return format_html("<p>{} answered items (<a href='{}'>their evaluations</a>)</p><table>{}</table>",
-                           obj.metrics["n"], link, rows)
+        rows = format_html_join(
+            "",
+            "<tr><th>{}</th><td class='oj-num'>{}</td></tr>",
+            ((label, self._metric(obj, name)) for name, label in (*METRICS, ("label_mass", "mean label mass"))),
+        )
+        return format_html(
+            "<p>{} answered items (<a href='{}'>their evaluations</a>)</p><table>{}</table>",
+            obj.metrics["n"],
+            link,
+            rows,
+        )
 
     @admin.display(description="per question")
     def questions(self, obj: DatasetRun) -> SafeString:
         found = (obj.metrics or {}).get("questions", [])
-        tables = format_html_join("", "<h3>{} ({}, {} items)</h3>{}", (
-            (q["question_id"], q["type"], q["n"], confusion_html(keys=q["option_keys"], matrix=q["confusion"]))
-            for q in found))
-        charts = [reliability_chart(chart_id=f"oj-run-{obj.pk}-{i}", title=f"Reliability of {q['question_id']}",
-                                    series=[("as served", q["reliability"])]) for i, q in enumerate(found)]
+        tables = format_html_join(
+            "",
+            "<h3>{} ({}, {} items)</h3>{}",
+            (
+                (q["question_id"], q["type"], q["n"], confusion_html(keys=q["option_keys"], matrix=q["confusion"]))
+                for q in found
+            ),
+        )
+        charts = [
+            reliability_chart(
+                chart_id=f"oj-run-{obj.pk}-{i}",
+                title=f"Reliability of {q['question_id']}",
+                series=[("as served", q["reliability"])],
+            )
+            for i, q in enumerate(found)
+        ]
         return format_html("{}{}", tables, charts_html(charts=charts) if charts else "")
 
 
@@ -168,8 +226,9 @@ class AnswerLabelForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         keys = list(self.instance.option_keys or [])
-        self.fields["label"] = forms.ChoiceField(choices=[("", "— unlabelled —"), *((k, k) for k in keys)],
-                                                 required=False, help_text="The true option.")
+        self.fields["label"] = forms.ChoiceField(
+            choices=[("", "— unlabelled —"), *((k, k) for k in keys)], required=False, help_text="The true option."
+        )
 
     def clean_label(self) -> str | None:
         return self.cleaned_data["label"] or None
@@ -184,8 +243,16 @@ class AnswerLabelAdmin(admin.ModelAdmin):
     list_filter = ("type", ("label", admin.EmptyFieldListFilter))
     search_fields = ("^evaluation__request_id", "=question_id", "=question_key")
     list_select_related = ("evaluation",)
-    readonly_fields = ("evaluation", "question_id", "question_key", "type", "probabilities",
-                       "uncalibrated_probabilities", "calibration", "labelled_at")
+    readonly_fields = (
+        "evaluation",
+        "question_id",
+        "question_key",
+        "type",
+        "probabilities",
+        "uncalibrated_probabilities",
+        "calibration",
+        "labelled_at",
+    )
     fields = (*readonly_fields[:-1], "label", "labelled_at")
 
     def has_add_permission(self, request: HttpRequest) -> bool:

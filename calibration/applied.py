@@ -45,8 +45,9 @@ class _Active:
     def for_caller(self, *, label: str) -> dict[str, Calibrator]:
         if not self.scopes:
             return self.calibrators
-        return {key: found for key, found in self.calibrators.items()
-                if key not in self.scopes or label in self.scopes[key]}
+        return {
+            key: found for key, found in self.calibrators.items() if key not in self.scopes or label in self.scopes[key]
+        }
 
 
 _cache: TtlCache[str, _Active] = TtlCache(seconds=CALIBRATION_CACHE_SECONDS, max_entries=1)
@@ -71,8 +72,7 @@ def calibration_cache_forget() -> None:
 
 
 def calibrator_of(*, row: Calibration) -> Calibrator:
-    return Calibrator(temperature=row.temperature, biases=None if row.biases is None else tuple(row.biases),
-                      ref=row.pk)
+    return Calibrator(temperature=row.temperature, biases=None if row.biases is None else tuple(row.biases), ref=row.pk)
 
 
 def _active_fetch() -> _Active:
@@ -81,8 +81,10 @@ def _active_fetch() -> _Active:
         rows = list(Calibration.objects.filter(active=True))
     finally:
         connections.close_all()
-    return _Active(calibrators={row.key: calibrator_of(row=row) for row in rows},
-                   scopes={row.key: frozenset(row.applies_to) for row in rows if row.applies_to})
+    return _Active(
+        calibrators={row.key: calibrator_of(row=row) for row in rows},
+        scopes={row.key: frozenset(row.applies_to) for row in rows if row.applies_to},
+    )
 
 
 def _active_load() -> _Active:
@@ -110,8 +112,11 @@ def answer_calibrated(*, answer: Answer, calibrating: Calibrating) -> Answer:
     """The answer through its active calibrator, or as it was when it has none."""
     if not calibrating.calibrators:
         return answer
-    key = (classifier_key(name=calibrating.classifier) if calibrating.classifier is not None
-           else question_key(question=answer.question))
+    key = (
+        classifier_key(name=calibrating.classifier)
+        if calibrating.classifier is not None
+        else question_key(question=answer.question)
+    )
     found = calibrating.calibrators.get(key)
     if found is None or (found.biases is not None and len(found.biases) != len(answer.probabilities)):
         return answer
@@ -121,8 +126,9 @@ def answer_calibrated(*, answer: Answer, calibrating: Calibrating) -> Answer:
 def outcome_calibrated(*, outcome: Outcome, calibrating: Calibrating) -> Outcome:
     if not calibrating.calibrators:
         return outcome
-    return replace(outcome, answers=tuple(answer_calibrated(answer=a, calibrating=calibrating)
-                                          for a in outcome.answers))
+    return replace(
+        outcome, answers=tuple(answer_calibrated(answer=a, calibrating=calibrating) for a in outcome.answers)
+    )
 
 
 def calibrated_header(*, answers: tuple[Answer, ...]) -> dict[str, str]:

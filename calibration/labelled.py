@@ -46,8 +46,11 @@ def answer_scored(*, answer: EvaluationAnswer, uncalibrated: bool) -> Scored:
     """A labelled answer as a scored item: as served, or (`uncalibrated`) as it was before any
     calibration, which is what a new calibration is fitted on."""
     keys = list(answer.option_keys)
-    probabilities = (answer.uncalibrated_probabilities if uncalibrated and answer.uncalibrated_probabilities
-                     else answer.probabilities)
+    probabilities = (
+        answer.uncalibrated_probabilities
+        if uncalibrated and answer.uncalibrated_probabilities
+        else answer.probabilities
+    )
     assert answer.label is not None, "only labelled answers are scored"
     return Scored(probabilities=[float(probabilities[k]) for k in keys], label=keys.index(answer.label))
 
@@ -67,11 +70,17 @@ def labelled_report(*, answers: Iterable[EvaluationAnswer]) -> dict[str, Any]:
     }
     for key, group in groups.items():
         scored = [answer_scored(answer=a, uncalibrated=False) for a in group]
-        report["questions"].append({
-            "question_key": key, "question_id": group[0].question_id, "type": group[0].type,
-            "option_keys": list(group[0].option_keys), "n": len(group),
-            "confusion": confusion_matrix(items=scored, options=len(group[0].option_keys)),
-            "reliability": reliability_bins(items=scored)})
+        report["questions"].append(
+            {
+                "question_key": key,
+                "question_id": group[0].question_id,
+                "type": group[0].type,
+                "option_keys": list(group[0].option_keys),
+                "n": len(group),
+                "confusion": confusion_matrix(items=scored, options=len(group[0].option_keys)),
+                "reliability": reliability_bins(items=scored),
+            }
+        )
     return report
 
 

@@ -28,9 +28,17 @@ def _parse_args(argv: Iterable[str] | None) -> argparse.Namespace:
 def main(argv: Iterable[str] | None = None) -> None:
     """Serve until SIGINT/SIGTERM; prints the URL once it accepts connections."""
     args = _parse_args(argv)
-    server = FakeSGLang(host=args.host, port=args.port, delay=args.delay, api_key=args.api_key, keep_records=False,
-                        vocab_size=args.vocab_size, context_length=args.context_length, model_path=args.model_path,
-                        served_model_name=args.served_model_name)
+    server = FakeSGLang(
+        host=args.host,
+        port=args.port,
+        delay=args.delay,
+        api_key=args.api_key,
+        keep_records=False,
+        vocab_size=args.vocab_size,
+        context_length=args.context_length,
+        model_path=args.model_path,
+        served_model_name=args.served_model_name,
+    )
     server.report_cached_tokens = not args.no_cached_tokens
     stopping = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

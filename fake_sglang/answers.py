@@ -65,14 +65,24 @@ class Outcome:
 
 
 def abort_result(item: Item, started: float, report_cached: bool) -> dict[str, Any]:
-    meta: dict[str, Any] = {"id": item.rid, "finish_reason": {"type": "abort", "message": "Abort before prefill"},
-                            "prompt_tokens": len(item.ids), "completion_tokens": 0}
+    meta: dict[str, Any] = {
+        "id": item.rid,
+        "finish_reason": {"type": "abort", "message": "Abort before prefill"},
+        "prompt_tokens": len(item.ids),
+        "completion_tokens": 0,
+    }
     if report_cached:
         meta["cached_tokens"] = 0
     meta["e2e_latency"] = time.monotonic() - started
     if item.return_logprob:
-        meta.update(input_token_logprobs=[], output_token_logprobs=[], input_top_logprobs=[], output_top_logprobs=[],
-                    input_token_ids_logprobs=[], output_token_ids_logprobs=[])
+        meta.update(
+            input_token_logprobs=[],
+            output_token_logprobs=[],
+            input_top_logprobs=[],
+            output_top_logprobs=[],
+            input_token_ids_logprobs=[],
+            output_token_ids_logprobs=[],
+        )
     return {"text": "", "output_ids": [], "meta_info": meta}
 
 
@@ -104,10 +114,16 @@ def completion(item: Item, cached: int, started: float, overrides: Overrides) ->
     score = Scorer(item.ids, fn, clamped)
     max_new = item.sampling.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
     out_ids = [] if max_new == 0 else [_output_choose(item, score, overrides.vocab_size)]
-    finish: dict[str, Any] = ({"type": "length", "length": len(out_ids)} if max_new in (0, 1)
-                              else {"type": "stop", "matched": out_ids[0]})
-    meta: dict[str, Any] = {"id": item.rid, "finish_reason": finish, "prompt_tokens": len(item.ids),
-                            "weight_version": "default", "completion_tokens": len(out_ids)}
+    finish: dict[str, Any] = (
+        {"type": "length", "length": len(out_ids)} if max_new in (0, 1) else {"type": "stop", "matched": out_ids[0]}
+    )
+    meta: dict[str, Any] = {
+        "id": item.rid,
+        "finish_reason": finish,
+        "prompt_tokens": len(item.ids),
+        "weight_version": "default",
+        "completion_tokens": len(out_ids),
+    }
     if overrides.report_cached_tokens:
         meta["cached_tokens"] = cached
     meta["e2e_latency"] = time.monotonic() - started
@@ -138,8 +154,9 @@ def _logprob_meta(item: Item, out_ids: list[int], score: Scorer, overrides: Over
     }
 
 
-def answer_encode(result: dict[str, Any] | list[dict[str, Any]],
-                  malformed: Malformed | None) -> tuple[int, bytes, bytes]:
+def answer_encode(
+    result: dict[str, Any] | list[dict[str, Any]], malformed: Malformed | None
+) -> tuple[int, bytes, bytes]:
     """Serialize an answer, damaged on purpose when ``malformed`` asks for it."""
     if malformed == "not_json":
         return 200, b"<html><body>502 Bad Gateway</body></html>", b"text/html"

@@ -61,8 +61,9 @@ def _image_check(image: Any, what: str) -> None:
         except (IndexError, binascii.Error, ValueError):
             raise BadRequest(f"An exception occurred while loading IMAGE data at {what}: invalid base64") from None
     elif not image.startswith(("http://", "https://")):
-        raise BadRequest(f"An exception occurred while loading IMAGE data at {what}: the fake takes http(s) and "
-                         "data: URLs only")
+        raise BadRequest(
+            f"An exception occurred while loading IMAGE data at {what}: the fake takes http(s) and data: URLs only"
+        )
 
 
 def _placeholder_end(ids: list[int], start: int, vision: VisionTokens) -> int | None:
@@ -85,8 +86,9 @@ def placeholders_expand(ids: list[int], images: list[str], vision: VisionTokens,
     when the placeholders and the images disagree."""
     found = placeholders_count(ids, vision)
     if found != len(images):
-        raise BadRequest(f"Mismatch: the prompt has {found} image placeholder(s) but image_data has "
-                         f"{len(images)} image(s).")
+        raise BadRequest(
+            f"Mismatch: the prompt has {found} image placeholder(s) but image_data has {len(images)} image(s)."
+        )
     expanded: list[int] = []
     pending = iter(images)
     i = 0

@@ -45,7 +45,7 @@ class PrefixCache:
             if child is None:
                 break
             k = len(child.key)
-            if ids[pos:pos + k] != child.key:
+            if ids[pos : pos + k] != child.key:
                 return pos + _common_len(child.key, ids, pos)
             node, pos = child, pos + k
         return pos
@@ -62,14 +62,14 @@ class PrefixCache:
                 self.size += n - pos
                 return
             k = len(child.key)
-            if ids[pos:pos + k] == child.key:
+            if ids[pos : pos + k] == child.key:
                 node, pos = child, pos + k
                 continue
             common = _common_len(child.key, ids, pos)
             if common == n - pos:
                 return  # the prompt ends inside this edge: already covered
             self._split(node, child, common)
-            rest = list(ids[pos + common:])
+            rest = list(ids[pos + common :])
             node.children[ids[pos]].children[rest[0]] = _Node(rest)
             self.size += len(rest)
             return

@@ -17,25 +17,73 @@ DEFAULT_MAX_NEW_TOKENS = 128  # SamplingParams' default in SGLang
 # (FastAPI/pydantic dataclass); the fake rejects them so a typo in our client cannot go unnoticed.
 # `model` is no GenerateReqInput field, but the SGLang gateway (smg) adds it to every body it forwards
 # and SGLang ignores it, so it passes here too.
-_TOP_LEVEL_KEYS = frozenset({
-    "model",
-    "text", "input_ids", "sampling_params", "rid", "return_logprob", "logprob_start_len", "top_logprobs_num",
-    "token_ids_logprob", "return_text_in_logprobs", "stream", "log_metrics", "return_hidden_states",
-    "lora_path", "lora_id", "session_params", "custom_logit_processor", "bootstrap_host", "bootstrap_port",
-    "bootstrap_room", "bootstrap_pair_key", "data_parallel_rank", "priority", "no_logs", "extra_key",
-    "custom_labels", "return_bytes", "return_entropy", "routed_dp_rank", "conversation_id", "background",
-    "image_data",
-})
+_TOP_LEVEL_KEYS = frozenset(
+    {
+        "model",
+        "text",
+        "input_ids",
+        "sampling_params",
+        "rid",
+        "return_logprob",
+        "logprob_start_len",
+        "top_logprobs_num",
+        "token_ids_logprob",
+        "return_text_in_logprobs",
+        "stream",
+        "log_metrics",
+        "return_hidden_states",
+        "lora_path",
+        "lora_id",
+        "session_params",
+        "custom_logit_processor",
+        "bootstrap_host",
+        "bootstrap_port",
+        "bootstrap_room",
+        "bootstrap_pair_key",
+        "data_parallel_rank",
+        "priority",
+        "no_logs",
+        "extra_key",
+        "custom_labels",
+        "return_bytes",
+        "return_entropy",
+        "routed_dp_rank",
+        "conversation_id",
+        "background",
+        "image_data",
+    }
+)
 # Accepted by SGLang but meaningless for a text-free fake; rejected so nobody believes they work here.
 _UNSUPPORTED_KEYS = ("input_embeds", "video_data", "audio_data", "modalities")
 # SGLang's SamplingParams constructor arguments: anything else raises before the request is scheduled.
-_SAMPLING_KEYS = frozenset({
-    "max_new_tokens", "stop", "stop_token_ids", "temperature", "top_p", "top_k", "min_p", "frequency_penalty",
-    "presence_penalty", "repetition_penalty", "min_new_tokens", "n", "json_schema", "regex", "ebnf",
-    "structural_tag", "ignore_eos", "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim",
-    "custom_params", "stream_interval", "logit_bias", "sampling_seed",
-})
-
+_SAMPLING_KEYS = frozenset(
+    {
+        "max_new_tokens",
+        "stop",
+        "stop_token_ids",
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "frequency_penalty",
+        "presence_penalty",
+        "repetition_penalty",
+        "min_new_tokens",
+        "n",
+        "json_schema",
+        "regex",
+        "ebnf",
+        "structural_tag",
+        "ignore_eos",
+        "skip_special_tokens",
+        "spaces_between_special_tokens",
+        "no_stop_trim",
+        "custom_params",
+        "stream_interval",
+        "logit_bias",
+        "sampling_seed",
+    }
+)
 
 
 @dataclass(slots=True)
@@ -117,8 +165,9 @@ def _check_sampling_ranges(sp: dict[str, Any]) -> None:
             raise BadRequest(message)
 
 
-def _per_item(body: dict[str, Any], key: str, size: int, default: Any, *, batched: bool,
-              nested: bool = False) -> list[Any]:
+def _per_item(
+    body: dict[str, Any], key: str, size: int, default: Any, *, batched: bool, nested: bool = False
+) -> list[Any]:
     """Broadcast a scalar (or, for ``nested`` keys, a flat list) to every batch item; check list lengths."""
     value = body.get(key, default)
     nested_ok = not nested or (bool(value) and all(isinstance(v, list) for v in value))
@@ -147,8 +196,9 @@ def _check_top_level(body: Any) -> None:
         raise BadRequest("Either text, input_ids or input_embeds should be provided.")
 
 
-def generate_parse(body: Any, vocab_size: int, context_length: int, vision: VisionTokens | None = None,
-                   image_tokens: int = 64) -> tuple[list[Item], bool]:
+def generate_parse(
+    body: Any, vocab_size: int, context_length: int, vision: VisionTokens | None = None, image_tokens: int = 64
+) -> tuple[list[Item], bool]:
     """Validate a /generate body; return its items (placeholders expanded for their images, when the
     server sees: `vision`) and whether the answer must be a list."""
     _check_top_level(body)
@@ -174,12 +224,17 @@ def generate_parse(body: Any, vocab_size: int, context_length: int, vision: Visi
         ids = _check_ids(prompt, what, vocab_size)
         if vision is not None and images[i]:
             ids = placeholders_expand(ids, images[i], vision, image_tokens)
-        item = Item(ids=ids, images=images[i], sampling=_check_sampling(columns["sampling"][i]),
-                     return_logprob=_check_flag(columns["return_logprob"][i], "return_logprob"),
-                     logprob_start_len=_check_start(columns["start"][i], len(ids)),
-                     top_logprobs_num=_check_top(columns["top"][i]),
-                     label_ids=_check_labels(columns["labels"][i], vocab_size), rid=rids[i],
-                     text_in_logprobs=text_in_logprobs)
+        item = Item(
+            ids=ids,
+            images=images[i],
+            sampling=_check_sampling(columns["sampling"][i]),
+            return_logprob=_check_flag(columns["return_logprob"][i], "return_logprob"),
+            logprob_start_len=_check_start(columns["start"][i], len(ids)),
+            top_logprobs_num=_check_top(columns["top"][i]),
+            label_ids=_check_labels(columns["labels"][i], vocab_size),
+            rid=rids[i],
+            text_in_logprobs=text_in_logprobs,
+        )
         _check_context(item, context_length)
         items.append(item)
     return items, batched
@@ -235,13 +290,14 @@ def _check_labels(value: Any, vocab_size: int) -> list[int] | None:
 def _check_context(item: Item, context_length: int) -> None:
     n = len(item.ids)
     if n >= context_length:
-        raise BadRequest(f"The input ({n} tokens) is longer than the model's context length "
-                          f"({context_length} tokens).")
+        raise BadRequest(f"The input ({n} tokens) is longer than the model's context length ({context_length} tokens).")
     max_new = item.sampling.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS) or 0
     if n + max_new >= context_length:
-        raise BadRequest(f"Requested token count exceeds the model's maximum context length of {context_length} "
-                          f"tokens. You requested a total of {n + max_new} tokens: {n} tokens from the input "
-                          f"messages and {max_new} tokens for the completion.")
+        raise BadRequest(
+            f"Requested token count exceeds the model's maximum context length of {context_length} "
+            f"tokens. You requested a total of {n + max_new} tokens: {n} tokens from the input "
+            f"messages and {max_new} tokens for the completion."
+        )
 
 
 def validation_error(message: str) -> dict[str, Any]:

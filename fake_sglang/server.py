@@ -42,10 +42,21 @@ class FakeSGLang(ThreadedServer):
     ``max_in_flight``, ``waiting_calls``, ``generate_calls``.
     """
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, vocab_size: int = DEFAULT_VOCAB_SIZE,
-                 model_path: str = "fake/Qwen3-0.6B", served_model_name: str | None = None,
-                 context_length: int = 32768, api_key: str | None = None, delay: float = 0.0,
-                 cache_capacity_tokens: int = 2_000_000, keep_alive_s: float = 75.0, keep_records: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        vocab_size: int = DEFAULT_VOCAB_SIZE,
+        model_path: str = "fake/Qwen3-0.6B",
+        served_model_name: str | None = None,
+        context_length: int = 32768,
+        api_key: str | None = None,
+        delay: float = 0.0,
+        cache_capacity_tokens: int = 2_000_000,
+        keep_alive_s: float = 75.0,
+        keep_records: bool = True,
+    ) -> None:
         super().__init__(host=host, port=port, keep_alive_s=keep_alive_s, name="fake-sglang")
         self.vocab_size = vocab_size
         self.model_path = model_path
@@ -144,8 +155,7 @@ class FakeSGLang(ThreadedServer):
             return
         await route(scope, receive, send)
 
-    def _route_table(self) -> dict[tuple[str, str], Callable[[dict[str, Any], ASGIReceive, ASGISend],
-                                                              Awaitable[None]]]:
+    def _route_table(self) -> dict[tuple[str, str], Callable[[dict[str, Any], ASGIReceive, ASGISend], Awaitable[None]]]:
         return {
             ("POST", "/generate"): self._generate,
             ("PUT", "/generate"): self._generate,
@@ -163,22 +173,47 @@ class FakeSGLang(ThreadedServer):
         await respond_raw(send, 200 if self.healthy else 503, b"", b"text/plain")
 
     async def _model_info(self, scope: dict[str, Any], receive: ASGIReceive, send: ASGISend) -> None:
-        await respond(send, 200, {"model_path": self.model_path, "tokenizer_path": self.model_path,
-                                   "is_generation": True, "preferred_sampling_params": None,
-                                   "weight_version": "default"})
+        await respond(
+            send,
+            200,
+            {
+                "model_path": self.model_path,
+                "tokenizer_path": self.model_path,
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+            },
+        )
 
     async def _server_info(self, scope: dict[str, Any], receive: ASGIReceive, send: ASGISend) -> None:
         """A subset of what SGLang merges here (its ServerArgs, scheduler info, per-rank internal states,
         version): the fields a gateway or an operator reads to identify the worker."""
-        await respond(send, 200, {"model_path": self.model_path, "tokenizer_path": self.model_path,
-                                   "served_model_name": self.served_model_name, "host": self.host, "port": self.port,
-                                   "context_length": self.context_length, "disable_radix_cache": False,
-                                   "max_total_num_tokens": self.cache.capacity_tokens,
-                                   "internal_states": [{"last_gen_throughput": 0.0}], "version": "0.5.23"})
+        await respond(
+            send,
+            200,
+            {
+                "model_path": self.model_path,
+                "tokenizer_path": self.model_path,
+                "served_model_name": self.served_model_name,
+                "host": self.host,
+                "port": self.port,
+                "context_length": self.context_length,
+                "disable_radix_cache": False,
+                "max_total_num_tokens": self.cache.capacity_tokens,
+                "internal_states": [{"last_gen_throughput": 0.0}],
+                "version": "0.5.23",
+            },
+        )
 
     async def _models(self, scope: dict[str, Any], receive: ASGIReceive, send: ASGISend) -> None:
-        card = {"id": self.served_model_name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
-                "root": self.served_model_name, "max_model_len": self.context_length}
+        card = {
+            "id": self.served_model_name,
+            "object": "model",
+            "created": int(time.time()),
+            "owned_by": "sglang",
+            "root": self.served_model_name,
+            "max_model_len": self.context_length,
+        }
         await respond(send, 200, {"object": "list", "data": [card]})
 
     async def _abort_request(self, scope: dict[str, Any], receive: ASGIReceive, send: ASGISend) -> None:
@@ -209,8 +244,13 @@ class FakeSGLang(ThreadedServer):
     # ---- /generate ------------------------------------------------------------------------------
 
     async def _generate(self, scope: dict[str, Any], receive: ASGIReceive, send: ASGISend) -> None:
-        record: RequestRecord = {"path": scope["path"], "body": None, "t_start": time.monotonic(), "t_end": None,
-                                 "status": None}
+        record: RequestRecord = {
+            "path": scope["path"],
+            "body": None,
+            "t_start": time.monotonic(),
+            "t_end": None,
+            "status": None,
+        }
         with self._lock:
             if self.keep_records:
                 self.requests.append(record)
@@ -226,8 +266,9 @@ class FakeSGLang(ThreadedServer):
             with self._lock:
                 self.in_flight -= 1
 
-    async def _generate_answer(self, record: RequestRecord, index: int,
-                               receive: ASGIReceive) -> tuple[int, bytes, bytes]:
+    async def _generate_answer(
+        self, record: RequestRecord, index: int, receive: ASGIReceive
+    ) -> tuple[int, bytes, bytes]:
         raw = await body_read(receive)
         try:
             body = loads(raw)
@@ -299,6 +340,10 @@ class FakeSGLang(ThreadedServer):
             return abort_result(item, started, self.report_cached_tokens)
         self.cache.insert(item.ids)
         cached = min(outcome.cached, len(item.ids) - 1)
-        overrides = Overrides(vocab_size=self.vocab_size, logprob_fn=self.logprob_fn,
-                              clamped=frozenset(self.clamp_token_ids), report_cached_tokens=self.report_cached_tokens)
+        overrides = Overrides(
+            vocab_size=self.vocab_size,
+            logprob_fn=self.logprob_fn,
+            clamped=frozenset(self.clamp_token_ids),
+            report_cached_tokens=self.report_cached_tokens,
+        )
         return completion(item, cached, started, overrides)

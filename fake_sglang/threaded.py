@@ -68,8 +68,9 @@ class ThreadedServer:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
     async def __call__(self, scope: dict[str, Any], receive: ASGIReceive, send: ASGISend) -> None:
@@ -99,9 +100,17 @@ class ThreadedServer:
             return
         sock = socket_bind(self.host, self.port)
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self, log_config=None, log_level="warning", access_log=False, lifespan="off",
-                                http="h11", proxy_headers=False, timeout_keep_alive=int(self.keep_alive_s),
-                                backlog=4096)
+        config = uvicorn.Config(
+            self,
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            http="h11",
+            proxy_headers=False,
+            timeout_keep_alive=int(self.keep_alive_s),
+            backlog=4096,
+        )
         server = uvicorn.Server(config)
         self._uvicorn = server
         self._serve_task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))

@@ -57,18 +57,28 @@ def _plans_compile(*, evaluator: Evaluator, requests: Sequence[EvaluationRequest
         raise RequestInvalid(problems)
     total, limit = sum(plan.input_tokens for plan, _ in compiled), evaluator.budget.max_total_input_tokens
     if total > limit:
-        raise RequestInvalid([Problem(("requests",), f"{total} input tokens over all inputs, over the limit of {limit}",
-                                      "too_long")])
+        raise RequestInvalid(
+            [Problem(("requests",), f"{total} input tokens over all inputs, over the limit of {limit}", "too_long")]
+        )
     return compiled
 
 
 async def _plans_run(*, evaluator: Evaluator, compiled: Sequence[tuple[Plan, float]]) -> tuple[Outcome, ...]:
     try:
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(plan_run(plan=plan, backend=evaluator.backend, scoring=evaluator.scoring,
-                                                timeout=evaluator.timeout, priors=evaluator.priors,
-                                                prepare_ms=prepare_ms))
-                     for plan, prepare_ms in compiled]
+            tasks = [
+                group.create_task(
+                    plan_run(
+                        plan=plan,
+                        backend=evaluator.backend,
+                        scoring=evaluator.scoring,
+                        timeout=evaluator.timeout,
+                        priors=evaluator.priors,
+                        prepare_ms=prepare_ms,
+                    )
+                )
+                for plan, prepare_ms in compiled
+            ]
     except BaseExceptionGroup as failures:  # the first failure as itself; the rest were cancelled by it
         raise failures.exceptions[0] from None
     return tuple(task.result() for task in tasks)
@@ -81,12 +91,16 @@ def outcomes_merge(*, outcomes: Sequence[Outcome]) -> Outcome:
     cached = [o.cached_tokens for o in outcomes]
     return Outcome(
         answers=tuple(a for o in outcomes for a in o.answers),
-        usage=Usage(input_tokens=sum(o.usage.input_tokens for o in outcomes),
-                    output_tokens=sum(o.usage.output_tokens for o in outcomes)),
+        usage=Usage(
+            input_tokens=sum(o.usage.input_tokens for o in outcomes),
+            output_tokens=sum(o.usage.output_tokens for o in outcomes),
+        ),
         prefix_tokens=sum(o.prefix_tokens for o in outcomes),
         cached_tokens=None if any(c is None for c in cached) else sum(c for c in cached if c is not None),
-        timings=Timings(prepare_ms=sum(o.timings.prepare_ms for o in outcomes),
-                        prefill_ms=max(o.timings.prefill_ms for o in outcomes),
-                        branches_ms=max(o.timings.branches_ms for o in outcomes)),
+        timings=Timings(
+            prepare_ms=sum(o.timings.prepare_ms for o in outcomes),
+            prefill_ms=max(o.timings.prefill_ms for o in outcomes),
+            branches_ms=max(o.timings.branches_ms for o in outcomes),
+        ),
         generations=sum(o.generations for o in outcomes),
     )

@@ -56,8 +56,13 @@ def _split_pattern(pre_tokenizer: Any) -> str | None:
     if not isinstance(steps, list) or len(steps) != 2:
         return None
     split, byte_level = steps
-    if (split.get("type") != "Split" or split.get("behavior") != "Isolated" or split.get("invert")
-            or not isinstance(split.get("pattern"), dict) or not isinstance(split["pattern"].get("Regex"), str)):
+    if (
+        split.get("type") != "Split"
+        or split.get("behavior") != "Isolated"
+        or split.get("invert")
+        or not isinstance(split.get("pattern"), dict)
+        or not isinstance(split["pattern"].get("Regex"), str)
+    ):
         return None
     if byte_level.get("type") != "ByteLevel" or byte_level.get("use_regex") or byte_level.get("add_prefix_space"):
         return None
@@ -67,9 +72,15 @@ def _split_pattern(pre_tokenizer: Any) -> str | None:
 
 def _ranks(model: Any) -> dict[bytes, int] | None:
     """Token bytes → id, when ids are tiktoken ranks: byte-level BPE whose merge i makes token 256 + i."""
-    if (not isinstance(model, dict) or model.get("type") != "BPE" or model.get("dropout") is not None
-            or model.get("byte_fallback") or model.get("continuing_subword_prefix")
-            or model.get("end_of_word_suffix") or model.get("ignore_merges")):
+    if (
+        not isinstance(model, dict)
+        or model.get("type") != "BPE"
+        or model.get("dropout") is not None
+        or model.get("byte_fallback")
+        or model.get("continuing_subword_prefix")
+        or model.get("end_of_word_suffix")
+        or model.get("ignore_merges")
+    ):
         return None
     vocab, merges = model.get("vocab"), model.get("merges")
     if not isinstance(vocab, dict) or not isinstance(merges, list) or len(vocab) != 256 + len(merges):
@@ -124,7 +135,7 @@ def tiktoken_encoder_build(*, spec: dict[str, Any], reference: Encode) -> Encode
         start = 0
         for found in special_split.finditer(text) if specials else ():
             if found.start() > start:
-                ids += _ordinary(text[start:found.start()])
+                ids += _ordinary(text[start : found.start()])
             ids.append(specials[found.group()])
             start = found.end()
         if start < len(text):

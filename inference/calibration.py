@@ -23,9 +23,15 @@ Labelled = tuple[Question, Sequence[BranchScore], int]
 
 def scored_at(*, items: Sequence[Labelled], temperature: float) -> list[Scored]:
     """The answers recomputed at `temperature` (debiasing and option orders as when served)."""
-    return [Scored(probabilities=answer_compute(question=q, branches=b, temperature=temperature,
-                                                confidence="entropy").probabilities, label=label)
-            for q, b, label in items]
+    return [
+        Scored(
+            probabilities=answer_compute(
+                question=q, branches=b, temperature=temperature, confidence="entropy"
+            ).probabilities,
+            label=label,
+        )
+        for q, b, label in items
+    ]
 
 
 def log_loss_at(*, items: Sequence[Labelled], temperature: float) -> float:
@@ -53,6 +59,7 @@ def minimum_find(*, loss: Callable[[float], float], low: float, high: float, ste
 
 def temperature_fit(*, items: Sequence[Labelled]) -> float:
     """The temperature that minimises the items' log loss (searched on a log scale)."""
-    log_t = minimum_find(loss=lambda x: log_loss_at(items=items, temperature=math.exp(x)),
-                         low=math.log(T_MIN), high=math.log(T_MAX))
+    log_t = minimum_find(
+        loss=lambda x: log_loss_at(items=items, temperature=math.exp(x)), low=math.log(T_MIN), high=math.log(T_MAX)
+    )
     return math.exp(log_t)

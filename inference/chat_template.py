@@ -32,8 +32,13 @@ def _raise_exception(message: str) -> None:
     raise TemplateError(message)
 
 
-def _tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None,
-            separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
+def _tojson(
+    x: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
@@ -73,8 +78,11 @@ class ChatTemplate:
             raise RequestInvalid([Problem(("state",), message, "chat_template")]) from exc
 
     def _render(self, messages: Sequence[dict[str, Any]]) -> str:
-        return str(self._compiled.render(messages=list(messages), add_generation_prompt=True,
-                                         enable_thinking=False, **self.special_tokens))
+        return str(
+            self._compiled.render(
+                messages=list(messages), add_generation_prompt=True, enable_thinking=False, **self.special_tokens
+            )
+        )
 
     @cached_property
     def _renders_plain_chat(self) -> bool:

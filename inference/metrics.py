@@ -41,11 +41,20 @@ def metrics_compute(*, items: Sequence[Scored]) -> Metrics:
     n = len(items)
     hits = [label_argmax(item.probabilities) == item.label for item in items]
     log_loss = -math.fsum(math.log(max(item.probabilities[item.label], LOG_FLOOR)) for item in items) / n
-    brier = math.fsum(
-        math.fsum((p - (1.0 if k == item.label else 0.0)) ** 2 for k, p in enumerate(item.probabilities))
-        for item in items) / n
-    return Metrics(n=n, accuracy=sum(hits) / n, log_loss=log_loss, brier=brier,
-                   ece=expected_calibration_error(confidences=[max(i.probabilities) for i in items], hits=hits))
+    brier = (
+        math.fsum(
+            math.fsum((p - (1.0 if k == item.label else 0.0)) ** 2 for k, p in enumerate(item.probabilities))
+            for item in items
+        )
+        / n
+    )
+    return Metrics(
+        n=n,
+        accuracy=sum(hits) / n,
+        log_loss=log_loss,
+        brier=brier,
+        ece=expected_calibration_error(confidences=[max(i.probabilities) for i in items], hits=hits),
+    )
 
 
 def expected_calibration_error(*, confidences: Sequence[float], hits: Sequence[bool], bins: int = ECE_BINS) -> float:

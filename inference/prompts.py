@@ -85,8 +85,9 @@ class Budget:
     """The longest token of the tokenizer in characters (an upper bound is enough)."""
 
 
-def prompt_split(*, tokenizer: Tokenizer, conversation: Sequence[Message],
-                 vision: Vision | None = None) -> tuple[str, str]:
+def prompt_split(
+    *, tokenizer: Tokenizer, conversation: Sequence[Message], vision: Vision | None = None
+) -> tuple[str, str]:
     """(prefix, ending): the rendered conversation cut at our marker; images as `vision` places them."""
     closing = {"role": "user", "content": f"{INSTRUCTION}\n\n{MARKER}"}
     image_text = vision.image_text if vision else None
@@ -188,8 +189,15 @@ def _labels_key(labels: Sequence[Label]) -> str:
     return found[1]
 
 
-def _block_ids(*, cache: SizedLRU[str | _Block, tuple[int, ...]], tokenizer: Tokenizer, question: Question,
-               labels: Sequence[Label], label_texts: str, order: tuple[int, ...] | None) -> tuple[int, ...]:
+def _block_ids(
+    *,
+    cache: SizedLRU[str | _Block, tuple[int, ...]],
+    tokenizer: Tokenizer,
+    question: Question,
+    labels: Sequence[Label],
+    label_texts: str,
+    order: tuple[int, ...] | None,
+) -> tuple[int, ...]:
     """The tokens of a question block, cached by the question's identity (not its text: building the
     text of 64 blocks per request, only to look their tokens up, was a tenth of the compile's CPU)."""
     key = (question.identity, order, label_texts)
@@ -201,8 +209,14 @@ def _block_ids(*, cache: SizedLRU[str | _Block, tuple[int, ...]], tokenizer: Tok
 
 
 def plan_compile(
-    *, conversation: Sequence[Message], questions: Sequence[Question], tokenizer: Tokenizer, labels: Sequence[Label],
-    budget: Budget, permutations: int | Callable[[Question], int] = 1, vision: Vision | None = None,
+    *,
+    conversation: Sequence[Message],
+    questions: Sequence[Question],
+    tokenizer: Tokenizer,
+    labels: Sequence[Label],
+    budget: Budget,
+    permutations: int | Callable[[Question], int] = 1,
+    vision: Vision | None = None,
 ) -> Plan:
     """Render, split, tokenize and check budgets (and images against `vision`, None when the model cannot
     see); raises RequestInvalid before any backend call. `permutations`: option orders per question, one
@@ -232,18 +246,27 @@ def plan_compile(
     branches = tuple(
         Branch(
             question=q,
-            suffix_ids=_block_ids(cache=cache, tokenizer=tokenizer, question=q, labels=labels, label_texts=label_texts,
-                                  order=order) + ending_ids,
+            suffix_ids=_block_ids(
+                cache=cache, tokenizer=tokenizer, question=q, labels=labels, label_texts=label_texts, order=order
+            )
+            + ending_ids,
             label_ids=labels_of(len(q.options)),
             order=order,
         )
         for q in questions
-        for order in option_orders(count=len(q.options), ordinal=q.type == "score",
-                                   permutations=permutations(q) if callable(permutations) else permutations)
+        for order in option_orders(
+            count=len(q.options),
+            ordinal=q.type == "score",
+            permutations=permutations(q) if callable(permutations) else permutations,
+        )
     )
     if images and vision:
-        placeholders_check(vision=vision, images=len(images), prefix_ids=prefix_ids,
-                           suffixes=[(b.question.id, b.suffix_ids) for b in branches])
+        placeholders_check(
+            vision=vision,
+            images=len(images),
+            prefix_ids=prefix_ids,
+            suffixes=[(b.question.id, b.suffix_ids) for b in branches],
+        )
     plan = Plan(prefix_ids=prefix_ids, branches=branches, image_data=tuple(image.url for image in images))
     _budget_check(plan=plan, budget=budget)
     return plan
@@ -253,8 +276,15 @@ def _characters_check(*, prefix: str, budget: Budget) -> None:
     """A cheap refusal before tokenizing: no token is longer than `max_token_chars` characters, so a
     prefix that long times the budget cannot fit whatever its tokens."""
     if len(prefix) > budget.max_input_tokens * budget.max_token_chars:
-        raise RequestInvalid([Problem(("state",), f"the state is {len(prefix)} characters long, more than "
-                                                  f"{budget.max_input_tokens} tokens can hold", "token_limit")])
+        raise RequestInvalid(
+            [
+                Problem(
+                    ("state",),
+                    f"the state is {len(prefix)} characters long, more than {budget.max_input_tokens} tokens can hold",
+                    "token_limit",
+                )
+            ]
+        )
 
 
 def _budget_check(*, plan: Plan, budget: Budget) -> None:

@@ -67,8 +67,7 @@ class Message:
         elif image_text is not None:
             content = "".join(image_text if isinstance(p, Image) else p for p in self.content)
         else:
-            content = [{"type": "image"} if isinstance(p, Image) else {"type": "text", "text": p}
-                       for p in self.content]
+            content = [{"type": "image"} if isinstance(p, Image) else {"type": "text", "text": p} for p in self.content]
         return {"role": self.role, "content": content, **dict(self.extra)}
 
 

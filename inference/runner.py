@@ -109,8 +109,9 @@ OFF_LOOP_CHARACTERS = 16_384
 text takes a second to tokenise, and the event loop must keep answering meanwhile."""
 
 
-async def evaluation_run(*, evaluator: Evaluator, request: EvaluationRequest,
-                         on_answer: AnswerSink | None = None) -> Outcome:
+async def evaluation_run(
+    *, evaluator: Evaluator, request: EvaluationRequest, on_answer: AnswerSink | None = None
+) -> Outcome:
     """Admit (Overloaded), compile (RequestInvalid on budgets), then run the plan under the deadline.
 
     Admission comes first so the work a request can cause (tokenising up to the body limit) is
@@ -141,15 +142,23 @@ async def plan_prepare(*, evaluator: Evaluator, request: EvaluationRequest) -> P
 
 def plan_of(*, evaluator: Evaluator, request: EvaluationRequest) -> Plan:
     """`plan_compile` for this evaluator (RequestInvalid on budgets)."""
-    return plan_compile(conversation=request.conversation, questions=request.questions,
-                        tokenizer=evaluator.backend.tokenizer(), labels=evaluator.labels, budget=evaluator.budget,
-                        permutations=evaluator.scoring.permutations, vision=evaluator.vision)
+    return plan_compile(
+        conversation=request.conversation,
+        questions=request.questions,
+        tokenizer=evaluator.backend.tokenizer(),
+        labels=evaluator.labels,
+        budget=evaluator.budget,
+        permutations=evaluator.scoring.permutations,
+        vision=evaluator.vision,
+    )
 
 
 def request_texts(*, request: EvaluationRequest) -> list[Any]:
     """The texts a request's compile tokenises, as `text_size` counts them."""
-    return [*((m.content, m.extra) for m in request.conversation),
-            *((q.instructions, *(o.text for o in q.options)) for q in request.questions)]
+    return [
+        *((m.content, m.extra) for m in request.conversation),
+        *((q.instructions, *(o.text for o in q.options)) for q in request.questions),
+    ]
 
 
 def text_size(*, value: Any, limit: int) -> int:
@@ -169,8 +178,14 @@ def text_size(*, value: Any, limit: int) -> int:
 
 
 async def plan_run(
-    *, plan: Plan, backend: Backend, scoring: Scoring, timeout: float, priors: Priors | None = None,
-    prepare_ms: float = 0.0, on_answer: AnswerSink | None = None,
+    *,
+    plan: Plan,
+    backend: Backend,
+    scoring: Scoring,
+    timeout: float,
+    priors: Priors | None = None,
+    prepare_ms: float = 0.0,
+    on_answer: AnswerSink | None = None,
 ) -> Outcome:
     """Warm-up, then every branch (and the content-free prior of each question not measured yet);
     with `on_answer`, each answer is also handed over as soon as the generations it needs are in."""
@@ -178,18 +193,25 @@ async def plan_run(
     known, unmeasured = priors.lookup(branches=debiased) if priors else ({}, [])
     warm_rid = _rid()
     calls = [
-        BranchCall(rid=_rid(), prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids,
-                   image_data=plan.image_data)
+        BranchCall(
+            rid=_rid(), prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids, image_data=plan.image_data
+        )
         for b in plan.branches
     ]
     # Priors go last: the llama.cpp backend keeps the evaluation's prefix cached for every real branch.
     calls += [
         BranchCall(rid=_rid(), prefix=priors.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids)
-        for b in unmeasured if priors
+        for b in unmeasured
+        if priors
     ]
     pending = [warm_rid, *(c.rid for c in calls)]
-    stream = None if on_answer is None else AnswerStream(
-        plan=plan, prior_branches=unmeasured, priors=known if priors else None, scoring=scoring, sink=on_answer)
+    stream = (
+        None
+        if on_answer is None
+        else AnswerStream(
+            plan=plan, prior_branches=unmeasured, priors=known if priors else None, scoring=scoring, sink=on_answer
+        )
+    )
     try:
         async with asyncio.timeout(timeout):
             t0 = time.perf_counter()
@@ -209,18 +231,20 @@ async def plan_run(
         if stream is not None:
             stream.close()
     branch_generations = generations[: len(plan.branches)]
-    for branch, generation in zip(unmeasured, generations[len(plan.branches):], strict=True):
+    for branch, generation in zip(unmeasured, generations[len(plan.branches) :], strict=True):
         known[branch.suffix_ids] = generation.label_logprobs
         if priors:
             priors.remember(branch=branch, label_logprobs=generation.label_logprobs)
-    answers = answers_compute(plan=plan, generations=branch_generations, priors=known if priors else None,
-                              scoring=scoring)
+    answers = answers_compute(
+        plan=plan, generations=branch_generations, priors=known if priors else None, scoring=scoring
+    )
     return Outcome(
         answers=answers,
         # Every prompt token the backend read (priors and extra option orders too); one output token per
         # question plus the warm-up's, as the wire contract counts them.
-        usage=Usage(input_tokens=warm.prompt_tokens + sum(g.prompt_tokens for g in generations),
-                    output_tokens=len(answers) + 1),
+        usage=Usage(
+            input_tokens=warm.prompt_tokens + sum(g.prompt_tokens for g in generations), output_tokens=len(answers) + 1
+        ),
         prefix_tokens=len(plan.prefix_ids),
         cached_tokens=_cached_sum(generations),
         timings=Timings(prepare_ms=prepare_ms, prefill_ms=_ms(t0, t1), branches_ms=_ms(t1, t2)),
@@ -234,8 +258,13 @@ async def _abort(backend: Backend, rids: list[str]) -> None:
     abort_schedule(backend=backend, rids=rids)
 
 
-def answers_compute(*, plan: Plan, generations: Sequence[Generation],
-                    priors: dict[tuple[int, ...], tuple[float, ...]] | None, scoring: Scoring) -> tuple[Answer, ...]:
+def answers_compute(
+    *,
+    plan: Plan,
+    generations: Sequence[Generation],
+    priors: dict[tuple[int, ...], tuple[float, ...]] | None,
+    scoring: Scoring,
+) -> tuple[Answer, ...]:
     """One answer per question from its branches (consecutive in the plan, one per option order),
     scored as its shape is tuned (`priors` are used only where that shape debiases)."""
     grouped: dict[str, tuple[Question, list[BranchScore]]] = {}
@@ -243,8 +272,12 @@ def answers_compute(*, plan: Plan, generations: Sequence[Generation],
         scores = grouped.setdefault(branch.question.id, (branch.question, []))[1]
         scores.append(branch_score_build(branch=branch, generation=generation, priors=priors, scoring=scoring))
     return tuple(
-        answer_compute(question=question, branches=scores, temperature=scoring.of(question).temperature,
-                       confidence=scoring.confidence)
+        answer_compute(
+            question=question,
+            branches=scores,
+            temperature=scoring.of(question).temperature,
+            confidence=scoring.confidence,
+        )
         for question, scores in grouped.values()
     )
 

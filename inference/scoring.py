@@ -151,21 +151,34 @@ def _mean(rows: Sequence[Sequence[float]]) -> tuple[float, ...]:
     return tuple(math.fsum(column) / len(rows) for column in zip(*rows, strict=True))
 
 
-def answer_compute(*, question: Question, branches: Sequence[BranchScore], temperature: float,
-                   confidence: ConfidenceFormula) -> Answer:
+def answer_compute(
+    *, question: Question, branches: Sequence[BranchScore], temperature: float, confidence: ConfidenceFormula
+) -> Answer:
     """One question's answer from its branches (one per option order)."""
     served, raw = [], []
     for branch in branches:
-        logprobs = (branch.label_logprobs if branch.prior_logprobs is None else
-                    debiased_logprobs(logprobs=branch.label_logprobs, prior_logprobs=branch.prior_logprobs))
+        logprobs = (
+            branch.label_logprobs
+            if branch.prior_logprobs is None
+            else debiased_logprobs(logprobs=branch.label_logprobs, prior_logprobs=branch.prior_logprobs)
+        )
         served.append(_unpermuted(probabilities_compute(logprobs=logprobs, temperature=temperature), branch.order))
         unchanged = branch.prior_logprobs is None and temperature == 1.0  # served as the model gave them
-        raw.append(served[-1] if unchanged else
-                   _unpermuted(probabilities_compute(logprobs=branch.label_logprobs, temperature=1.0), branch.order))
+        raw.append(
+            served[-1]
+            if unchanged
+            else _unpermuted(probabilities_compute(logprobs=branch.label_logprobs, temperature=1.0), branch.order)
+        )
     p = _mean(served)
     mass = math.fsum(math.fsum(math.exp(x) for x in b.label_logprobs) for b in branches) / len(branches)
-    return Answer(question=question, probabilities=p, raw_probabilities=_mean(raw), label_mass=min(1.0, mass),
-                  confidence=confidence_of(question=question, p=p, formula=confidence), branches=tuple(branches))
+    return Answer(
+        question=question,
+        probabilities=p,
+        raw_probabilities=_mean(raw),
+        label_mass=min(1.0, mass),
+        confidence=confidence_of(question=question, p=p, formula=confidence),
+        branches=tuple(branches),
+    )
 
 
 def confidence_of(*, question: Question, p: Sequence[float], formula: ConfidenceFormula) -> float | None:

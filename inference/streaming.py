@@ -30,8 +30,9 @@ PriorLogprobs = Mapping[tuple[int, ...], tuple[float, ...]]
 """Content-free prior log-probs by branch suffix."""
 
 
-def branch_score_build(*, branch: Branch, generation: Generation, priors: PriorLogprobs | None,
-                       scoring: Scoring) -> BranchScore:
+def branch_score_build(
+    *, branch: Branch, generation: Generation, priors: PriorLogprobs | None, scoring: Scoring
+) -> BranchScore:
     """What `answer_compute` reads of one scored branch (and its prior, when its question's shape is
     debiased: the runner measured priors for those branches only)."""
     prior = priors[branch.suffix_ids] if priors is not None and scoring.of(branch.question).debias else None
@@ -47,8 +48,15 @@ class AnswerStream:
     an evaluation the client was already told is over.
     """
 
-    def __init__(self, *, plan: Plan, prior_branches: Sequence[Branch], priors: PriorLogprobs | None,
-                 scoring: Scoring, sink: AnswerSink) -> None:
+    def __init__(
+        self,
+        *,
+        plan: Plan,
+        prior_branches: Sequence[Branch],
+        priors: PriorLogprobs | None,
+        scoring: Scoring,
+        sink: AnswerSink,
+    ) -> None:
         self._plan = plan
         self._priors = None if priors is None else dict(priors)
         self._scoring = scoring
@@ -91,9 +99,14 @@ class AnswerStream:
     def _answer(self, qid: str) -> Answer:
         indices = self._branches[qid]
         branches = [self._plan.branches[i] for i in indices]
-        scores = [branch_score_build(branch=b, generation=self._generations[i], priors=self._priors,
-                                     scoring=self._scoring)
-                  for b, i in zip(branches, indices, strict=True)]
+        scores = [
+            branch_score_build(branch=b, generation=self._generations[i], priors=self._priors, scoring=self._scoring)
+            for b, i in zip(branches, indices, strict=True)
+        ]
         question = branches[0].question
-        return answer_compute(question=question, branches=scores, temperature=self._scoring.of(question).temperature,
-                              confidence=self._scoring.confidence)
+        return answer_compute(
+            question=question,
+            branches=scores,
+            temperature=self._scoring.of(question).temperature,
+            confidence=self._scoring.confidence,
+        )

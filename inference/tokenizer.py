@@ -91,8 +91,9 @@ def hf_tokenizer_load(*, directory: Path) -> HFTokenizer:
         if (text := _token_text(config.get(name))) is not None
     }
     text = tokenizer_file.read_text(encoding="utf-8")  # read once: tokenizers and tiktoken both build from it
-    return HFTokenizer(HFTokenizerCore.from_str(text), ChatTemplate(template, special_tokens=specials),
-                       spec=json.loads(text))
+    return HFTokenizer(
+        HFTokenizerCore.from_str(text), ChatTemplate(template, special_tokens=specials), spec=json.loads(text)
+    )
 
 
 def hf_tokenizer_resolve(*, source: str, revision: str | None, offline: bool) -> HFTokenizer:

@@ -60,27 +60,37 @@ def tuning_uniform(*, temperature: float, debias: bool, permutations: int = 1) -
     return Tuning(shapes=MappingProxyType(dict.fromkeys(SHAPES, same)))
 
 
-def tuning_override(*, tuning: Tuning, temperature: float | None = None, debias: bool | None = None,
-                    permutations: int | None = None) -> Tuning:
+def tuning_override(
+    *, tuning: Tuning, temperature: float | None = None, debias: bool | None = None, permutations: int | None = None
+) -> Tuning:
     """`tuning` with what the configuration sets explicitly (not None) applied to every shape: an
     operator's `OPENJEV_TEMPERATURE`, `OPENJEV_DEBIAS` or `OPENJEV_PERMUTATIONS` wins over any tuning."""
-    return Tuning(shapes=MappingProxyType({
-        shape: ShapeTuning(temperature=s.temperature if temperature is None else temperature,
-                           debias=s.debias if debias is None else debias,
-                           permutations=s.permutations if permutations is None else permutations)
-        for shape, s in tuning.shapes.items()}))
+    return Tuning(
+        shapes=MappingProxyType(
+            {
+                shape: ShapeTuning(
+                    temperature=s.temperature if temperature is None else temperature,
+                    debias=s.debias if debias is None else debias,
+                    permutations=s.permutations if permutations is None else permutations,
+                )
+                for shape, s in tuning.shapes.items()
+            }
+        )
+    )
 
 
 UNMEASURED = tuning_uniform(temperature=1.0, debias=False)
 
-TUNINGS = MappingProxyType({
-    # bench/quality.py --n 100: raw answers put every IMDB review on one side (47 %); debiased 69-72 %.
-    "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF:q4_k_m": tuning_uniform(temperature=0.165, debias=True),
-    # bench/quality.py --n 100 (docs/quality.md): debiasing took BoolQ from 64 % to 75 % and MMLU from
-    # 39 % to 44 % with IMDB at 93-96 % either way; the temperature is fitted on the debiased answers.
-    # The wider bench (docs/quality.md, issue 26) found no per-shape setting that beat it on every task.
-    "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF:q4_k_m": tuning_uniform(temperature=0.417, debias=True),
-})
+TUNINGS = MappingProxyType(
+    {
+        # bench/quality.py --n 100: raw answers put every IMDB review on one side (47 %); debiased 69-72 %.
+        "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF:q4_k_m": tuning_uniform(temperature=0.165, debias=True),
+        # bench/quality.py --n 100 (docs/quality.md): debiasing took BoolQ from 64 % to 75 % and MMLU from
+        # 39 % to 44 % with IMDB at 93-96 % either way; the temperature is fitted on the debiased answers.
+        # The wider bench (docs/quality.md, issue 26) found no per-shape setting that beat it on every task.
+        "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF:q4_k_m": tuning_uniform(temperature=0.417, debias=True),
+    }
+)
 
 
 class TuningFileError(StartupError):
@@ -107,19 +117,27 @@ def tuning_for(*, model: str, file: TuningFile | None = None) -> Tuning:
     if file is None:
         return tuning
     if file.model != model:
-        raise TuningFileError(f"{file.path}: field 'model' is {file.model!r}, but the served model is {model!r} "
-                              "(measure the served model with bench/quality.py --write-tuning)")
+        raise TuningFileError(
+            f"{file.path}: field 'model' is {file.model!r}, but the served model is {model!r} "
+            "(measure the served model with bench/quality.py --write-tuning)"
+        )
     return Tuning(shapes=MappingProxyType({**tuning.shapes, **file.shapes}))
 
 
 FILE_FIELDS = ("model", "shapes", "bench")
-SHAPE_FIELDS: Mapping[str, tuple[Callable[[Any], bool], str]] = MappingProxyType({
-    "temperature": (lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0,
-                    "a positive number"),
-    "debias": (lambda v: isinstance(v, bool), "true or false"),
-    "permutations": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_PERMUTATIONS,
-                     f"an integer from 1 to {MAX_PERMUTATIONS}"),
-})
+SHAPE_FIELDS: Mapping[str, tuple[Callable[[Any], bool], str]] = MappingProxyType(
+    {
+        "temperature": (
+            lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0,
+            "a positive number",
+        ),
+        "debias": (lambda v: isinstance(v, bool), "true or false"),
+        "permutations": (
+            lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_PERMUTATIONS,
+            f"an integer from 1 to {MAX_PERMUTATIONS}",
+        ),
+    }
+)
 
 
 def _fields_check(*, path: Path, where: str, value: Any, allowed: Sequence[str]) -> dict[str, Any]:
@@ -161,14 +179,25 @@ def tuning_file_load(*, path: Path) -> TuningFile:
     bench = data.get("bench", {})
     if not isinstance(bench, dict):
         raise TuningFileError(f"{path}: field 'bench' must be a JSON object")
-    return TuningFile(path=path, model=model, bench=bench, shapes=MappingProxyType(
-        {shape: _shape_parse(path=path, shape=shape, value=shapes[shape]) for shape in SHAPES if shape in shapes}))
+    return TuningFile(
+        path=path,
+        model=model,
+        bench=bench,
+        shapes=MappingProxyType(
+            {shape: _shape_parse(path=path, shape=shape, value=shapes[shape]) for shape in SHAPES if shape in shapes}
+        ),
+    )
 
 
 def tuning_file_write(*, path: Path, model: str, shapes: Mapping[Shape, ShapeTuning], bench: Mapping[str, Any]) -> None:
     """Write what `tuning_file_load` reads back (shapes in their canonical order)."""
-    body = {"model": model,
-            "shapes": {shape: {"temperature": s.temperature, "debias": s.debias, "permutations": s.permutations}
-                       for shape in SHAPES if (s := shapes.get(shape)) is not None},
-            "bench": dict(bench)}
+    body = {
+        "model": model,
+        "shapes": {
+            shape: {"temperature": s.temperature, "debias": s.debias, "permutations": s.permutations}
+            for shape in SHAPES
+            if (s := shapes.get(shape)) is not None
+        },
+        "bench": dict(bench),
+    }
     path.write_text(json.dumps(body, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -71,8 +71,9 @@ def question_key(*, question: Question) -> str:
 def _identity_hash(kind: str, instructions: str | None, options: tuple[tuple[str, str], ...]) -> str:
     """Cached: every stored answer has a key, and callers ask the same questions again and again (the
     JSON and the hash were a fifth of the storage writer's CPU on 64-question evaluations)."""
-    text = json.dumps([kind, instructions, [list(option) for option in options]], ensure_ascii=False,
-                      separators=(",", ":"))
+    text = json.dumps(
+        [kind, instructions, [list(option) for option in options]], ensure_ascii=False, separators=(",", ":")
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -90,8 +91,13 @@ def probabilities_calibrate(*, probabilities: Sequence[float], calibrator: Calib
 def answer_calibrate(*, answer: Answer, calibrator: Calibrator, confidence: ConfidenceFormula) -> Answer:
     """The answer as calibrated, keeping what it was before (`uncalibrated`) and which calibration did it."""
     p = probabilities_calibrate(probabilities=answer.probabilities, calibrator=calibrator)
-    return replace(answer, probabilities=p, uncalibrated=answer.probabilities, calibration=calibrator.ref,
-                   confidence=confidence_of(question=answer.question, p=p, formula=confidence))
+    return replace(
+        answer,
+        probabilities=p,
+        uncalibrated=answer.probabilities,
+        calibration=calibrator.ref,
+        confidence=confidence_of(question=answer.question, p=p, formula=confidence),
+    )
 
 
 def split_held_out(*, count: int, seed: int = SPLIT_SEED) -> tuple[list[int], list[int]]:
@@ -102,8 +108,9 @@ def split_held_out(*, count: int, seed: int = SPLIT_SEED) -> tuple[list[int], li
     return sorted(order[held:]), sorted(order[:held])
 
 
-def _loss_grad_hessian(params: np.ndarray, z: np.ndarray, y: np.ndarray,
-                       vector: bool) -> tuple[float, np.ndarray, np.ndarray]:
+def _loss_grad_hessian(
+    params: np.ndarray, z: np.ndarray, y: np.ndarray, vector: bool
+) -> tuple[float, np.ndarray, np.ndarray]:
     """Penalised mean log loss of softmax(a·z + b) with its gradient and Hessian in (a, b...)."""
     n, k = z.shape
     a, b = params[0], (params[1:] if vector else np.zeros(k))
@@ -155,8 +162,12 @@ def calibrator_fit(*, items: Sequence[Scored], vector: bool) -> Calibrator:
 
 
 def scored_calibrate(*, items: Sequence[Scored], calibrator: Calibrator) -> list[Scored]:
-    return [Scored(probabilities=probabilities_calibrate(probabilities=i.probabilities, calibrator=calibrator),
-                   label=i.label) for i in items]
+    return [
+        Scored(
+            probabilities=probabilities_calibrate(probabilities=i.probabilities, calibrator=calibrator), label=i.label
+        )
+        for i in items
+    ]
 
 
 def calibration_fit(*, items: Sequence[Scored], vector: bool) -> tuple[Calibrator, FitReport]:
@@ -166,6 +177,11 @@ def calibration_fit(*, items: Sequence[Scored], vector: bool) -> tuple[Calibrato
     held = [items[i] for i in held_ix]
     after = scored_calibrate(items=held, calibrator=calibrator)
     return calibrator, FitReport(
-        n=len(items), n_fit=len(fit_ix), n_held_out=len(held_ix),
-        before=metrics_compute(items=held), after=metrics_compute(items=after),
-        reliability_before=reliability_bins(items=held), reliability_after=reliability_bins(items=after))
+        n=len(items),
+        n_fit=len(fit_ix),
+        n_held_out=len(held_ix),
+        before=metrics_compute(items=held),
+        after=metrics_compute(items=after),
+        reliability_before=reliability_bins(items=held),
+        reliability_after=reliability_bins(items=after),
+    )

@@ -57,20 +57,35 @@ def vision_probe(*, tokenizer: Tokenizer) -> Vision | None:
 
 
 def images_refused() -> RequestInvalid:
-    return RequestInvalid([Problem(("state",), "the served model cannot see images; send text only",
-                                   "images_not_supported")])
+    return RequestInvalid(
+        [Problem(("state",), "the served model cannot see images; send text only", "images_not_supported")]
+    )
 
 
-def placeholders_check(*, vision: Vision, images: int, prefix_ids: Sequence[int],
-                       suffixes: Sequence[tuple[str, Sequence[int]]]) -> None:
+def placeholders_check(
+    *, vision: Vision, images: int, prefix_ids: Sequence[int], suffixes: Sequence[tuple[str, Sequence[int]]]
+) -> None:
     """Exactly one placeholder per image, all in the prefix: the model's image markup in the client's
     own text (the state, or a question's `(id, suffix ids)`) would pair images with the wrong place."""
     markers = (vision.start_id, vision.pad_id)
-    problems = [Problem(("questions", qid), "the question spells the model's image markup (<|image_pad|> or "
-                                            "<|vision_start|>); remove it", "image_markup")
-                for qid, ids in suffixes if any(t in markers for t in ids)]
+    problems = [
+        Problem(
+            ("questions", qid),
+            "the question spells the model's image markup (<|image_pad|> or <|vision_start|>); remove it",
+            "image_markup",
+        )
+        for qid, ids in suffixes
+        if any(t in markers for t in ids)
+    ]
     if any(prefix_ids.count(marker) != images for marker in markers):
-        problems.insert(0, Problem(("state",), "the state spells the model's image markup (<|image_pad|> or "
-                                               "<|vision_start|>) besides its images; remove it", "image_markup"))
+        problems.insert(
+            0,
+            Problem(
+                ("state",),
+                "the state spells the model's image markup (<|image_pad|> or "
+                "<|vision_start|>) besides its images; remove it",
+                "image_markup",
+            ),
+        )
     if problems:
         raise RequestInvalid(list(dict.fromkeys(problems)))

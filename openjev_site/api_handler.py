@@ -37,5 +37,5 @@ def path_unprefixed(scope: Any, *, script_name: str | None = None) -> str:
     path: str = scope.get("path", "")
     for root in (scope.get("root_path", ""), script_name or ""):
         if root and path.startswith(root):
-            return path[len(root.rstrip("/")):]
+            return path[len(root.rstrip("/")) :]
     return path

@@ -37,8 +37,10 @@ async def router(scope: Any, receive: Any, send: Any) -> None:
 
 
 # The request id outermost, so even the body reader's refusals carry one.
-http_application = RequestIds(RequestBodyReader(router, max_bytes=settings.OPENJEV.max_body_bytes,
-                                                read_timeout=settings.OPENJEV.body_timeout), applies=_is_api)
+http_application = RequestIds(
+    RequestBodyReader(router, max_bytes=settings.OPENJEV.max_body_bytes, read_timeout=settings.OPENJEV.body_timeout),
+    applies=_is_api,
+)
 
 # WebSockets (the System One stream, the dashboard's live feed) beside HTTP, which is unchanged.
 application = ProtocolTypeRouter({"http": http_application, "websocket": websocket_application()})

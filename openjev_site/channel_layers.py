@@ -19,5 +19,9 @@ def channel_layers_config(*, url: str | None) -> dict[str, Any]:
     """Django's `CHANNEL_LAYERS` for `OPENJEV_CHANNEL_LAYER_URL` (validated by `config_from_env`)."""
     if not url:
         return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    return {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                        "CONFIG": {"hosts": [url], "prefix": CHANNEL_PREFIX}}}
+    return {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [url], "prefix": CHANNEL_PREFIX},
+        }
+    }

@@ -25,8 +25,10 @@ _INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
 
 def inline_script_hashes(*, template: Path) -> list[str]:
     """The CSP source of each inline script in `template` (`'sha256-…'`); their text holds no template tags."""
-    return [f"'sha256-{base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()}'"
-            for body in _INLINE_SCRIPT.findall(template.read_text())]
+    return [
+        f"'sha256-{base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()}'"
+        for body in _INLINE_SCRIPT.findall(template.read_text())
+    ]
 
 
 def site_policy(*, templates: Path) -> dict[str, list[str]]:

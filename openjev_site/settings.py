@@ -134,8 +134,13 @@ SPECTACULAR_SETTINGS = {
     # Our hook sets the long description, tags, auth scheme and the limits from OPENJEV_*; enums stay inline.
     "POSTPROCESSING_HOOKS": ["api.openapi.document.schema_postprocess"],
     # No call to the public validator badge: the docs must work offline.
-    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None, "tryItOutEnabled": True,
-                            "displayRequestDuration": True, "persistAuthorization": False},
+    "SWAGGER_UI_SETTINGS": {
+        "deepLinking": True,
+        "validatorUrl": None,
+        "tryItOutEnabled": True,
+        "displayRequestDuration": True,
+        "persistAuthorization": False,
+    },
 }
 
 LOGGING = {
@@ -143,13 +148,13 @@ LOGGING = {
     "disable_existing_loggers": False,
     # Credentials (URL userinfo, configured keys) are redacted from every line, tracebacks included; query
     # strings and Authorization values too, which the servers' access lines would otherwise carry in full.
-    "formatters": {"plain": {"()": "serving.redaction.RedactingFormatter",
-                             "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "formatters": {
+        "plain": {"()": "serving.redaction.RedactingFormatter", "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s"}
+    },
     "filters": {"lines": {"()": "serving.access_log.LogLineRedaction"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["lines"]}},
     "root": {"handlers": ["console"], "level": "INFO"},
     # httpx logs every backend call at INFO: one line per branch is noise in production and costs
     # measurable server CPU per evaluation (bench/server.py).
-    "loggers": {"django.request": {"level": "ERROR"}, "httpx": {"level": "WARNING"},
-                "httpcore": {"level": "WARNING"}},
+    "loggers": {"django.request": {"level": "ERROR"}, "httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
 }

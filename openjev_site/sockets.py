@@ -44,8 +44,9 @@ async def socket_refuse(*, receive: Receive, send: Send, code: int, reason: str)
 
 
 async def route_missing(scope: Scope, receive: Receive, send: Send) -> None:
-    await socket_refuse(receive=receive, send=send, code=CLOSE_NOT_FOUND,
-                        reason=f"no WebSocket route for {scope['path']}")
+    await socket_refuse(
+        receive=receive, send=send, code=CLOSE_NOT_FOUND, reason=f"no WebSocket route for {scope['path']}"
+    )
 
 
 class SocketCap:
@@ -59,8 +60,12 @@ class SocketCap:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = settings.OPENJEV.max_websockets
         if self.open >= limit:
-            await socket_refuse(receive=receive, send=send, code=CLOSE_SERVER_FULL,
-                                reason=f"this server process has {limit} WebSockets open; retry later")
+            await socket_refuse(
+                receive=receive,
+                send=send,
+                code=CLOSE_SERVER_FULL,
+                reason=f"this server process has {limit} WebSockets open; retry later",
+            )
             return
         self.open += 1
         try:
@@ -82,8 +87,14 @@ class ScriptPrefix:
 
 
 def websocket_application() -> Any:
-    return SocketCap(ScriptPrefix(URLRouter([
-        path(STREAM_PATH, SystemOneStreamConsumer.as_asgi()),
-        path(DASHBOARD_LIVE_PATH, AuthMiddlewareStack(DashboardConsumer.as_asgi())),
-        re_path(r"", cast(Any, route_missing)),  # django-stubs type route targets as views
-    ])))
+    return SocketCap(
+        ScriptPrefix(
+            URLRouter(
+                [
+                    path(STREAM_PATH, SystemOneStreamConsumer.as_asgi()),
+                    path(DASHBOARD_LIVE_PATH, AuthMiddlewareStack(DashboardConsumer.as_asgi())),
+                    re_path(r"", cast(Any, route_missing)),  # django-stubs type route targets as views
+                ]
+            )
+        )
+    )

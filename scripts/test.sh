@@ -47,6 +47,7 @@ redis_ensure() {
 redis_ensure
 echo "== ruff"
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .
 if [ "$FAST" = 1 ]; then
   echo "== pytest (SQLite; no embedded-model or browser tests)"
   # tests.tiers fails a test that loads the model or a browser without its marker.

@@ -126,8 +126,14 @@ class SettingRule:
     rule: str = ""
 
 
-def setting[T](*, default: T | None = None, parse: Callable[[str], T], check: Callable[[T], bool] = _anything,
-               rule: str = "", required: bool = False) -> T:
+def setting[T](
+    *,
+    default: T | None = None,
+    parse: Callable[[str], T],
+    check: Callable[[T], bool] = _anything,
+    rule: str = "",
+    required: bool = False,
+) -> T:
     """A config field and how its variable is read, in one place: the dataclass is the settings table.
     `required`: no static default (config_from_env computes it from other settings)."""
     metadata = {"setting": SettingRule(parse=parse, check=check, rule=rule)}
@@ -157,8 +163,9 @@ class OpenJevConfig:
     """`sglang` when OPENJEV_BACKEND_URL is set, else `local`."""
     backend_url: str | None = setting_text()
     backend_api_key: str | None = setting_text()
-    branch_mode: BranchMode = setting(default="batched", parse=_choice("batched", "parallel"),
-                                      rule="batched or parallel")
+    branch_mode: BranchMode = setting(
+        default="batched", parse=_choice("batched", "parallel"), rule="batched or parallel"
+    )
     model: str = setting_text(required=True)
     """The profile's model on SGLang, else the bundled model's repository or the .gguf file's stem."""
     served_model_name: str = setting_text(required=True)
@@ -186,18 +193,23 @@ class OpenJevConfig:
     request_timeout: float = setting_seconds(default=120.0)
     temperature: float | None = setting(parse=float, check=_positive, rule="a positive number")
     """None: the served model's fitted default (bench/quality.py), 1.0 for models never measured."""
-    confidence: ConfidenceFormula = setting(default="entropy", parse=_choice("entropy", "typesafe"),
-                                            rule="entropy or typesafe")
-    store_evaluations: StoreLevel = setting(default="full", parse=_choice("full", "metadata", "off"),
-                                            rule="full, metadata or off")
+    confidence: ConfidenceFormula = setting(
+        default="entropy", parse=_choice("entropy", "typesafe"), rule="entropy or typesafe"
+    )
+    store_evaluations: StoreLevel = setting(
+        default="full", parse=_choice("full", "metadata", "off"), rule="full, metadata or off"
+    )
     database_url: str = setting_text(default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
     debug: bool = setting(default=False, parse=_bool, rule="true or false")
     secret_key: str = setting_text(default=DEFAULT_SECRET_KEY)
-    allowed_hosts: tuple[str, ...] = setting(default=("*",), parse=lambda raw: tuple(
-        h.strip() for h in raw.split(",") if h.strip()))
-    force_script_name: str | None = setting(parse=lambda raw: raw.rstrip("/") or None,
-                                            check=lambda v: v is None or v.startswith("/"),
-                                            rule="a path starting with /, e.g. /jev")
+    allowed_hosts: tuple[str, ...] = setting(
+        default=("*",), parse=lambda raw: tuple(h.strip() for h in raw.split(",") if h.strip())
+    )
+    force_script_name: str | None = setting(
+        parse=lambda raw: raw.rstrip("/") or None,
+        check=lambda v: v is None or v.startswith("/"),
+        rule="a path starting with /, e.g. /jev",
+    )
     """A gateway that mounts the API under a path (e.g. /jev) and cannot pass the ASGI root_path."""
     model_path: str | None = setting_text()
     """Checkpoint a launched SGLang loads (`--model-path`); None: the profile's weights."""
@@ -205,8 +217,9 @@ class OpenJevConfig:
     """Texts in one `POST /v1/classify` (all run under one admission)."""
     debias: Debias = setting(default="auto", parse=_choice("auto", "on", "off"), rule="auto, on or off")
     """`on`, `off`, or `auto`: what bench/quality.py measured best for the served model."""
-    permutations: int | None = setting(parse=int, check=lambda v: 1 <= v <= MAX_PERMUTATIONS,
-                                       rule=f"an integer from 1 to {MAX_PERMUTATIONS}")
+    permutations: int | None = setting(
+        parse=int, check=lambda v: 1 <= v <= MAX_PERMUTATIONS, rule=f"an integer from 1 to {MAX_PERMUTATIONS}"
+    )
     """Option orders averaged per question (cyclic shifts), every shape; None: the tuning's (1 unless measured)."""
     tuning_file: TuningFile | None = setting(parse=_tuning_file)
     """A `bench/quality.py --write-tuning` file, read at startup: its per-shape temperature, debiasing and option
@@ -241,8 +254,9 @@ class OpenJevConfig:
     """How long a lockout lasts unless an administrator clears it (Axes > Access attempts)."""
     calibration: bool = setting(default=True, parse=lambda raw: _choice("on", "off")(raw) == "on", rule="on or off")
     """Apply the active per-question calibrations (`OPENJEV_CALIBRATION=on|off`)."""
-    calibration_min_labels: int = setting(default=50, parse=int, check=lambda v: v >= 10,
-                                          rule="an integer of at least 10")
+    calibration_min_labels: int = setting(
+        default=50, parse=int, check=lambda v: v >= 10, rule="an integer of at least 10"
+    )
     """Labelled answers a calibration fit needs at least (its held-out split is 30 % of them)."""
     redis_url: str | None = setting(parse=str, check=_redis, rule=REDIS_RULE)
     """`redis://...`: where every process and replica counts the per-key limits; None: each process alone."""
@@ -253,8 +267,9 @@ class OpenJevConfig:
     """Input tokens per minute per API key (or client address), unless the key sets its own; None: unlimited."""
     key_concurrency: int | None = setting_count()
     """Evaluations in flight at once per API key (or client address), unless the key sets its own."""
-    rate_limit_failure: Literal["open", "closed"] = setting(default="open", parse=_choice("open", "closed"),
-                                                            rule="open or closed")
+    rate_limit_failure: Literal["open", "closed"] = setting(
+        default="open", parse=_choice("open", "closed"), rule="open or closed"
+    )
     """With Redis unreachable: `open` serves unlimited (logged once per outage), `closed` answers 429."""
     bad_keys_per_minute: int = setting_count(default=30)
     """Wrong Bearer keys one client address may send per minute before it gets 429 (before any key lookup)."""
@@ -278,14 +293,21 @@ class OpenJevConfig:
 SETTINGS = {f.name: f for f in fields(OpenJevConfig)}
 
 
-def setting_read(*, env: Mapping[str, str], name: str, default: Any = MISSING, check: Check | None = None,
-                 rule: str | None = None) -> Any:
+def setting_read(
+    *, env: Mapping[str, str], name: str, default: Any = MISSING, check: Check | None = None, rule: str | None = None
+) -> Any:
     """Field `name` from `OPENJEV_<NAME>` by its table rule; `default`, `check` and `rule` stand in for the
     table's where they depend on other settings."""
     spec = SETTINGS[name]
     rules: SettingRule = spec.metadata["setting"]
-    return _get(env, name.upper(), spec.default if default is MISSING else default, rules.parse,
-                rules.check if check is None else check, rules.rule if rule is None else rule)
+    return _get(
+        env,
+        name.upper(),
+        spec.default if default is MISSING else default,
+        rules.parse,
+        rules.check if check is None else check,
+        rules.rule if rule is None else rule,
+    )
 
 
 def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
@@ -300,25 +322,35 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
     if bundled is None and not local_model.endswith(".gguf"):
         raise ConfigError(f"OPENJEV_LOCAL_MODEL={local_model!r}: use one of {', '.join(BUNDLED)} or a .gguf path")
     profile = read(name="profile")
-    model = read(name="model", default=PROFILES[profile].model if backend == "sglang"
-                 else bundled.repo if bundled else Path(local_model).stem)
+    model = read(
+        name="model",
+        default=PROFILES[profile].model if backend == "sglang" else bundled.repo if bundled else Path(local_model).stem,
+    )
     max_body_bytes = read(name="max_body_bytes")
     within_body = f"a positive integer up to OPENJEV_MAX_BODY_BYTES ({max_body_bytes})"
     fits_body: Check = lambda v: 0 < v <= max_body_bytes  # noqa: E731
     derived = {
-        "backend": backend, "backend_url": backend_url, "local_model": local_model, "profile": profile, "model": model,
+        "backend": backend,
+        "backend_url": backend_url,
+        "local_model": local_model,
+        "profile": profile,
+        "model": model,
         "max_body_bytes": max_body_bytes,
         "served_model_name": read(name="served_model_name", default=model),
         "model_release_date": read(name="model_release_date", default=_release_date(model=model)),
-        "max_image_bytes": read(name="max_image_bytes", default=min(1 << 20, max_body_bytes), check=fits_body,
-                                rule=within_body),
-        "max_request_image_bytes": read(name="max_request_image_bytes", default=max_body_bytes, check=fits_body,
-                                        rule=within_body),
+        "max_image_bytes": read(
+            name="max_image_bytes", default=min(1 << 20, max_body_bytes), check=fits_body, rule=within_body
+        ),
+        "max_request_image_bytes": read(
+            name="max_request_image_bytes", default=max_body_bytes, check=fits_body, rule=within_body
+        ),
     }
     config = OpenJevConfig(**derived, **{name: read(name=name) for name in SETTINGS if name not in derived})
     if config.max_images and config.backend == "sglang" and config.sglang_python and not PROFILES[profile].vision:
-        raise ConfigError(f"OPENJEV_MAX_IMAGES={config.max_images}, but the SGLang profile {profile!r} is text-only "
-                          f"(--language-only); use one of {', '.join(n for n, p in PROFILES.items() if p.vision)}")
+        raise ConfigError(
+            f"OPENJEV_MAX_IMAGES={config.max_images}, but the SGLang profile {profile!r} is text-only "
+            f"(--language-only); use one of {', '.join(n for n, p in PROFILES.items() if p.vision)}"
+        )
     if config.max_input_tokens > config.max_total_input_tokens:
         raise ConfigError("OPENJEV_MAX_INPUT_TOKENS must not exceed OPENJEV_MAX_TOTAL_INPUT_TOKENS")
     return config
@@ -326,8 +358,10 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
 
 def _release_date(*, model: str) -> str:
     """What is known of `model`'s release: a bundled model's or a profile's date, else `unknown`."""
-    dates = [*(b.release_date for b in BUNDLED.values() if b.repo == model),
-             *(p.release_date for p in PROFILES.values() if p.model == model)]
+    dates = [
+        *(b.release_date for b in BUNDLED.values() if b.repo == model),
+        *(p.release_date for p in PROFILES.values() if p.model == model),
+    ]
     return next((date for date in dates if date), "unknown")
 
 
@@ -341,5 +375,7 @@ def config_describe(config: OpenJevConfig) -> dict[str, Any]:
     """The configuration without secrets, for logs and the startup banner: the secret settings
     masked, and credentials inside any other value (a backend or database URL) redacted."""
     hidden = {"backend_api_key", "api_key", "secret_key"}
-    return {k: (REDACTED if k in hidden and v else text_redact(text=v, secrets=config.secrets) if isinstance(v, str)
-                else v) for k, v in config.__dict__.items()}
+    return {
+        k: (REDACTED if k in hidden and v else text_redact(text=v, secrets=config.secrets) if isinstance(v, str) else v)
+        for k, v in config.__dict__.items()
+    }

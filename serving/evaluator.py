@@ -48,17 +48,25 @@ def backend_create(*, config: OpenJevConfig) -> Backend:
         from inference.tokenizer import hf_tokenizer_resolve
 
         try:
-            tokenizer = hf_tokenizer_resolve(source=config.tokenizer or config.model, revision=config.revision,
-                                             offline=config.tokenizer is not None)
+            tokenizer = hf_tokenizer_resolve(
+                source=config.tokenizer or config.model, revision=config.revision, offline=config.tokenizer is not None
+            )
         except StartupError as exc:
             raise StartupError(f"{exc} (OPENJEV_TOKENIZER names the tokenizer's directory)") from exc
-        return SGLangBackend(url=config.backend_url or "", model=config.served_model_name, tokenizer=tokenizer,
-                             api_key=config.backend_api_key, branch_mode=config.branch_mode,
-                             max_in_flight=config.max_concurrent_branches, timeout=config.request_timeout)
+        return SGLangBackend(
+            url=config.backend_url or "",
+            model=config.served_model_name,
+            tokenizer=tokenizer,
+            api_key=config.backend_api_key,
+            branch_mode=config.branch_mode,
+            max_in_flight=config.max_concurrent_branches,
+            timeout=config.request_timeout,
+        )
     from inference.backends.llamacpp import llamacpp_backend_create
 
-    return llamacpp_backend_create(source=config.local_model, cache_dir=config.model_cache,
-                                n_ctx=config.local_context, threads=None)
+    return llamacpp_backend_create(
+        source=config.local_model, cache_dir=config.model_cache, n_ctx=config.local_context, threads=None
+    )
 
 
 def evaluator_build(*, config: OpenJevConfig, backend: Backend | None = None) -> Evaluator:
@@ -67,14 +75,19 @@ def evaluator_build(*, config: OpenJevConfig, backend: Backend | None = None) ->
     leaves it to `auto`."""
     backend = backend or backend_create(config=config)
     tokenizer = backend.tokenizer()
-    tuning = tuning_override(tuning=tuning_for(model=backend.model, file=config.tuning_file),
-                             temperature=config.temperature, permutations=config.permutations,
-                             debias=None if config.debias == "auto" else config.debias == "on")
+    tuning = tuning_override(
+        tuning=tuning_for(model=backend.model, file=config.tuning_file),
+        temperature=config.temperature,
+        permutations=config.permutations,
+        debias=None if config.debias == "auto" else config.debias == "on",
+    )
     return Evaluator(
         backend=backend,
         labels=labels_build(tokenizer=tokenizer, count=config.max_answers, ending=prompt_ending(tokenizer=tokenizer)),
-        budget=Budget(max_input_tokens=min(config.max_input_tokens, backend.context_tokens or config.max_input_tokens),
-                      max_total_input_tokens=config.max_total_input_tokens),
+        budget=Budget(
+            max_input_tokens=min(config.max_input_tokens, backend.context_tokens or config.max_input_tokens),
+            max_total_input_tokens=config.max_total_input_tokens,
+        ),
         scoring=Scoring(confidence=config.confidence, tuning=tuning),
         gate=AdmissionGate(config.max_concurrent_requests),
         timeout=config.request_timeout,
@@ -91,8 +104,12 @@ def _vision_decide(*, config: OpenJevConfig, backend: Backend) -> Vision | None:
     vision = vision_probe(tokenizer=backend.tokenizer()) if backend.kind == "sglang" else None
     if vision is None:
         reason = "no vision tokens in its tokenizer" if backend.kind == "sglang" else "the llama.cpp engine"
-        log.warning("OPENJEV_MAX_IMAGES=%d, but %s cannot see images (%s): images are refused", config.max_images,
-                    backend.model, reason)
+        log.warning(
+            "OPENJEV_MAX_IMAGES=%d, but %s cannot see images (%s): images are refused",
+            config.max_images,
+            backend.model,
+            reason,
+        )
     return vision
 
 
@@ -105,8 +122,12 @@ def _load() -> None:
         return
     _slot.startup_seconds = time.perf_counter() - (_slot.started or time.perf_counter())
     _slot.evaluator = evaluator
-    log.info("evaluator ready: %s backend, model %s, %.2f s", evaluator.backend.kind, evaluator.backend.model,
-             _slot.startup_seconds)
+    log.info(
+        "evaluator ready: %s backend, model %s, %.2f s",
+        evaluator.backend.kind,
+        evaluator.backend.model,
+        _slot.startup_seconds,
+    )
 
 
 def evaluator_start() -> None:

@@ -21,8 +21,10 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 log = logging.getLogger(__name__)
 
-_TIMEOUT_RESPONSE = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
-                     b"content-length: %d\r\n\r\n%s")
+_TIMEOUT_RESPONSE = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    b"content-length: %d\r\n\r\n%s"
+)
 
 
 class _HeaderDeadlineProtocol(HttpToolsProtocol):
@@ -63,8 +65,9 @@ class _HeaderDeadlineProtocol(HttpToolsProtocol):
         self._header_deadline = None
         if not self._headers_pending or self.transport.is_closing():
             return
-        log.info("closing a connection from %s: no complete request headers within %g s", self.client,
-                 self.header_timeout)
+        log.info(
+            "closing a connection from %s: no complete request headers within %g s", self.client, self.header_timeout
+        )
         self.transport.write(_TIMEOUT_RESPONSE % (len(self.timeout_body), self.timeout_body))
         self.transport.close()
 
@@ -72,5 +75,6 @@ class _HeaderDeadlineProtocol(HttpToolsProtocol):
 def http_protocol_with_header_timeout(*, seconds: float, body: bytes) -> type[Any]:
     """The protocol class for `uvicorn.Config(http=...)` (uvicorn builds one per connection); `body` is
     the 408's JSON, rendered by the app in its error shape."""
-    return type("HeaderDeadlineHttpToolsProtocol", (_HeaderDeadlineProtocol,), {"header_timeout": seconds,
-                                                                              "timeout_body": body})
+    return type(
+        "HeaderDeadlineHttpToolsProtocol", (_HeaderDeadlineProtocol,), {"header_timeout": seconds, "timeout_body": body}
+    )

@@ -12,20 +12,27 @@ def source_arguments_add(*, parser: argparse.ArgumentParser) -> None:
     """The options, declared once for `serve`'s parser and for the early read in `manage.py`."""
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--connect", metavar="URL", help="use an existing SGLang server or gateway at URL")
-    source.add_argument("--sglang-python", metavar="PATH",
-                        help="launch SGLang with this Python interpreter (default: OPENJEV_SGLANG_PYTHON)")
+    source.add_argument(
+        "--sglang-python",
+        metavar="PATH",
+        help="launch SGLang with this Python interpreter (default: OPENJEV_SGLANG_PYTHON)",
+    )
     parser.add_argument("--profile", help="SGLang launch profile (default: OPENJEV_PROFILE)")
     parser.add_argument("--sglang-host", default="127.0.0.1", help="address a launched SGLang listens on")
     parser.add_argument("--sglang-port", type=int, default=30000, help="port of a launched SGLang")
 
 
-def source_environment(*, connect: str | None, sglang_python: str | None, profile: str | None, sglang_host: str,
-                       sglang_port: int) -> dict[str, str]:
+def source_environment(
+    *, connect: str | None, sglang_python: str | None, profile: str | None, sglang_host: str, sglang_port: int
+) -> dict[str, str]:
     """The `OPENJEV_*` variables the options stand for (none for an option not given)."""
     overrides = {"OPENJEV_PROFILE": profile} if profile else {}
     if sglang_python:
-        return overrides | {"OPENJEV_BACKEND": "sglang", "OPENJEV_SGLANG_PYTHON": sglang_python,
-                            "OPENJEV_BACKEND_URL": f"http://{_url_host(sglang_host)}:{sglang_port}"}
+        return overrides | {
+            "OPENJEV_BACKEND": "sglang",
+            "OPENJEV_SGLANG_PYTHON": sglang_python,
+            "OPENJEV_BACKEND_URL": f"http://{_url_host(sglang_host)}:{sglang_port}",
+        }
     if connect:
         return overrides | {"OPENJEV_BACKEND": "sglang", "OPENJEV_BACKEND_URL": connect.rstrip("/")}
     return overrides
@@ -38,13 +45,18 @@ def command_environment(*, argv: list[str]) -> dict[str, str]:
         return {}
     parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
     source_arguments_add(parser=parser)
-    own = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+    own = argv[1 : argv.index("--")] if "--" in argv else argv[1:]
     try:
         options, _ = parser.parse_known_args(own)
     except argparse.ArgumentError:
         return {}
-    return source_environment(connect=options.connect, sglang_python=options.sglang_python, profile=options.profile,
-                              sglang_host=options.sglang_host, sglang_port=options.sglang_port)
+    return source_environment(
+        connect=options.connect,
+        sglang_python=options.sglang_python,
+        profile=options.profile,
+        sglang_host=options.sglang_host,
+        sglang_port=options.sglang_port,
+    )
 
 
 def _url_host(host: str) -> str:

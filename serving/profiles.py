@@ -57,61 +57,77 @@ class Profile:
 
 LANGUAGE_ONLY = "--language-only"
 _NVFP4_ARGS = ("--quantization", "modelopt_fp4", "--tp-size", "1", "--mem-fraction-static", "0.85")
-PROFILES: Mapping[str, Profile] = MappingProxyType({p.name: p for p in (
-    Profile(
-        name="qwen3.6-35b-a3b-nvfp4",
-        model="Qwen/Qwen3.6-35B-A3B",
-        weights="nvidia/Qwen3.6-35B-A3B-NVFP4",
-        gpu="B200",
-        description="Production default: Qwen3.6-35B-A3B (hybrid MoE, 3B active) in NVIDIA's NVFP4 quantization "
-                    "on one B200 (180 GB); FP4 GEMMs need Blackwell. Text only (--language-only).",
-        max_context=262144,
-        hybrid=True,
-        sglang_args=(*_NVFP4_ARGS, LANGUAGE_ONLY),
-    ),
-    Profile(
-        name="qwen3.6-35b-a3b-nvfp4-vision",
-        model="Qwen/Qwen3.6-35B-A3B",
-        weights="nvidia/Qwen3.6-35B-A3B-NVFP4",
-        gpu="B200",
-        description="The production default with its vision encoder: images in the state (OPENJEV_MAX_IMAGES > 0). "
-                    "The encoder and image tokens take GPU memory the text-only profile gives the KV cache.",
-        max_context=262144,
-        hybrid=True,
-        sglang_args=_NVFP4_ARGS,
-        vision=True,
-    ),
-    Profile(
-        name="qwen3.6-35b-a3b-fp8",
-        model="Qwen/Qwen3.6-35B-A3B",
-        weights="Qwen/Qwen3.6-35B-A3B-FP8",
-        gpu="H100",
-        description="The production model in Qwen's official FP8 checkpoint (~36 GB of weights) on one 80-141 GB "
-                    "Hopper or Blackwell GPU (H100, H200, B200). Text only (--language-only).",
-        max_context=262144,
-        hybrid=True,
-        sglang_args=("--tp-size", "1", "--mem-fraction-static", "0.85", LANGUAGE_ONLY),
-    ),
-    Profile(
-        name="qwen3-30b-a3b-gptq-int4",
-        model="Qwen/Qwen3-30B-A3B",
-        weights="Qwen/Qwen3-30B-A3B-GPTQ-Int4",
-        gpu="L40S",
-        description="A smaller single-GPU profile: Qwen3-30B-A3B (plain attention MoE, 3B active) in Qwen's official "
-                    "GPTQ-Int4 checkpoint (~17 GB) on one 24-80 GB GPU (RTX 4090, L4 24 GB with a short context, "
-                    "L40S, A100, H100). No mamba layers, so no mamba flag.",
-        max_context=32768,
-        hybrid=False,
-        sglang_args=("--tp-size", "1", "--mem-fraction-static", "0.85"),
-        release_date="2025-04-29",
-    ),
-)})
+PROFILES: Mapping[str, Profile] = MappingProxyType(
+    {
+        p.name: p
+        for p in (
+            Profile(
+                name="qwen3.6-35b-a3b-nvfp4",
+                model="Qwen/Qwen3.6-35B-A3B",
+                weights="nvidia/Qwen3.6-35B-A3B-NVFP4",
+                gpu="B200",
+                description="Production default: Qwen3.6-35B-A3B (hybrid MoE, 3B active) in NVIDIA's NVFP4 "
+                "quantization on one B200 (180 GB); FP4 GEMMs need Blackwell. Text only (--language-only).",
+                max_context=262144,
+                hybrid=True,
+                sglang_args=(*_NVFP4_ARGS, LANGUAGE_ONLY),
+            ),
+            Profile(
+                name="qwen3.6-35b-a3b-nvfp4-vision",
+                model="Qwen/Qwen3.6-35B-A3B",
+                weights="nvidia/Qwen3.6-35B-A3B-NVFP4",
+                gpu="B200",
+                description="The production default with its vision encoder: images in the state "
+                "(OPENJEV_MAX_IMAGES > 0). The encoder and image tokens take GPU memory "
+                "the text-only profile gives the KV cache.",
+                max_context=262144,
+                hybrid=True,
+                sglang_args=_NVFP4_ARGS,
+                vision=True,
+            ),
+            Profile(
+                name="qwen3.6-35b-a3b-fp8",
+                model="Qwen/Qwen3.6-35B-A3B",
+                weights="Qwen/Qwen3.6-35B-A3B-FP8",
+                gpu="H100",
+                description="The production model in Qwen's official FP8 checkpoint (~36 GB of weights) on one "
+                "80-141 GB Hopper or Blackwell GPU (H100, H200, B200). Text only (--language-only).",
+                max_context=262144,
+                hybrid=True,
+                sglang_args=("--tp-size", "1", "--mem-fraction-static", "0.85", LANGUAGE_ONLY),
+            ),
+            Profile(
+                name="qwen3-30b-a3b-gptq-int4",
+                model="Qwen/Qwen3-30B-A3B",
+                weights="Qwen/Qwen3-30B-A3B-GPTQ-Int4",
+                gpu="L40S",
+                description="A smaller single-GPU profile: Qwen3-30B-A3B (plain attention MoE, 3B active) in Qwen's "
+                "official GPTQ-Int4 checkpoint (~17 GB) on one 24-80 GB GPU (RTX 4090, L4 24 GB with a short context, "
+                "L40S, A100, H100). No mamba layers, so no mamba flag.",
+                max_context=32768,
+                hybrid=False,
+                sglang_args=("--tp-size", "1", "--mem-fraction-static", "0.85"),
+                release_date="2025-04-29",
+            ),
+        )
+    }
+)
 DEFAULT_PROFILE = "qwen3.6-35b-a3b-nvfp4"
 
 # Flags the launcher owns: they follow OPENJEV_* settings and serve's options, so an extra argument
 # that repeats one would silently fork the API's view of the server from the server's own.
-OWNED_FLAGS = frozenset({"--model-path", "--model", "--served-model-name", "--context-length", "--host", "--port",
-                         "--revision", "--mamba-radix-cache-strategy"})
+OWNED_FLAGS = frozenset(
+    {
+        "--model-path",
+        "--model",
+        "--served-model-name",
+        "--context-length",
+        "--host",
+        "--port",
+        "--revision",
+        "--mamba-radix-cache-strategy",
+    }
+)
 REFUSED_PREFIX = "--disable-radix"
 """`--disable-radix-cache`, and any abbreviation of it argparse would accept."""
 
@@ -135,12 +151,16 @@ def extra_args_check(*, extra_args: Sequence[str]) -> None:
         if name is None:
             continue
         if name.startswith(REFUSED_PREFIX):
-            raise StartupError(f"refusing {arg!r}: every evaluation relies on SGLang's radix (prefix) cache; "
-                               "without it each branch recomputes the whole shared prefix")
+            raise StartupError(
+                f"refusing {arg!r}: every evaluation relies on SGLang's radix (prefix) cache; "
+                "without it each branch recomputes the whole shared prefix"
+            )
         if name in OWNED_FLAGS:
-            raise StartupError(f"refusing {arg!r} after --: it is set by serve itself "
-                               "(OPENJEV_MODEL_PATH, OPENJEV_SERVED_MODEL_NAME, OPENJEV_MAX_INPUT_TOKENS, "
-                               "OPENJEV_REVISION, --sglang-host/--sglang-port)")
+            raise StartupError(
+                f"refusing {arg!r} after --: it is set by serve itself "
+                "(OPENJEV_MODEL_PATH, OPENJEV_SERVED_MODEL_NAME, OPENJEV_MAX_INPUT_TOKENS, "
+                "OPENJEV_REVISION, --sglang-host/--sglang-port)"
+            )
 
 
 def _without_overridden(*, args: Sequence[str], overridden: set[str]) -> list[str]:
@@ -158,9 +178,19 @@ def _without_overridden(*, args: Sequence[str], overridden: set[str]) -> list[st
     return kept
 
 
-def sglang_command(*, profile: Profile, python: str, model: str, served_name: str, context_length: int, port: int,
-                   host: str, frontend: str, extra_args: Sequence[str] = (),
-                   revision: str | None = None) -> tuple[list[str], dict[str, str]]:
+def sglang_command(
+    *,
+    profile: Profile,
+    python: str,
+    model: str,
+    served_name: str,
+    context_length: int,
+    port: int,
+    host: str,
+    frontend: str,
+    extra_args: Sequence[str] = (),
+    revision: str | None = None,
+) -> tuple[list[str], dict[str, str]]:
     """The argv and the extra environment that launch SGLang for `profile`.
 
     `model` is the checkpoint (`--model-path`), `served_name` the id SGLang reports, `context_length`
@@ -169,13 +199,28 @@ def sglang_command(*, profile: Profile, python: str, model: str, served_name: st
     """
     extra_args_check(extra_args=extra_args)
     if context_length > profile.max_context:
-        raise StartupError(f"a context of {context_length} tokens (OPENJEV_MAX_INPUT_TOKENS) is over the "
-                           f"{profile.max_context} tokens {profile.model} supports natively")
+        raise StartupError(
+            f"a context of {context_length} tokens (OPENJEV_MAX_INPUT_TOKENS) is over the "
+            f"{profile.max_context} tokens {profile.model} supports natively"
+        )
     if frontend not in ("rust", "python"):
         raise StartupError(f"unknown SGLang frontend {frontend!r}: use rust or python")
     overridden = {name for arg in extra_args if (name := _flag_name(arg)) is not None}
-    argv = [python, "-m", "sglang.launch_server", "--model-path", model, "--served-model-name", served_name,
-            "--context-length", str(context_length), "--host", host, "--port", str(port)]
+    argv = [
+        python,
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        model,
+        "--served-model-name",
+        served_name,
+        "--context-length",
+        str(context_length),
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ]
     if revision:
         argv += ["--revision", revision]
     if profile.hybrid:

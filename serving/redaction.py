@@ -16,6 +16,7 @@ SECRET_MIN_CHARS = 6
 """Configured secrets shorter than this are not searched for: replacing every `abc` in a log would hide
 more than it protects (and a key that short protects nothing)."""
 
+
 def text_redact(*, text: str, secrets: Iterable[str | None] = ()) -> str:
     """`text` with URL credentials and any of `secrets` replaced by `***`."""
     text = url_credentials_redact(text=text)

@@ -61,13 +61,20 @@ class _Uvicorn:
         import uvicorn
 
         # log_config=None: keep the process's logging; lifespan off: the app is ready before serving.
-        config = uvicorn.Config(app, host=options.host, port=options.port, lifespan="off", log_config=None,
-                                access_log=options.access_log,
-                                timeout_graceful_shutdown=max(1, round(options.drain)),
-                                timeout_keep_alive=options.keep_alive, server_header=False, proxy_headers=True,
-                                http=http_protocol_with_header_timeout(seconds=options.header_timeout,
-                                                                      body=options.header_timeout_body),
-                                ws_max_size=options.websocket_max_bytes)
+        config = uvicorn.Config(
+            app,
+            host=options.host,
+            port=options.port,
+            lifespan="off",
+            log_config=None,
+            access_log=options.access_log,
+            timeout_graceful_shutdown=max(1, round(options.drain)),
+            timeout_keep_alive=options.keep_alive,
+            server_header=False,
+            proxy_headers=True,
+            http=http_protocol_with_header_timeout(seconds=options.header_timeout, body=options.header_timeout_body),
+            ws_max_size=options.websocket_max_bytes,
+        )
         self._server = uvicorn.Server(config)
         self._options = options
 
@@ -92,11 +99,16 @@ class _Daphne:
         from daphne.server import Server as DaphneServer
 
         endpoints = build_endpoint_description_strings(host=options.host, port=options.port)
-        self._server = DaphneServer(application=app, endpoints=endpoints, signal_handlers=True,
-                                    application_close_timeout=options.drain,
-                                    action_logger=_daphne_access_log if options.access_log else None, verbosity=1,
-                                    websocket_max_message_size=options.websocket_max_bytes,
-                                    websocket_max_frame_size=options.websocket_max_bytes)
+        self._server = DaphneServer(
+            application=app,
+            endpoints=endpoints,
+            signal_handlers=True,
+            application_close_timeout=options.drain,
+            action_logger=_daphne_access_log if options.access_log else None,
+            verbosity=1,
+            websocket_max_message_size=options.websocket_max_bytes,
+            websocket_max_frame_size=options.websocket_max_bytes,
+        )
 
     def run(self) -> None:
         self._server.run()
@@ -114,8 +126,9 @@ def _daphne_access_log(protocol: str, action: str, details: dict[str, Any]) -> N
     if protocol == "websocket":
         log.info("%s WebSocket %s %s", details.get("client"), details.get("path"), action)
     else:
-        log.info("%s %s %s %s", details.get("client"), details.get("method"), details.get("path"),
-                 details.get("status"))
+        log.info(
+            "%s %s %s %s", details.get("client"), details.get("method"), details.get("path"), details.get("status")
+        )
 
 
 def server_create(*, kind: ServerKind, app: Any, options: ServerOptions) -> Server:

@@ -87,18 +87,32 @@ def parent_death_signal() -> Callable[[], None] | None:
     return hook
 
 
-def process_launch(*, argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | None = None,
-                   preexec: Callable[[], None] | None = None) -> subprocess.Popen[bytes]:
+def process_launch(
+    *,
+    argv: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    preexec: Callable[[], None] | None = None,
+) -> subprocess.Popen[bytes]:
     """Start `argv` in its own session (its own process group), stdin closed, output inherited so its
     logs land in the container's log beside the API's. `preexec` runs in the child before exec."""
     full_env = {**os.environ, **(env or {})}
     log.info("launching: %s", shlex.join(argv))
-    return subprocess.Popen(list(argv), env=full_env, cwd=cwd, stdin=subprocess.DEVNULL, start_new_session=True,
-                            preexec_fn=preexec)
+    return subprocess.Popen(
+        list(argv), env=full_env, cwd=cwd, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec
+    )
 
 
-def health_wait(*, url: str, process: subprocess.Popen[bytes] | None, timeout: float, name: str = "SGLang",
-                interval: float = 0.5, stop: threading.Event | None = None, fallback_url: str | None = None) -> float:
+def health_wait(
+    *,
+    url: str,
+    process: subprocess.Popen[bytes] | None,
+    timeout: float,
+    name: str = "SGLang",
+    interval: float = 0.5,
+    stop: threading.Event | None = None,
+    fallback_url: str | None = None,
+) -> float:
     """Poll `url` until it answers 200; seconds waited.
 
     `fallback_url` is polled instead whenever `url` answers neither 200 nor 503: a gateway's
@@ -179,8 +193,9 @@ def process_group_stop(*, process: subprocess.Popen[bytes], grace: float) -> int
     return process.returncode
 
 
-def process_watch(*, process: subprocess.Popen[bytes], on_exit: Callable[[int], None],
-                  name: str = "sglang-watch") -> threading.Thread:
+def process_watch(
+    *, process: subprocess.Popen[bytes], on_exit: Callable[[int], None], name: str = "sglang-watch"
+) -> threading.Thread:
     """A daemon thread that waits for the child and calls `on_exit(returncode)` when it ends."""
 
     def watch() -> None:

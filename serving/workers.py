@@ -73,8 +73,9 @@ class WorkerPool:
         for _ in range(self.count):
             worker = process_launch(argv=self.argv, preexec=parent_death_signal())
             self._workers.append(worker)
-            process_watch(process=worker, on_exit=functools.partial(self._exited, worker.pid),
-                          name=f"worker-watch-{worker.pid}")
+            process_watch(
+                process=worker, on_exit=functools.partial(self._exited, worker.pid), name=f"worker-watch-{worker.pid}"
+            )
         log.info("started %d API workers: pids %s", self.count, ", ".join(str(w.pid) for w in self._workers))
         self.stopped.wait()
         for worker in self._workers:  # all at once: they drain side by side
@@ -89,6 +90,7 @@ class WorkerPool:
         if self.stopped.is_set():
             return
         self.failed.append(returncode)
-        log.error("API worker %d exited with %s: stopping the other workers", pid,
-                  returncode_describe(returncode=returncode))
+        log.error(
+            "API worker %d exited with %s: stopping the other workers", pid, returncode_describe(returncode=returncode)
+        )
         self.stopped.set()

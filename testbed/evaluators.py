@@ -20,8 +20,14 @@ MODEL = "Qwen/Qwen3.6-35B-A3B"
 def url_evaluator(url: str, *, branch_mode: BranchMode = "batched", **overrides: Any) -> Evaluator:
     """An evaluator on the server at `url`, the process's settings changed by `overrides`."""
     config = replace(settings.OPENJEV, backend="sglang", backend_url=url, **overrides)
-    backend = SGLangBackend(url=url, model=MODEL, tokenizer=qwen3_tokenizer(), branch_mode=branch_mode,
-                            max_in_flight=config.max_concurrent_branches, timeout=config.request_timeout)
+    backend = SGLangBackend(
+        url=url,
+        model=MODEL,
+        tokenizer=qwen3_tokenizer(),
+        branch_mode=branch_mode,
+        max_in_flight=config.max_concurrent_branches,
+        timeout=config.request_timeout,
+    )
     return evaluator_build(config=config, backend=backend)
 
 

@@ -29,8 +29,24 @@ ROOT = Path(__file__).resolve().parents[1]
 REDIS_URL = "redis://127.0.0.1:6379/1"
 """CI's Redis, in a database of its own: the rate-limit tests empty database 0 of this service's counters
 before and after each test, which would wipe the scenario's counts if both ran at once."""
-REDIS_START = ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379", "--save", "",
-               "--appendonly", "no", "--dir", "/var/lib/redis", "--logfile", "/var/log/redis/ci.log"]
+REDIS_START = [
+    "redis-server",
+    "--daemonize",
+    "yes",
+    "--bind",
+    "127.0.0.1",
+    "-::1",
+    "--port",
+    "6379",
+    "--save",
+    "",
+    "--appendonly",
+    "no",
+    "--dir",
+    "/var/lib/redis",
+    "--logfile",
+    "/var/log/redis/ci.log",
+]
 """How CI starts its Redis: no persistence, so a restart loses every count it held."""
 
 
@@ -40,8 +56,17 @@ class StandIn:
     def __init__(self, *, port: int, model: str, delay: float, log_path: Path) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
-        self._argv = [sys.executable, "-m", "fake_sglang", "--port", str(port), "--served-model-name", model,
-                      "--delay", str(delay)]
+        self._argv = [
+            sys.executable,
+            "-m",
+            "fake_sglang",
+            "--port",
+            str(port),
+            "--served-model-name",
+            model,
+            "--delay",
+            str(delay),
+        ]
         self._log_path = log_path
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -53,8 +78,14 @@ class StandIn:
     def launch(self) -> None:
         """Start the process (several start side by side: each spends seconds importing)."""
         with self._log_path.open("ab") as log:
-            self._process = subprocess.Popen(self._argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            self._process = subprocess.Popen(
+                self._argv,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
 
     def ready_wait(self) -> None:
         wait_until(self._healthy, timeout=30, what=f"the stand-in on port {self.port} answering /health")
@@ -183,5 +214,6 @@ class OpenLoad:
         except httpx.HTTPError as exc:
             self.results.append(Sent(caller, sent_at, time.time(), 0, None, type(exc).__name__))
             return
-        self.results.append(Sent(caller, sent_at, time.time(), response.status_code,
-                                 response.headers.get("x-typesafe-request-id")))
+        self.results.append(
+            Sent(caller, sent_at, time.time(), response.status_code, response.headers.get("x-typesafe-request-id"))
+        )

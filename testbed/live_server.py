@@ -19,8 +19,9 @@ class LiveServer:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app or application, host="127.0.0.1", port=self.port, log_level="warning",
-                                lifespan="off")
+        config = uvicorn.Config(
+            app or application, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 

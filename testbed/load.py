@@ -11,8 +11,9 @@ from typing import Any
 import httpx
 
 
-async def requests_send(*, url: str, body: dict[str, Any], count: int, concurrency: int,
-                        path: str = "/v1/systemone") -> list[tuple[int, str | None, float]]:
+async def requests_send(
+    *, url: str, body: dict[str, Any], count: int, concurrency: int, path: str = "/v1/systemone"
+) -> list[tuple[int, str | None, float]]:
     """(status, request id, latency ms) per request, `concurrency` requests in flight at a time."""
     results: list[tuple[int, str | None, float]] = []
     next_index = iter(range(count))
@@ -23,8 +24,7 @@ async def requests_send(*, url: str, body: dict[str, Any], count: int, concurren
         async def worker() -> None:
             for _ in next_index:
                 start = time.perf_counter()
-                response = await client.post(path, content=payload,
-                                             headers={"Content-Type": "application/json"})
+                response = await client.post(path, content=payload, headers={"Content-Type": "application/json"})
                 latency = (time.perf_counter() - start) * 1000.0
                 results.append((response.status_code, response.headers.get("x-typesafe-request-id"), latency))
 

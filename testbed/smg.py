@@ -19,8 +19,11 @@ import yaml
 from testbed.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-FAST_HEALTH = {"--health-check-interval-secs": "1", "--health-failure-threshold": "1",
-               "--health-success-threshold": "1"}
+FAST_HEALTH = {
+    "--health-check-interval-secs": "1",
+    "--health-failure-threshold": "1",
+    "--health-success-threshold": "1",
+}
 
 
 def wait_until(predicate: Callable[[], bool], *, timeout: float = 10.0, what: str = "the condition") -> None:
@@ -35,9 +38,13 @@ def wait_until(predicate: Callable[[], bool], *, timeout: float = 10.0, what: st
 def gateway_command(*, port: int, workers: list[str], flags: dict[str, str] | None = None) -> list[str]:
     """deploy/compose.yaml's gateway command on `127.0.0.1:port` in front of `workers`."""
     command = list(yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())["services"]["gateway"]["command"])
-    command = command[:command.index("--worker-urls")]
-    own = {"--host": "127.0.0.1", "--port": str(port), "--prometheus-host": "127.0.0.1",
-           "--prometheus-port": str(free_port())}  # its metrics listener would take 0.0.0.0:29000
+    command = command[: command.index("--worker-urls")]
+    own = {
+        "--host": "127.0.0.1",
+        "--port": str(port),
+        "--prometheus-host": "127.0.0.1",
+        "--prometheus-port": str(free_port()),
+    }  # its metrics listener would take 0.0.0.0:29000
     for flag, value in {**own, **(flags or {})}.items():
         if flag in command:
             command[command.index(flag) + 1] = value
@@ -59,8 +66,7 @@ class Gateway:
 
     def __enter__(self) -> Gateway:
         with self.log_path.open("wb") as log:
-            self._process = subprocess.Popen(self._argv, stdout=log, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL)
+            self._process = subprocess.Popen(self._argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.wait_for("/liveness", 200)
         if self.workers:
             self.wait_for("/readiness", 200)
@@ -99,5 +105,3 @@ class Gateway:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
-
-

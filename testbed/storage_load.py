@@ -99,8 +99,9 @@ def _last_id() -> int:
     return int(last or 0)
 
 
-def phase_run(*, url: str, level: StoreLevel, evaluations: int, concurrency: int,
-              body: dict[str, Any] | None = None) -> Phase:
+def phase_run(
+    *, url: str, level: StoreLevel, evaluations: int, concurrency: int, body: dict[str, Any] | None = None
+) -> Phase:
     """Send `evaluations` requests at `concurrency` with storage at `level`; compare rows to responses."""
     from api.openapi.examples import README_REQUEST
     from audit.storage.store import storage_stats
@@ -110,8 +111,9 @@ def phase_run(*, url: str, level: StoreLevel, evaluations: int, concurrency: int
     before = storage_stats()
     with store_level(level=level):
         start = time.perf_counter()
-        results = asyncio.run(requests_send(url=url, body=body or README_REQUEST, count=evaluations,
-                                            concurrency=concurrency))
+        results = asyncio.run(
+            requests_send(url=url, body=body or README_REQUEST, count=evaluations, concurrency=concurrency)
+        )
         seconds = time.perf_counter() - start
         if not writer_drain(timeout=120):
             raise RuntimeError("the storage writer did not drain within 120 s")
@@ -119,12 +121,18 @@ def phase_run(*, url: str, level: StoreLevel, evaluations: int, concurrency: int
     stored, ids, duplicates = _rows_since(first_id)
     answered = [rid for status, rid, _ in results if status == 200 and rid]
     return Phase(
-        level=level, evaluations=evaluations, concurrency=concurrency,
-        responses=Counter(status for status, _, _ in results), stored=stored,
-        missing=[rid for rid in answered if rid not in ids], duplicates=duplicates,
-        latencies_ms=[ms for status, _, ms in results if status == 200], seconds=seconds,
+        level=level,
+        evaluations=evaluations,
+        concurrency=concurrency,
+        responses=Counter(status for status, _, _ in results),
+        stored=stored,
+        missing=[rid for rid in answered if rid not in ids],
+        duplicates=duplicates,
+        latencies_ms=[ms for status, _, ms in results if status == 200],
+        seconds=seconds,
         writer_cpu_ms=(after["writer_cpu_s"] - before["writer_cpu_s"]) * 1000.0,
-        failed=int(after["failed"] - before["failed"]), dropped=int(after["dropped"] - before["dropped"]),
+        failed=int(after["failed"] - before["failed"]),
+        dropped=int(after["dropped"] - before["dropped"]),
     )
 
 
@@ -159,8 +167,16 @@ class LoadReport:
         ]
 
 
-def storage_load_check(*, url: str, fake: Any, evaluations: int = 200, concurrency: int = 32,
-                       serial: int = 100, delay: float = 0.005, level: StoreLevel = "full") -> LoadReport:
+def storage_load_check(
+    *,
+    url: str,
+    fake: Any,
+    evaluations: int = 200,
+    concurrency: int = 32,
+    serial: int = 100,
+    delay: float = 0.005,
+    level: StoreLevel = "full",
+) -> LoadReport:
     """The whole load test against a running server (`url`) whose evaluator talks to `fake`.
 
     Under load the fake answers each backend call after `delay` seconds, so evaluations overlap and
@@ -178,17 +194,25 @@ def storage_load_check(*, url: str, fake: Any, evaluations: int = 200, concurren
     for _ in range(rounds):
         offs.append(phase_run(url=url, level="off", evaluations=serial // rounds, concurrency=1))
         ons.append(phase_run(url=url, level=level, evaluations=serial // rounds, concurrency=1))
-    return LoadReport(load=load, load_off=load_off, serial_off=phases_merge(phases=offs),
-                      serial_full=phases_merge(phases=ons))
+    return LoadReport(
+        load=load, load_off=load_off, serial_off=phases_merge(phases=offs), serial_full=phases_merge(phases=ons)
+    )
 
 
 def phases_merge(*, phases: list[Phase]) -> Phase:
     """Rounds of the same phase as one."""
     first = phases[0]
     return Phase(
-        level=first.level, evaluations=sum(p.evaluations for p in phases), concurrency=first.concurrency,
-        responses=sum((p.responses for p in phases), Counter()), stored=sum((p.stored for p in phases), Counter()),
-        missing=[m for p in phases for m in p.missing], duplicates=sum(p.duplicates for p in phases),
-        latencies_ms=[ms for p in phases for ms in p.latencies_ms], seconds=sum(p.seconds for p in phases),
-        writer_cpu_ms=sum(p.writer_cpu_ms for p in phases), failed=sum(p.failed for p in phases),
-        dropped=sum(p.dropped for p in phases))
+        level=first.level,
+        evaluations=sum(p.evaluations for p in phases),
+        concurrency=first.concurrency,
+        responses=sum((p.responses for p in phases), Counter()),
+        stored=sum((p.stored for p in phases), Counter()),
+        missing=[m for p in phases for m in p.missing],
+        duplicates=sum(p.duplicates for p in phases),
+        latencies_ms=[ms for p in phases for ms in p.latencies_ms],
+        seconds=sum(p.seconds for p in phases),
+        writer_cpu_ms=sum(p.writer_cpu_ms for p in phases),
+        failed=sum(p.failed for p in phases),
+        dropped=sum(p.dropped for p in phases),
+    )

@@ -15,8 +15,14 @@ import pytest
 from serving.config import BASE_DIR
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 ARTIFACTS = BASE_DIR / "test-artifacts"
 
 
@@ -34,8 +40,12 @@ def chromium_page(profile: Path) -> Iterator[Any]:
     with sync_playwright() as playwright:
         # A persistent context is how Playwright takes a fresh --user-data-dir of our choosing.
         context = playwright.chromium.launch_persistent_context(
-            user_data_dir=str(profile), executable_path=CHROMIUM, headless=True,
-            args=["--headless", *CHROMIUM_ARGS], viewport={"width": 1600, "height": 1000})
+            user_data_dir=str(profile),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--headless", *CHROMIUM_ARGS],
+            viewport={"width": 1600, "height": 1000},
+        )
         page = context.pages[0] if context.pages else context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))

@@ -47,8 +47,9 @@ async def api_on(*, backend: LlamaCppBackend) -> AsyncIterator[httpx.AsyncClient
     evaluator = evaluator_build(config=replace(settings.OPENJEV, backend="local"), backend=backend)
     evaluator_install(replace(evaluator, timeout=600.0))
     try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application), base_url="http://testserver",
-                                     timeout=600) as client:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=application), base_url="http://testserver", timeout=600
+        ) as client:
             yield client
     finally:
         evaluator_install(None)

@@ -30,10 +30,12 @@ LABEL_MASS = 0.97
 def answer_make(*, question_id: str, probabilities: tuple[float, ...]) -> Answer:
     """The README question's answer as the core computes it from these label probabilities."""
     q = README_REQUEST["questions"][question_id]
-    question = question_build(id=question_id, type=q["type"], instructions=q.get("instructions"),
-                              criteria=q.get("criteria"))
-    branch = BranchScore(order=tuple(range(len(probabilities))),
-                         label_logprobs=tuple(math.log(p * LABEL_MASS) for p in probabilities))
+    question = question_build(
+        id=question_id, type=q["type"], instructions=q.get("instructions"), criteria=q.get("criteria")
+    )
+    branch = BranchScore(
+        order=tuple(range(len(probabilities))), label_logprobs=tuple(math.log(p * LABEL_MASS) for p in probabilities)
+    )
     return answer_compute(question=question, branches=[branch], temperature=1.0, confidence="entropy")
 
 
@@ -44,25 +46,52 @@ def outcome_make(*, team: dict[str, float] | None = None, total: float = 10.0) -
         answer_make(question_id="team", probabilities=tuple(team[k] for k in ("Billing", "Technical", "Sales"))),
         answer_make(question_id="anger", probabilities=(0.2, 0.3, 0.5)),
     )
-    return Outcome(answers=answers, usage=Usage(321, 4), prefix_tokens=120, cached_tokens=360,
-                   timings=Timings(prepare_ms=0.5, prefill_ms=total / 3, branches_ms=total / 2), generations=4)
+    return Outcome(
+        answers=answers,
+        usage=Usage(321, 4),
+        prefix_tokens=120,
+        cached_tokens=360,
+        timings=Timings(prepare_ms=0.5, prefill_ms=total / 3, branches_ms=total / 2),
+        generations=4,
+    )
 
 
-def evaluation_make(*, status: int = 200, created_at: datetime | None = None, total_ms: float = 10.0,
-                    key_label: str | None = None, level: StoreLevel = "full", data: Any = None,
-                    model: str = "Qwen/Qwen3.6-35B-A3B", outcome: Outcome | None = None,
-                    error_message: str = "") -> str:
+def evaluation_make(
+    *,
+    status: int = 200,
+    created_at: datetime | None = None,
+    total_ms: float = 10.0,
+    key_label: str | None = None,
+    level: StoreLevel = "full",
+    data: Any = None,
+    model: str = "Qwen/Qwen3.6-35B-A3B",
+    outcome: Outcome | None = None,
+    error_message: str = "",
+) -> str:
     """Insert one evaluation (sync, on the calling thread's connection); returns its request id. `data` is
     the body as received; `key_label` the label of the key that made it."""
     request_id = f"req_test{next(_ids):06d}{timezone.now().timestamp():.0f}"
-    failure = None if status == 200 else Failure(
-        status=status, error_type={422: "validation_error", 529: "overloaded", 502: "backend_error"}
-        .get(status, "internal_error"), message=error_message or "it failed")
+    failure = (
+        None
+        if status == 200
+        else Failure(
+            status=status,
+            error_type={422: "validation_error", 529: "overloaded", 502: "backend_error"}.get(status, "internal_error"),
+            message=error_message or "it failed",
+        )
+    )
     record = StoredEvaluation(
-        request_id=request_id, created_at=created_at or timezone.now(), level=level, caller=_caller(key_label),
-        received=received_of_body(data=README_REQUEST if data is None else data), served_model=model,
-        backend="sglang", total_ms=total_ms, outcome=(outcome or outcome_make(total=total_ms)) if failure is None
-        else None, failure=failure)
+        request_id=request_id,
+        created_at=created_at or timezone.now(),
+        level=level,
+        caller=_caller(key_label),
+        received=received_of_body(data=README_REQUEST if data is None else data),
+        served_model=model,
+        backend="sglang",
+        total_ms=total_ms,
+        outcome=(outcome or outcome_make(total=total_ms)) if failure is None else None,
+        failure=failure,
+    )
     rows_insert([evaluation_rows_build(record=record)])
     return request_id
 

@@ -59,8 +59,13 @@ class HoldingProxy:
         headers = {k.decode(): v.decode() for k, v in scope["headers"] if k.lower() not in (b"host", b"content-length")}
         async with httpx.AsyncClient(base_url=self.upstream, timeout=30) as client:
             response = await client.request(scope["method"], scope["path"], content=body, headers=headers)
-        await send({"type": "http.response.start", "status": response.status_code,
-                    "headers": [(b"content-type", response.headers.get("content-type", "application/json").encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status_code,
+                "headers": [(b"content-type", response.headers.get("content-type", "application/json").encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": response.content})
 
 
@@ -82,6 +87,6 @@ def ends_with(suffix: tuple[int, ...]) -> Hold:
     def hold(body: Any) -> bool:
         ids = body.get("input_ids") if isinstance(body, dict) else None
         prompts = ids if ids and isinstance(ids[0], list) else [ids or []]
-        return any(tuple(p[-len(suffix):]) == suffix for p in prompts)
+        return any(tuple(p[-len(suffix) :]) == suffix for p in prompts)
 
     return hold

@@ -11,8 +11,10 @@ import pytest
 
 def _refusal(*, needs: str, marker: str) -> Any:
     def refuse(*args: object, **kwargs: object) -> NoReturn:
-        raise RuntimeError(f"this test {needs} but is not marked @pytest.mark.{marker}: mark it, so that "
-                           "`make test-fast` leaves it to `make test`")
+        raise RuntimeError(
+            f"this test {needs} but is not marked @pytest.mark.{marker}: mark it, so that "
+            "`make test-fast` leaves it to `make test`"
+        )
 
     return refuse
 

@@ -48,8 +48,9 @@ class ClassifierForm(forms.ModelForm):
         """A classifier's name shares `GET /v1/models` with the language model's names, so it may not be one."""
         name: str = self.cleaned_data["name"]
         if language_model_named(name=name, names=settings.OPENJEV.language_model_names):
-            raise ValidationError("This name belongs to the language model (POST /v1/systemone, and any jev-* "
-                                  "alias); choose another.")
+            raise ValidationError(
+                "This name belongs to the language model (POST /v1/systemone, and any jev-* alias); choose another."
+            )
         return name
 
 
@@ -61,10 +62,12 @@ class ClassifierLabelFormSet(BaseInlineFormSet):
         super().clean()
         if any(self.errors):
             return
-        names = [f.cleaned_data["name"] for f in self.forms
-                 if f.cleaned_data and not f.cleaned_data.get("DELETE") and f.cleaned_data.get("name")]
-        problems = classifier_problems(type=self.instance.type, labels=names,
-                                       max_answers=settings.OPENJEV.max_answers)
+        names = [
+            f.cleaned_data["name"]
+            for f in self.forms
+            if f.cleaned_data and not f.cleaned_data.get("DELETE") and f.cleaned_data.get("name")
+        ]
+        problems = classifier_problems(type=self.instance.type, labels=names, max_answers=settings.OPENJEV.max_answers)
         if problems:
             raise ValidationError([problem[0].upper() + problem[1:] + "." for problem in problems])
 
@@ -83,8 +86,11 @@ class ClassifierLabelInline(admin.TabularInline):
 
 
 class ClassifierTryForm(forms.Form):
-    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "cols": 90}), strip=False,
-                           help_text="Classified exactly as POST /v1/classify would (and stored like any request).")
+    text = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 90}),
+        strip=False,
+        help_text="Classified exactly as POST /v1/classify would (and stored like any request).",
+    )
 
 
 @admin.register(Classifier)
@@ -145,7 +151,10 @@ class ClassifierAdmin(admin.ModelAdmin):
             try:
                 classified: Classified = async_to_sync(classify_run)(
                     data={"model": obj.name, "input": form.cleaned_data["text"]},
-                    request_id=request_id_assign(path=CLASSIFY_PATH), caller=ADMIN_CALLER, classifier=spec)
+                    request_id=request_id_assign(path=CLASSIFY_PATH),
+                    caller=ADMIN_CALLER,
+                    classifier=spec,
+                )
                 result = _try_result(classified=classified, texts=_label_texts(spec.definition, spec.labels))
             except (ApiError, InferenceError) as exc:
                 api = api_error_of(exc)
@@ -179,6 +188,10 @@ def _try_result(*, classified: Classified, texts: list[str]) -> dict[str, Any]:
     labels = classified.classifier.labels
     rows = probability_bars(keys=labels, texts=texts, probabilities=item.probs, chosen=labels.index(item.label))
     body = json.dumps(classified_render(classified=classified), indent=2, ensure_ascii=False)
-    return {"label": item.label, "rows": rows, "body": body,
-            "request_id": classified.request_id,
-            "audit_url": reverse("admin:evaluations_evaluation_changelist") + f"?q={classified.request_id}"}
+    return {
+        "label": item.label,
+        "rows": rows,
+        "body": body,
+        "request_id": classified.request_id,
+        "audit_url": reverse("admin:evaluations_evaluation_changelist") + f"?q={classified.request_id}",
+    }

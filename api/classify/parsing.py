@@ -50,8 +50,11 @@ def classify_request_parse(*, data: Any, max_inputs: int) -> ClassifyRequest:
     else:
         wrong = [f"input[{i}] is {json_kind(t)}" for i, t in enumerate(texts) if not isinstance(t, str)]
         if wrong:
-            problems.append("`input` must be a list of strings (token ids are not supported): "
-                            + ", ".join(wrong[:5]) + (", …" if len(wrong) > 5 else ""))
+            problems.append(
+                "`input` must be a list of strings (token ids are not supported): "
+                + ", ".join(wrong[:5])
+                + (", …" if len(wrong) > 5 else "")
+            )
         else:
             inputs = tuple(texts)
     if problems:

@@ -70,8 +70,10 @@ def classifier_problems(*, type: str, labels: Sequence[str], max_answers: int) -
     if type == "noul":
         others = [name for name in labels if name not in NOUL_LABELS]
         if others:
-            problems.append(f"a noul classifier's labels are 'true' and 'false' (rows only reword them); "
-                            f"not allowed: {', '.join(others)}")
+            problems.append(
+                f"a noul classifier's labels are 'true' and 'false' (rows only reword them); "
+                f"not allowed: {', '.join(others)}"
+            )
     elif not 2 <= len(labels) <= max_answers:
         problems.append(f"a {type} classifier needs 2 to {max_answers} labels, got {len(labels)}")
     return problems
@@ -82,8 +84,16 @@ def _question_type(value: str) -> QuestionType:
     return next((t for t in CLASSIFIER_TYPES if t == value), "choice")
 
 
-def classifier_spec_build(*, id: int | None, name: str, type: str, description: str, instructions: str,
-                          labels: Sequence[tuple[str, str]], max_answers: int) -> ClassifierSpec:
+def classifier_spec_build(
+    *,
+    id: int | None,
+    name: str,
+    type: str,
+    description: str,
+    instructions: str,
+    labels: Sequence[tuple[str, str]],
+    max_answers: int,
+) -> ClassifierSpec:
     """The served form of a classifier; `labels` are (name, description) pairs in order.
 
     A blank description shows the label name to the model (a choice's null description); otherwise
@@ -92,9 +102,16 @@ def classifier_spec_build(*, id: int | None, name: str, type: str, description: 
     problems = classifier_problems(type=type, labels=[n for n, _ in labels], max_answers=max_answers)
     qtype = _question_type(type)
     if problems:
-        return ClassifierSpec(id=id, name=name, type=qtype, description=description,
-                              labels=tuple(n for n, _ in labels), question=None, definition={},
-                              problem="; ".join(problems))
+        return ClassifierSpec(
+            id=id,
+            name=name,
+            type=qtype,
+            description=description,
+            labels=tuple(n for n, _ in labels),
+            question=None,
+            definition={},
+            problem="; ".join(problems),
+        )
     text = instructions or None
     criteria: Any
     if qtype == "noul":
@@ -108,17 +125,27 @@ def classifier_spec_build(*, id: int | None, name: str, type: str, description: 
         criteria = [d or n for n, d in labels]
         names = tuple(n for n, _ in labels)
     return ClassifierSpec(
-        id=id, name=name, type=qtype, description=description, labels=names,
+        id=id,
+        name=name,
+        type=qtype,
+        description=description,
+        labels=names,
         question=question_build(id=name, type=qtype, instructions=text, criteria=criteria),
-        definition={"type": qtype, "instructions": text, "criteria": criteria})
+        definition={"type": qtype, "instructions": text, "criteria": criteria},
+    )
 
 
 def classifier_spec_of(*, row: Classifier) -> ClassifierSpec:
     """The served form of a saved classifier (its labels prefetched, or one query for them)."""
-    return classifier_spec_build(id=row.pk, name=row.name, type=row.type, description=row.description,
-                                 instructions=row.instructions,
-                                 labels=[(label.name, label.description) for label in row.labels.all()],
-                                 max_answers=settings.OPENJEV.max_answers)
+    return classifier_spec_build(
+        id=row.pk,
+        name=row.name,
+        type=row.type,
+        description=row.description,
+        instructions=row.instructions,
+        labels=[(label.name, label.description) for label in row.labels.all()],
+        max_answers=settings.OPENJEV.max_answers,
+    )
 
 
 _ALL = "all"
@@ -175,16 +202,22 @@ async def classifier_find(*, name: str) -> ClassifierSpec:
         classifiers = await classifiers_get()
     except Exception:
         log.exception("could not read classifiers")
-        raise ApiError(503, "service_unavailable", "classifiers cannot be read right now; retry shortly",
-                       {"Retry-After": "5"}) from None
+        raise ApiError(
+            503, "service_unavailable", "classifiers cannot be read right now; retry shortly", {"Retry-After": "5"}
+        ) from None
     spec = classifiers.get(name)
     if spec is None:
         if language_model_named(name=name, names=settings.OPENJEV.language_model_names):
-            raise ApiError(404, "not_found", f"{name!r} is a language model, not a classifier: POST /v1/classify "
-                                             "serves classifiers defined in the admin (GET /v1/models lists them "
-                                             "after the model names); use POST /v1/systemone for the model itself")
-        raise ApiError(404, "not_found", f"no classifier named {name!r}; GET /v1/models lists them after the "
-                                         "model names")
+            raise ApiError(
+                404,
+                "not_found",
+                f"{name!r} is a language model, not a classifier: POST /v1/classify "
+                "serves classifiers defined in the admin (GET /v1/models lists them "
+                "after the model names); use POST /v1/systemone for the model itself",
+            )
+        raise ApiError(
+            404, "not_found", f"no classifier named {name!r}; GET /v1/models lists them after the model names"
+        )
     if spec.problem:
         raise ApiError(404, "not_found", f"classifier {name!r} cannot be served: {spec.problem}; fix it in the admin")
     return spec

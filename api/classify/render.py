@@ -16,8 +16,14 @@ def classified_render(*, classified: Classified) -> dict[str, Any]:
         "object": "list",
         "created": classified.created,
         "model": classified.classifier.name,
-        "data": [{"index": item.index, "label": item.label, "probs": list(item.probs),
-                  "num_classes": len(item.probs)} for item in classified.items],
-        "usage": {"prompt_tokens": tokens, "total_tokens": tokens, "completion_tokens": 0,
-                  "prompt_tokens_details": None},
+        "data": [
+            {"index": item.index, "label": item.label, "probs": list(item.probs), "num_classes": len(item.probs)}
+            for item in classified.items
+        ],
+        "usage": {
+            "prompt_tokens": tokens,
+            "total_tokens": tokens,
+            "completion_tokens": 0,
+            "prompt_tokens_details": None,
+        },
     }

@@ -56,8 +56,9 @@ async def classifier_evaluate(*, evaluator: Evaluator, classifier: ClassifierSpe
     every input as one 400 before any backend call; the first failure cancels the rest (504/502/503)."""
     question = classifier.question
     assert question is not None, "classifier_find never returns an unservable classifier"
-    requests = [EvaluationRequest(conversation=conversation_of_text(text=text), questions=(question,))
-                for text in inputs]
+    requests = [
+        EvaluationRequest(conversation=conversation_of_text(text=text), questions=(question,)) for text in inputs
+    ]
     try:
         outcomes = await evaluations_run(evaluator=evaluator, requests=requests)
     except RequestInvalid as exc:
@@ -84,17 +85,23 @@ def received_of(*, data: Any, classifier: ClassifierSpec | None) -> Received:
     even for a request without a usable name, so the row still reads as a classification."""
     body = data if isinstance(data, dict) else {}
     name, texts = body.get("model"), body.get("input")
-    link = ClassifierLink(id=classifier.id if classifier else None,
-                          name=name if isinstance(name, str) and name else INVALID_NAME)
-    return Received(requested_model=name if isinstance(name, str) else "",
-                    question_count=len(texts) if isinstance(texts, list) else int(isinstance(texts, str)),
-                    question_types=(classifier.type,) if classifier else (), state=texts,
-                    questions={classifier.name: classifier.definition} if classifier else None, classifier=link,
-                    api="classify")
+    link = ClassifierLink(
+        id=classifier.id if classifier else None, name=name if isinstance(name, str) and name else INVALID_NAME
+    )
+    return Received(
+        requested_model=name if isinstance(name, str) else "",
+        question_count=len(texts) if isinstance(texts, list) else int(isinstance(texts, str)),
+        question_types=(classifier.type,) if classifier else (),
+        state=texts,
+        questions={classifier.name: classifier.definition} if classifier else None,
+        classifier=link,
+        api="classify",
+    )
 
 
-async def classify_run(*, data: Any, request_id: str, caller: Caller | None,
-                       classifier: ClassifierSpec | None = None) -> Classified:
+async def classify_run(
+    *, data: Any, request_id: str, caller: Caller | None, classifier: ClassifierSpec | None = None
+) -> Classified:
     """Validate (400), find the classifier (404), evaluate every input on the process's evaluator.
 
     Like `systemone_evaluate`, every call is recorded, answered or failed, linked to its classifier.
@@ -103,8 +110,9 @@ async def classify_run(*, data: Any, request_id: str, caller: Caller | None,
     """
     config = settings.OPENJEV
     found: ClassifierSpec | None = None
-    with evaluation_recorded(request_id=request_id, caller=caller,
-                             unparsed=lambda: received_of(data=data, classifier=found)) as call:
+    with evaluation_recorded(
+        request_id=request_id, caller=caller, unparsed=lambda: received_of(data=data, classifier=found)
+    ) as call:
         request = classify_request_parse(data=data, max_inputs=config.max_classify_inputs)
         if classifier is not None and classifier.problem:
             raise ApiError(404, "not_found", f"classifier {classifier.name!r} cannot be served: {classifier.problem}")
@@ -115,7 +123,15 @@ async def classify_run(*, data: Any, request_id: str, caller: Caller | None,
             outcome = await classifier_evaluate(evaluator=evaluator, classifier=found, inputs=request.inputs)
             calibrating = await calibrating_get(caller=caller, classifier=found.name)
             call.outcome = outcome = outcome_calibrated(outcome=outcome, calibrating=calibrating)
-    items = tuple(ClassifyItem(index=i, label=found.labels[answer.choice_index], probs=answer.probabilities)
-                  for i, answer in enumerate(outcome.answers))
-    return Classified(request_id=request_id, created=int(call.created_at.timestamp()), classifier=found,
-                      served_model=evaluator.backend.model, items=items, outcome=outcome)
+    items = tuple(
+        ClassifyItem(index=i, label=found.labels[answer.choice_index], probs=answer.probabilities)
+        for i, answer in enumerate(outcome.answers)
+    )
+    return Classified(
+        request_id=request_id,
+        created=int(call.created_at.timestamp()),
+        classifier=found,
+        served_model=evaluator.backend.model,
+        items=items,
+        outcome=outcome,
+    )

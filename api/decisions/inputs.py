@@ -28,21 +28,30 @@ JSON_MAX_VALUES = 10_000
 JSON_MAX_BYTES = 256 << 10
 """The SDK's documented limits of one `input_json` part (container levels, values, compact UTF-8 bytes)."""
 
-MESSAGE_ROLES: dict[str, Role] = {"user": "user", "developer": "system", "system": "system",
-                                  "assistant": "assistant"}
-PART_KINDS = {"user": ("input_text", "input_image", "input_json"), "developer": ("input_text",),
-              "system": ("input_text",), "assistant": ("output_text", "refusal")}
+MESSAGE_ROLES: dict[str, Role] = {"user": "user", "developer": "system", "system": "system", "assistant": "assistant"}
+PART_KINDS = {
+    "user": ("input_text", "input_image", "input_json"),
+    "developer": ("input_text",),
+    "system": ("input_text",),
+    "assistant": ("output_text", "refusal"),
+}
 """What each role's content list may hold (the SDK's types)."""
 OUTPUT_PART_KINDS = ("input_text", "input_image")
 
 _MESSAGE_KEYS = {"type", "role", "content", "phase"}
 _CALL_KEYS = {"type", "call_id", "name", "id", "namespace", "status"}
 _OUTPUT_KEYS = {"type", "call_id", "output", "id", "status"}
-_PART_KEYS = {"input_text": {"type", "text", "prompt_cache_breakpoint"},
-              "input_image": {"type", "image_url", "detail", "prompt_cache_breakpoint"},
-              "input_json": {"type", "data"}, "output_text": {"type", "text"}, "refusal": {"type", "refusal"}}
-IMAGE_URL_FETCHED = ("image URLs are not fetched by this server (it makes no request on a client's behalf); "
-                     "send the image as a base64 data: URL")
+_PART_KEYS = {
+    "input_text": {"type", "text", "prompt_cache_breakpoint"},
+    "input_image": {"type", "image_url", "detail", "prompt_cache_breakpoint"},
+    "input_json": {"type", "data"},
+    "output_text": {"type", "text"},
+    "refusal": {"type", "refusal"},
+}
+IMAGE_URL_FETCHED = (
+    "image URLs are not fetched by this server (it makes no request on a client's behalf); "
+    "send the image as a base64 data: URL"
+)
 
 
 class _Turns:
@@ -56,10 +65,16 @@ class _Turns:
         """A call joins the assistant turn of the calls just before it, else opens one."""
         call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
         last = self.messages[-1] if self.messages else None
-        if last is not None and last.role == "assistant" and last.content == "" and last.extra[:1] and \
-                last.extra[0][0] == "tool_calls":
-            self.messages[-1] = Message(role="assistant", content="",
-                                        extra=(("tool_calls", [*last.extra[0][1], call]),))
+        if (
+            last is not None
+            and last.role == "assistant"
+            and last.content == ""
+            and last.extra[:1]
+            and last.extra[0][0] == "tool_calls"
+        ):
+            self.messages[-1] = Message(
+                role="assistant", content="", extra=(("tool_calls", [*last.extra[0][1], call]),)
+            )
         else:
             self.messages.append(Message(role="assistant", content="", extra=(("tool_calls", [call]),)))
         self.calls.add(call_id)
@@ -87,13 +102,20 @@ def string_check(check: Checker, item: dict[str, Any], key: str, loc: Loc, *, re
 def json_part_text(check: Checker, data: Any, loc: Loc) -> str:
     """An `input_json` part's data as compact JSON, within the SDK's limits."""
     if not (isinstance(data, dict) or (isinstance(data, list) and all(isinstance(x, dict) for x in data))):
-        check.add((*loc, "data"), f"Invalid type: expected an object or an array of objects, got {json_kind(data)}",
-                  "invalid_type")
+        check.add(
+            (*loc, "data"),
+            f"Invalid type: expected an object or an array of objects, got {json_kind(data)}",
+            "invalid_type",
+        )
         return ""
     depth, values = _json_size(data)
     if depth > JSON_MAX_DEPTH or values > JSON_MAX_VALUES:
-        check.add((*loc, "data"), f"JSON data is limited to {JSON_MAX_DEPTH} levels and {JSON_MAX_VALUES} values "
-                                  f"(got {depth} levels, {values} values)", "json_too_large")
+        check.add(
+            (*loc, "data"),
+            f"JSON data is limited to {JSON_MAX_DEPTH} levels and {JSON_MAX_VALUES} values "
+            f"(got {depth} levels, {values} values)",
+            "json_too_large",
+        )
         return ""
     text = text_render(data)
     if len(text.encode("utf-8", "surrogatepass")) > JSON_MAX_BYTES:
@@ -135,8 +157,11 @@ def parts_check(check: Checker, content: Any, loc: Loc, *, kinds: tuple[str, ...
     if isinstance(content, str):
         return [content] if content else []
     if not isinstance(content, list):
-        check.add(loc, f"Invalid type: expected a string or an array of content parts, got {json_kind(content)}",
-                  "invalid_type")
+        check.add(
+            loc,
+            f"Invalid type: expected a string or an array of content parts, got {json_kind(content)}",
+            "invalid_type",
+        )
         return None
     before = len(check.problems)
     parts: list[Part] = []
@@ -146,8 +171,11 @@ def parts_check(check: Checker, content: Any, loc: Loc, *, kinds: tuple[str, ...
         kind = part.get("type") if isinstance(part, dict) else None
         if not isinstance(part, dict) or kind not in kinds:
             found = repr(kind) if isinstance(kind, str) else json_kind(part)
-            check.add((*part_loc, "type") if isinstance(part, dict) else part_loc,
-                      f"Invalid content part {found}; expected one of {', '.join(kinds)}", "invalid_value")
+            check.add(
+                (*part_loc, "type") if isinstance(part, dict) else part_loc,
+                f"Invalid content part {found}; expected one of {', '.join(kinds)}",
+                "invalid_value",
+            )
             continue
         unknown_keys_check(check, part, _PART_KEYS[kind], part_loc)
         if kind == "input_image":
@@ -168,8 +196,7 @@ def parts_check(check: Checker, content: Any, loc: Loc, *, kinds: tuple[str, ...
 def _message(check: Checker, turns: _Turns, item: dict[str, Any], loc: Loc) -> None:
     role = item.get("role")
     if role not in MESSAGE_ROLES:
-        check.add((*loc, "role"), f"Invalid role {role!r}; expected one of {', '.join(MESSAGE_ROLES)}",
-                  "invalid_value")
+        check.add((*loc, "role"), f"Invalid role {role!r}; expected one of {', '.join(MESSAGE_ROLES)}", "invalid_value")
         return
     unknown_keys_check(check, item, _MESSAGE_KEYS if role == "assistant" else _MESSAGE_KEYS - {"phase"}, loc)
     if "content" not in item:
@@ -203,8 +230,9 @@ def _arguments_read(text: str) -> Any:
     return value if isinstance(value, dict) else text
 
 
-def _call(check: Checker, turns: _Turns, item: dict[str, Any], loc: Loc, *, argument_key: str,
-          arguments: Callable[[str], Any]) -> None:
+def _call(
+    check: Checker, turns: _Turns, item: dict[str, Any], loc: Loc, *, argument_key: str, arguments: Callable[[str], Any]
+) -> None:
     unknown_keys_check(check, item, _CALL_KEYS | {argument_key}, loc)
     call_id, name = string_check(check, item, "call_id", loc), string_check(check, item, "name", loc)
     text = string_check(check, item, argument_key, loc)
@@ -217,8 +245,7 @@ def _call_output(check: Checker, turns: _Turns, item: dict[str, Any], loc: Loc) 
     unknown_keys_check(check, item, _OUTPUT_KEYS, loc)
     call_id = string_check(check, item, "call_id", loc)
     if call_id is not None and call_id not in turns.calls:
-        check.add((*loc, "call_id"), f"No tool call with call_id {call_id!r} comes before this output",
-                  "invalid_value")
+        check.add((*loc, "call_id"), f"No tool call with call_id {call_id!r} comes before this output", "invalid_value")
     if "output" not in item:
         check.add((*loc, "output"), "Missing required parameter: 'output'", "missing_required_parameter")
         return
@@ -226,17 +253,24 @@ def _call_output(check: Checker, turns: _Turns, item: dict[str, Any], loc: Loc) 
     if parts is None:
         return
     if any(isinstance(p, Image) for p in parts):
-        check.add((*loc, "output"), "images are accepted in user messages only, not in a tool output",
-                  "unsupported_content")
+        check.add(
+            (*loc, "output"), "images are accepted in user messages only, not in a tool output", "unsupported_content"
+        )
         return
     if call_id is not None:
-        turns.messages.append(Message(role="tool", content="".join(p for p in parts if isinstance(p, str)),
-                                      extra=(("tool_call_id", call_id),)))
+        turns.messages.append(
+            Message(
+                role="tool", content="".join(p for p in parts if isinstance(p, str)), extra=(("tool_call_id", call_id),)
+            )
+        )
 
 
 ITEM_KINDS: dict[str, Callable[[Checker, _Turns, dict[str, Any], Loc], None]] = {
-    "message": _message, "function_call": _function_call, "function_call_output": _call_output,
-    "custom_tool_call": _custom_tool_call, "custom_tool_call_output": _call_output,
+    "message": _message,
+    "function_call": _function_call,
+    "function_call_output": _call_output,
+    "custom_tool_call": _custom_tool_call,
+    "custom_tool_call_output": _call_output,
 }
 
 
@@ -246,8 +280,11 @@ def conversation_parse(check: Checker, value: Any) -> tuple[Message, ...]:
         return conversation_of_text(text=value)
     if not isinstance(value, list) or not value:
         got = "an empty array" if value == [] else json_kind(value)
-        check.add(("input",), f"Invalid type: expected a string or a non-empty array of input items, got {got}",
-                  "invalid_type")
+        check.add(
+            ("input",),
+            f"Invalid type: expected a string or a non-empty array of input items, got {got}",
+            "invalid_type",
+        )
         return ()
     turns = _Turns()
     for i, item in enumerate(value):
@@ -258,8 +295,11 @@ def conversation_parse(check: Checker, value: Any) -> tuple[Message, ...]:
         kind = item.get("type", "message")
         handler = ITEM_KINDS.get(kind) if isinstance(kind, str) else None
         if handler is None:
-            check.add((*loc, "type"), f"Invalid input item type {kind!r}; expected one of {', '.join(ITEM_KINDS)}",
-                      "invalid_value")
+            check.add(
+                (*loc, "type"),
+                f"Invalid input item type {kind!r}; expected one of {', '.join(ITEM_KINDS)}",
+                "invalid_value",
+            )
             continue
         handler(check, turns, item, loc)
     return tuple(turns.messages)

@@ -38,8 +38,11 @@ MAX_LEVELS = 10
 SAFETY_IDENTIFIER_MAX = 64
 PROMPT_CACHE_KEY_MAX = 256
 _TOP_KEYS = {"model", "input", "questions", "prompt_cache_key", "prompt_cache_options", "safety_identifier"}
-_QUESTION_KEYS = {"predicate": {"type", "instructions", "name"}, "choice": {"type", "instructions", "name", "choices"},
-                  "score": {"type", "instructions", "name", "levels"}}
+_QUESTION_KEYS = {
+    "predicate": {"type", "instructions", "name"},
+    "choice": {"type", "instructions", "name", "choices"},
+    "score": {"type", "instructions", "name", "levels"},
+}
 
 
 class ModelUnknown(Exception):
@@ -89,8 +92,9 @@ def decisions_request_parse(*, data: Any, limits: Limits, models: frozenset[str]
     if invalid:
         raise RequestInvalid(invalid)
     if not isinstance(data, dict):
-        raise RequestInvalid([Problem((), f"Invalid type: the body must be a JSON object, got {json_kind(data)}",
-                                      "invalid_type")])
+        raise RequestInvalid(
+            [Problem((), f"Invalid type: the body must be a JSON object, got {json_kind(data)}", "invalid_type")]
+        )
     check = Checker(limits=limits.images)
     unknown_keys_check(check, data, _TOP_KEYS, ())
     model = string_check(check, data, "model", ())
@@ -99,18 +103,25 @@ def decisions_request_parse(*, data: Any, limits: Limits, models: frozenset[str]
     if "input" not in data:
         check.add(("input",), "Missing required parameter: 'input'", "missing_required_parameter")
     conversation = conversation_parse(check, data.get("input")) if "input" in data else ()
-    check.problems += [Problem(("input", *p.loc[1:]) if p.loc[:1] == ("state",) else p.loc, p.msg, p.type)
-                       for p in images_total_check(images=check.images, limits=limits.images)]
+    check.problems += [
+        Problem(("input", *p.loc[1:]) if p.loc[:1] == ("state",) else p.loc, p.msg, p.type)
+        for p in images_total_check(images=check.images, limits=limits.images)
+    ]
     questions, asked = _questions_check(check, data, limits)
     safety_identifier = _bounded_string(check, data, "safety_identifier", SAFETY_IDENTIFIER_MAX)
     prompt_cache_key = _bounded_string(check, data, "prompt_cache_key", PROMPT_CACHE_KEY_MAX)
     _cache_options_check(check, data.get("prompt_cache_options"))
     if check.problems:
         raise RequestInvalid(check.problems)
-    return DecisionsRequest(model=str(model), evaluation=EvaluationRequest(conversation=conversation,
-                                                                           questions=questions),
-                            asked=asked, input=data["input"], questions=data["questions"],
-                            safety_identifier=safety_identifier, prompt_cache_key=prompt_cache_key)
+    return DecisionsRequest(
+        model=str(model),
+        evaluation=EvaluationRequest(conversation=conversation, questions=questions),
+        asked=asked,
+        input=data["input"],
+        questions=data["questions"],
+        safety_identifier=safety_identifier,
+        prompt_cache_key=prompt_cache_key,
+    )
 
 
 def _bounded_string(check: Checker, data: dict[str, Any], key: str, limit: int) -> str:
@@ -126,8 +137,9 @@ def _cache_options_check(check: Checker, options: Any) -> None:
     if options is None:
         return
     if not isinstance(options, dict):
-        check.add(("prompt_cache_options",), f"Invalid type: expected an object, got {json_kind(options)}",
-                  "invalid_type")
+        check.add(
+            ("prompt_cache_options",), f"Invalid type: expected an object, got {json_kind(options)}", "invalid_type"
+        )
         return
     unknown_keys_check(check, options, {"mode", "ttl"}, ("prompt_cache_options",))
     if options.get("mode") not in (None, "implicit", "explicit"):
@@ -136,27 +148,35 @@ def _cache_options_check(check: Checker, options: Any) -> None:
         check.add(("prompt_cache_options", "ttl"), "ttl must be '30m'", "invalid_value")
 
 
-def _questions_check(check: Checker, data: dict[str, Any], limits: Limits) -> tuple[tuple[Question, ...],
-                                                                                    tuple[Asked, ...]]:
+def _questions_check(
+    check: Checker, data: dict[str, Any], limits: Limits
+) -> tuple[tuple[Question, ...], tuple[Asked, ...]]:
     questions = data.get("questions")
     if questions is None:
         check.add(("questions",), "Missing required parameter: 'questions'", "missing_required_parameter")
         return (), ()
     if not isinstance(questions, list):
-        check.add(("questions",), f"Invalid type: expected an array of questions, got {json_kind(questions)}",
-                  "invalid_type")
+        check.add(
+            ("questions",), f"Invalid type: expected an array of questions, got {json_kind(questions)}", "invalid_type"
+        )
         return (), ()
     if not 1 <= len(questions) <= limits.max_questions:
-        check.add(("questions",), f"Between 1 and {limits.max_questions} questions are allowed on this server, got "
-                                  f"{len(questions)}", "array_below_min_length" if not questions
-                  else "array_above_max_length")
+        check.add(
+            ("questions",),
+            f"Between 1 and {limits.max_questions} questions are allowed on this server, got {len(questions)}",
+            "array_below_min_length" if not questions else "array_above_max_length",
+        )
         return (), ()
     found = []
     ids: set[str] = set()
     for i, question in enumerate(questions):
         qid = _question_id(question, position=i, taken=ids)
-        built = json_cached(cache=_parsed, key=(qid, limits.max_choices, limits.max_levels), value=question,
-                            build=partial(_question_check, check, question, ("questions", i), limits, qid=qid))
+        built = json_cached(
+            cache=_parsed,
+            key=(qid, limits.max_choices, limits.max_levels),
+            value=question,
+            build=partial(_question_check, check, question, ("questions", i), limits, qid=qid),
+        )
         if built is not None:
             found.append(built)
         ids.add(qid)
@@ -176,16 +196,20 @@ def _question_id(question: Any, *, position: int, taken: set[str]) -> str:
     return qid if qid not in taken else f"#{position}"
 
 
-def _question_check(check: Checker, question: Any, loc: Loc, limits: Limits, *,
-                    qid: str) -> tuple[Question, Asked] | None:
+def _question_check(
+    check: Checker, question: Any, loc: Loc, limits: Limits, *, qid: str
+) -> tuple[Question, Asked] | None:
     """The core's question under `qid`, and what its answer needs."""
     if not isinstance(question, dict):
         check.add(loc, f"Invalid type: expected a question object, got {json_kind(question)}", "invalid_type")
         return None
     kind = question.get("type")
     if kind not in QUESTION_KINDS:
-        check.add((*loc, "type"), f"Invalid question type {kind!r}; expected one of {', '.join(QUESTION_KINDS)}",
-                  "invalid_value" if "type" in question else "missing_required_parameter")
+        check.add(
+            (*loc, "type"),
+            f"Invalid question type {kind!r}; expected one of {', '.join(QUESTION_KINDS)}",
+            "invalid_value" if "type" in question else "missing_required_parameter",
+        )
         return None
     before = len(check.problems)
     unknown_keys_check(check, question, _QUESTION_KEYS[kind], loc)
@@ -195,12 +219,16 @@ def _question_check(check: Checker, question: Any, loc: Loc, limits: Limits, *,
         built = question_build(id=qid, type="noul", instructions=instructions, criteria=None), Asked(name=name)
     elif kind == "choice":
         values, criteria = _choices_check(check, question.get("choices"), (*loc, "choices"), limits.max_choices)
-        built = (question_build(id=qid, type="choice", instructions=instructions, criteria=criteria),
-                 Asked(name=name, values=values))
+        built = (
+            question_build(id=qid, type="choice", instructions=instructions, criteria=criteria),
+            Asked(name=name, values=values),
+        )
     else:
         labels, levels = _levels_check(check, question.get("levels"), (*loc, "levels"), limits.max_levels)
-        built = (question_build(id=qid, type="score", instructions=instructions, criteria=levels),
-                 Asked(name=name, labels=labels))
+        built = (
+            question_build(id=qid, type="score", instructions=instructions, criteria=levels),
+            Asked(name=name, labels=labels),
+        )
     return None if len(check.problems) > before else built
 
 
@@ -215,15 +243,21 @@ def _instructions_check(check: Checker, value: Any, loc: Loc) -> str:
         check.add(loc, "Missing required parameter: 'instructions'", "missing_required_parameter")
         return ""
     if not isinstance(value, list) or not value:
-        check.add(loc, f"Invalid type: expected a string or a non-empty array of text and JSON parts, got "
-                       f"{json_kind(value)}", "invalid_type")
+        check.add(
+            loc,
+            f"Invalid type: expected a string or a non-empty array of text and JSON parts, got {json_kind(value)}",
+            "invalid_type",
+        )
         return ""
     texts = []
     for i, part in enumerate(value):
         kind = part.get("type") if isinstance(part, dict) else None
         if kind == "input_image":
-            check.add((*loc, i), "images are not supported in question instructions; put the image in the input",
-                      "unsupported_content")
+            check.add(
+                (*loc, i),
+                "images are not supported in question instructions; put the image in the input",
+                "unsupported_content",
+            )
         elif kind == "input_text" and isinstance(part, dict):
             unknown_keys_check(check, part, {"type", "text"}, (*loc, i))
             texts.append(string_check(check, part, "text", (*loc, i)) or "")
@@ -238,12 +272,18 @@ def _instructions_check(check: Checker, value: Any, loc: Loc) -> str:
 def _items_check(check: Checker, value: Any, loc: Loc, *, limit: int, what: str) -> list[dict[str, Any]]:
     """A list of 2 to `limit` objects (the problems added when not)."""
     if not isinstance(value, list):
-        check.add(loc, f"Invalid type: expected an array of {what}, got {json_kind(value)}",
-                  "missing_required_parameter" if value is None else "invalid_type")
+        check.add(
+            loc,
+            f"Invalid type: expected an array of {what}, got {json_kind(value)}",
+            "missing_required_parameter" if value is None else "invalid_type",
+        )
         return []
     if not 2 <= len(value) <= limit:
-        check.add(loc, f"Between 2 and {limit} {what} are allowed on this server, got {len(value)}",
-                  "array_below_min_length" if len(value) < 2 else "array_above_max_length")
+        check.add(
+            loc,
+            f"Between 2 and {limit} {what} are allowed on this server, got {len(value)}",
+            "array_below_min_length" if len(value) < 2 else "array_above_max_length",
+        )
         return []
     items = []
     for i, item in enumerate(value):
@@ -259,8 +299,9 @@ def _description(check: Checker, item: dict[str, Any], loc: Loc) -> str | None:
     return text or None
 
 
-def _choices_check(check: Checker, value: Any, loc: Loc, limit: int) -> tuple[tuple[str | bool, ...],
-                                                                             dict[str, str | None]]:
+def _choices_check(
+    check: Checker, value: Any, loc: Loc, limit: int
+) -> tuple[tuple[str | bool, ...], dict[str, str | None]]:
     """The typed values in order, and the core's criteria: option key -> what the model reads (None: the
     key itself). A string value is its own key; a boolean's is `true`/`false`, unless a string of that
     text is a choice too, then `true (boolean)` (the model reads the key, so the two stay apart)."""
@@ -270,9 +311,11 @@ def _choices_check(check: Checker, value: Any, loc: Loc, limit: int) -> tuple[tu
         unknown_keys_check(check, item, {"value", "description"}, (*loc, i))
         found = item.get("value")
         if not isinstance(found, str | bool):
-            check.add((*loc, i, "value"), f"Invalid type: a choice value is a string or a boolean, got "
-                                          f"{json_kind(found)}", "invalid_type" if "value" in item
-                      else "missing_required_parameter")
+            check.add(
+                (*loc, i, "value"),
+                f"Invalid type: a choice value is a string or a boolean, got {json_kind(found)}",
+                "invalid_type" if "value" in item else "missing_required_parameter",
+            )
             continue
         if any(type(v) is type(found) and v == found for v in values):
             check.add((*loc, i, "value"), f"Each choice must be unique; {found!r} is given twice", "duplicate_value")

@@ -21,12 +21,23 @@ def answer_render(*, answer: Answer, asked: Asked, refused: bool) -> dict[str, A
     if kind == "noul":
         return {"type": "predicate", "name": asked.name, "probability": p[0]}
     if kind == "choice":
-        return {"type": "choice", "name": asked.name, "choice": asked.values[answer.choice_index],
-                "confidence": answer.confidence,
-                "probabilities": [{"value": v, "probability": x} for v, x in zip(asked.values, p, strict=True)]}
-    return {"type": "score", "name": asked.name, "score": answer.score, "confidence": answer.confidence,
-            "probabilities": [{"value": i, "label": label, "probability": x}
-                              for i, (label, x) in enumerate(zip(asked.labels, p, strict=True))]}
+        return {
+            "type": "choice",
+            "name": asked.name,
+            "choice": asked.values[answer.choice_index],
+            "confidence": answer.confidence,
+            "probabilities": [{"value": v, "probability": x} for v, x in zip(asked.values, p, strict=True)],
+        }
+    return {
+        "type": "score",
+        "name": asked.name,
+        "score": answer.score,
+        "confidence": answer.confidence,
+        "probabilities": [
+            {"value": i, "label": label, "probability": x}
+            for i, (label, x) in enumerate(zip(asked.labels, p, strict=True))
+        ],
+    }
 
 
 def decided_render(*, decided: Decided) -> dict[str, Any]:
@@ -35,13 +46,18 @@ def decided_render(*, decided: Decided) -> dict[str, Any]:
     outcome = decided.outcome
     usage = outcome.usage
     return {
-        "answers": [answer_render(answer=a, asked=asked, refused=a.label_mass < decided.refusal_below)
-                    for a, asked in zip(outcome.answers, decided.request.asked, strict=True)],
+        "answers": [
+            answer_render(answer=a, asked=asked, refused=a.label_mass < decided.refusal_below)
+            for a, asked in zip(outcome.answers, decided.request.asked, strict=True)
+        ],
         "model": decided.request.model,
-        "usage": {"input_tokens": usage.input_tokens,
-                  "input_tokens_details": {"cached_tokens": outcome.cached_tokens or 0, "cache_write_tokens": 0},
-                  "output_tokens": usage.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
-                  "total_tokens": usage.input_tokens + usage.output_tokens},
+        "usage": {
+            "input_tokens": usage.input_tokens,
+            "input_tokens_details": {"cached_tokens": outcome.cached_tokens or 0, "cache_write_tokens": 0},
+            "output_tokens": usage.output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage.input_tokens + usage.output_tokens,
+        },
     }
 
 

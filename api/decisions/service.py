@@ -46,9 +46,12 @@ class Decided:
 
 def decisions_limits() -> Limits:
     config = settings.OPENJEV
-    return Limits(max_questions=config.max_questions, max_choices=config.max_answers,
-                  max_levels=min(MAX_LEVELS, config.max_answers),
-                  images=ImageLimits(config.max_images, config.max_image_bytes, config.max_request_image_bytes))
+    return Limits(
+        max_questions=config.max_questions,
+        max_choices=config.max_answers,
+        max_levels=min(MAX_LEVELS, config.max_answers),
+        images=ImageLimits(config.max_images, config.max_image_bytes, config.max_request_image_bytes),
+    )
 
 
 def param_of(*, loc: Loc, request: DecisionsRequest | None = None) -> str | None:
@@ -85,11 +88,18 @@ def problems_answered(*, request: DecisionsRequest | None) -> Iterator[None]:
 
 def received_of(*, request: DecisionsRequest, refusal_below: float) -> Received:
     evaluation = request.evaluation
-    return Received(requested_model=request.model, question_count=len(evaluation.questions),
-                    question_types=tuple(sorted({q.type for q in evaluation.questions})), state=request.input,
-                    questions=request.questions, images=tuple(image.meta for image in evaluation.images),
-                    api="decisions", safety_identifier=request.safety_identifier,
-                    prompt_cache_key=request.prompt_cache_key, refusal_below=refusal_below)
+    return Received(
+        requested_model=request.model,
+        question_count=len(evaluation.questions),
+        question_types=tuple(sorted({q.type for q in evaluation.questions})),
+        state=request.input,
+        questions=request.questions,
+        images=tuple(image.meta for image in evaluation.images),
+        api="decisions",
+        safety_identifier=request.safety_identifier,
+        prompt_cache_key=request.prompt_cache_key,
+        refusal_below=refusal_below,
+    )
 
 
 def received_of_body(*, data: Any) -> Received:
@@ -99,27 +109,44 @@ def received_of_body(*, data: Any) -> Received:
     asked = questions if isinstance(questions, list) else []
     kinds = {"predicate": "noul", "choice": "choice", "score": "score"}
     types = sorted({kinds[q["type"]] for q in asked if isinstance(q, dict) and q.get("type") in kinds})
-    return Received(requested_model=model if isinstance(model, str) else "", question_count=len(asked),
-                    question_types=tuple(types), state=body.get("input"), questions=questions, api="decisions")
+    return Received(
+        requested_model=model if isinstance(model, str) else "",
+        question_count=len(asked),
+        question_types=tuple(types),
+        state=body.get("input"),
+        questions=questions,
+        api="decisions",
+    )
 
 
 async def decisions_evaluate(*, data: Any, request_id: str, caller: Caller | None) -> Decided:
     """Validate (400 naming the field; 404 for a model not served), evaluate and calibrate as System One
     does (the same admission, deadlines and errors), record."""
     config = settings.OPENJEV
-    with evaluation_recorded(request_id=request_id, caller=caller,
-                             unparsed=lambda: received_of_body(data=data)) as call:
+    with evaluation_recorded(
+        request_id=request_id, caller=caller, unparsed=lambda: received_of_body(data=data)
+    ) as call:
         try:
             with problems_answered(request=None):
-                request = decisions_request_parse(data=data, limits=decisions_limits(),
-                                                  models=config.language_model_names)
+                request = decisions_request_parse(
+                    data=data, limits=decisions_limits(), models=config.language_model_names
+                )
         except ModelUnknown as exc:
-            raise ApiError(404, "model_not_found", f"The model {str(exc)!r} does not exist on this server; use "
-                                                   f"{config.model_alias} or {config.model}", param="model") from None
+            raise ApiError(
+                404,
+                "model_not_found",
+                f"The model {str(exc)!r} does not exist on this server; use {config.model_alias} or {config.model}",
+                param="model",
+            ) from None
         call.received = received_of(request=request, refusal_below=config.refusal_label_mass)
         async with rate_limited(call=call):
             with problems_answered(request=request):
                 outcome = await evaluation_calibrated(call=call, request=request.evaluation)
     assert call.evaluator is not None, "an evaluated call names its evaluator"
-    return Decided(request_id=request_id, request=request, model=call.evaluator.backend.model, outcome=outcome,
-                   refusal_below=config.refusal_label_mass)
+    return Decided(
+        request_id=request_id,
+        request=request,
+        model=call.evaluator.backend.model,
+        outcome=outcome,
+        refusal_below=config.refusal_label_mass,
+    )

@@ -23,27 +23,36 @@ class ClassifyRequestSerializer(serializers.Serializer):
     """Classify one text or a list of texts with a classifier saved in the admin. Other fields (`user`, `rid`,
     `priority`, ...) are ignored."""
 
-    model = serializers.CharField(help_text="A classifier's name, as defined in the admin (`GET /v1/models` lists "
-                                            "them in `data`, after the model names). Unknown → 404.")
-    input = ClassifyInputField(help_text="The text to classify, or a list of 1 to `max_classify_inputs` texts (64 by "
-                                         "default), classified concurrently. Token ids are not supported.")
+    model = serializers.CharField(
+        help_text="A classifier's name, as defined in the admin (`GET /v1/models` lists "
+        "them in `data`, after the model names). Unknown → 404."
+    )
+    input = ClassifyInputField(
+        help_text="The text to classify, or a list of 1 to `max_classify_inputs` texts (64 by "
+        "default), classified concurrently. Token ids are not supported."
+    )
 
 
 class ClassifyResultSerializer(serializers.Serializer):
     index = serializers.IntegerField(min_value=0, help_text="Position of the text in `input` (0 for a single text).")
     label = serializers.CharField(  # type: ignore[assignment]  # a field named like Field.label, as `data` above
         help_text="The most likely label (ties go to the first). A noul classifier answers `true` or `false`; a "
-                  "score classifier the name of a level.")
-    probs = serializers.ListField(child=probability_field(), min_length=2,
-                                  help_text="One probability per label, in the classifier's label order (a noul "
-                                            "classifier: [P(true), P(false)]; a score: levels lowest first). "
-                                            + PROBABILITY_HELP)
+        "score classifier the name of a level."
+    )
+    probs = serializers.ListField(
+        child=probability_field(),
+        min_length=2,
+        help_text="One probability per label, in the classifier's label order (a noul "
+        "classifier: [P(true), P(false)]; a score: levels lowest first). " + PROBABILITY_HELP,
+    )
     num_classes = serializers.IntegerField(min_value=2, help_text="The number of labels (the length of `probs`).")
 
 
 class ClassifyUsageSerializer(serializers.Serializer):
-    prompt_tokens = serializers.IntegerField(min_value=0, help_text="Prompt tokens the backend read over the warm-up "
-                                                                    "and branch of every input (cache hits included).")
+    prompt_tokens = serializers.IntegerField(
+        min_value=0,
+        help_text="Prompt tokens the backend read over the warm-up and branch of every input (cache hits included).",
+    )
     total_tokens = serializers.IntegerField(min_value=0, help_text="The same as `prompt_tokens`.")
     completion_tokens = ZeroField(help_text="Always 0: nothing is generated for the caller.")
     prompt_tokens_details = NullField(help_text="Always null.")
@@ -52,15 +61,15 @@ class ClassifyUsageSerializer(serializers.Serializer):
 class ClassifyResponseSerializer(serializers.Serializer):
     """The SGLang / vLLM classification response."""
 
-    id = serializers.CharField(help_text="`classify-<hex>`; also the `x-typesafe-request-id` header and the stored "
-                                         "evaluation's request id.")
+    id = serializers.CharField(
+        help_text="`classify-<hex>`; also the `x-typesafe-request-id` header and the stored evaluation's request id."
+    )
     object = const_field("list")(help_text="Always `list`.")
     created = serializers.IntegerField(min_value=0, help_text="Unix time (seconds) when the request arrived.")
     model = serializers.CharField(help_text="The classifier's name, as requested.")
     # A field named like Serializer.data: DRF's metaclass moves it into `fields`, so the property is intact.
     data = ClassifyResultSerializer(many=True, help_text="One result per input text, in input order.")  # type: ignore[assignment]
     usage = ClassifyUsageSerializer(help_text="What the request cost the backend.")
-
 
 
 CLASSIFY_REQUEST: dict[str, Any] = {
@@ -73,8 +82,10 @@ CLASSIFY_RESPONSE: dict[str, Any] = {
     "object": "list",
     "created": 1745383213,
     "model": "sentiment",
-    "data": [{"index": 0, "label": "positive", "probs": [0.94, 0.02, 0.04], "num_classes": 3},
-             {"index": 1, "label": "negative", "probs": [0.01, 0.96, 0.03], "num_classes": 3}],
+    "data": [
+        {"index": 0, "label": "positive", "probs": [0.94, 0.02, 0.04], "num_classes": 3},
+        {"index": 1, "label": "negative", "probs": [0.01, 0.96, 0.03], "num_classes": 3},
+    ],
     "usage": {"prompt_tokens": 412, "total_tokens": 412, "completion_tokens": 0, "prompt_tokens_details": None},
 }
 
@@ -102,40 +113,73 @@ classify_schema = extend_schema(
     request=ClassifyRequestSerializer,
     responses={
         200: OpenApiResponse(ClassifyResponseSerializer, description="One result per input text, in order."),
-        400: _classify_failure("The body is not JSON or not valid: `model` or `input` missing or of the wrong type, "
-                               "too many texts, or a text over the token budgets (`invalid_request`)."),
+        400: _classify_failure(
+            "The body is not JSON or not valid: `model` or `input` missing or of the wrong type, "
+            "too many texts, or a text over the token budgets (`invalid_request`)."
+        ),
         401: _classify_failure("Auth is on and the Bearer key is missing or wrong (`authentication_error`)."),
         404: _classify_failure("No classifier has this name (`not_found`)."),
         408: _classify_failure("The body did not arrive in time (`request_timeout`); the connection is closed."),
         413: _classify_failure("The body, after decompression, is over `max_body_bytes` (`request_too_large`)."),
-        415: _classify_failure("The `Content-Encoding` is not gzip, zstd or identity, or the body is not declared "
-                               "JSON (`unsupported_media_type`)."),
+        415: _classify_failure(
+            "The `Content-Encoding` is not gzip, zstd or identity, or the body is not declared "
+            "JSON (`unsupported_media_type`)."
+        ),
         429: _classify_failure(RATE_LIMITED_DESCRIPTION),
         500: _classify_failure("A bug on our side (`internal_error`)."),
         502: _classify_failure("The backend answered with an error or malformed log-probabilities (`backend_error`)."),
         503: _classify_failure("The backend (or the classifier table) is unavailable; see `Retry-After`."),
         504: _classify_failure("The request took longer than `request_timeout_seconds` (`timeout`)."),
-        529: _classify_failure("More than `max_concurrent_requests` requests are running in this process "
-                                "(`overloaded`); retry after `Retry-After`."),
+        529: _classify_failure(
+            "More than `max_concurrent_requests` requests are running in this process "
+            "(`overloaded`); retry after `Retry-After`."
+        ),
     },
     examples=[
-        OpenApiExample("SentimentClassifier", value=CLASSIFY_REQUEST, request_only=True,
-                       summary="Two reviews, one sentiment classifier",
-                       description="Needs a classifier `sentiment` with labels positive, negative, neutral."),
-        OpenApiExample("SentimentAnswer", value=CLASSIFY_RESPONSE, response_only=True, status_codes=["200"],
-                       summary="One result per review"),
+        OpenApiExample(
+            "SentimentClassifier",
+            value=CLASSIFY_REQUEST,
+            request_only=True,
+            summary="Two reviews, one sentiment classifier",
+            description="Needs a classifier `sentiment` with labels positive, negative, neutral.",
+        ),
+        OpenApiExample(
+            "SentimentAnswer",
+            value=CLASSIFY_RESPONSE,
+            response_only=True,
+            status_codes=["200"],
+            summary="One result per review",
+        ),
         error_example(400, "invalid_request", "`input` is required: a text, or a list of texts", shape="classify"),
-        error_example(404, "not_found", "no classifier named 'sentimnet'; GET /v1/models lists them after the "
-                                        "model names", shape="classify"),
-        *(error_example(status, error_type, message, shape="classify")
-          for status, (error_type, message) in SHARED_ERRORS.items()),
+        error_example(
+            404,
+            "not_found",
+            "no classifier named 'sentimnet'; GET /v1/models lists them after the model names",
+            shape="classify",
+        ),
+        *(
+            error_example(status, error_type, message, shape="classify")
+            for status, (error_type, message) in SHARED_ERRORS.items()
+        ),
     ],
     parameters=[
-        OpenApiParameter("x-typesafe-request-id", str, OpenApiParameter.HEADER, required=True, response=True,
-                         description="The request's id (`classify-…`, the body's `id` on a 200), on every response, "
-                                     "errors included; also stored with it, and named in a 5xx's message."),
-        OpenApiParameter("x-openjev-model", str, OpenApiParameter.HEADER, required=True, response=[200],
-                         description="The language model the backend actually served."),
+        OpenApiParameter(
+            "x-typesafe-request-id",
+            str,
+            OpenApiParameter.HEADER,
+            required=True,
+            response=True,
+            description="The request's id (`classify-…`, the body's `id` on a 200), on every response, "
+            "errors included; also stored with it, and named in a 5xx's message.",
+        ),
+        OpenApiParameter(
+            "x-openjev-model",
+            str,
+            OpenApiParameter.HEADER,
+            required=True,
+            response=[200],
+            description="The language model the backend actually served.",
+        ),
         RETRY_AFTER_HEADER,
         *RATE_LIMIT_HEADERS,
         AUTH_HEADER,

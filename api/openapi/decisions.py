@@ -21,9 +21,11 @@ from rest_framework import serializers
 from api.errors import ApiError, error_body
 from api.openapi.fields import ModelField, const_field, probability_field
 
-INSTRUCTIONS_HELP = ("What to ask about the input: a string, or a list of `input_text` / `input_json` parts "
-                     "(joined with newlines; JSON as compact text). Images are not accepted here: put them in the "
-                     "input.")
+INSTRUCTIONS_HELP = (
+    "What to ask about the input: a string, or a list of `input_text` / `input_json` parts "
+    "(joined with newlines; JSON as compact text). Images are not accepted here: put them in the "
+    "input."
+)
 NAME_HELP = "Returned with the answer; `POST /v1/feedback` finds the answer by it (or by the question's index)."
 
 _PART = {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}}}
@@ -34,11 +36,24 @@ class InstructionsField(serializers.JSONField):
     """A string, or text and JSON parts."""
 
 
-@extend_schema_field({"oneOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": {
-    "type": "object", "description": "A `message` (role user, developer, system or assistant; content a string or "
-                                     "parts `input_text`, `input_image` with a data: URL, `input_json`), "
-                                     "`function_call`, `function_call_output`, `custom_tool_call` or "
-                                     "`custom_tool_call_output` item."}}]})
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string"},
+            {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "description": "A `message` (role user, developer, system or assistant; content a string or "
+                    "parts `input_text`, `input_image` with a data: URL, `input_json`), "
+                    "`function_call`, `function_call_output`, `custom_tool_call` or "
+                    "`custom_tool_call_output` item.",
+                },
+            },
+        ]
+    }
+)
 class InputField(serializers.JSONField):
     """A string, or an ordered list of input items."""
 
@@ -67,8 +82,9 @@ class DecisionChoiceSerializer(serializers.Serializer):
     type = const_field("choice")(help_text="`choice`: pick one of the choices.")
     instructions = InstructionsField(help_text=INSTRUCTIONS_HELP)
     name = serializers.CharField(required=False, help_text=NAME_HELP)
-    choices = DecisionChoiceOptionSerializer(many=True,
-                                             help_text="2 to `max_choices` choices, in the order to show them.")
+    choices = DecisionChoiceOptionSerializer(
+        many=True, help_text="2 to `max_choices` choices, in the order to show them."
+    )
 
 
 class DecisionLevelSerializer(serializers.Serializer):
@@ -86,9 +102,15 @@ class DecisionScoreSerializer(serializers.Serializer):
 
 
 QUESTION = PolymorphicProxySerializer(
-    component_name="DecisionQuestion", resource_type_field_name="type", many=False,
-    serializers={"predicate": DecisionPredicateSerializer, "choice": DecisionChoiceSerializer,
-                 "score": DecisionScoreSerializer})
+    component_name="DecisionQuestion",
+    resource_type_field_name="type",
+    many=False,
+    serializers={
+        "predicate": DecisionPredicateSerializer,
+        "choice": DecisionChoiceSerializer,
+        "score": DecisionScoreSerializer,
+    },
+)
 
 
 class DecisionCacheOptionsSerializer(serializers.Serializer):
@@ -99,21 +121,33 @@ class DecisionCacheOptionsSerializer(serializers.Serializer):
 class DecisionsRequestSerializer(serializers.Serializer):
     model = ModelField(help_text="`jev-latest` (or any `jev-*` alias), the public model id or the served id.")
     input = InputField(help_text="What every question is about: a string, or messages and tool calls in order.")
-    questions = serializers.ListField(child=QUESTION, min_length=1,
-                                      help_text="1 to `max_questions` questions (`GET /v1/limits`: 64 by default, "
-                                                "OpenAI takes 400); answers come back in the same order.")
-    prompt_cache_key = serializers.CharField(required=False, allow_null=True,
-                                             help_text="Stored with the evaluation; the backend caches every "
-                                                       "shared prefix on its own.")
-    prompt_cache_options = DecisionCacheOptionsSerializer(required=False, allow_null=True,
-                                                  help_text="Accepted and checked; a no-op here (breakpoints too).")
-    safety_identifier = serializers.CharField(required=False, allow_null=True, max_length=64,
-                                              help_text="Your id of your end user, stored and shown in the admin.")
+    questions = serializers.ListField(
+        child=QUESTION,
+        min_length=1,
+        help_text="1 to `max_questions` questions (`GET /v1/limits`: 64 by default, "
+        "OpenAI takes 400); answers come back in the same order.",
+    )
+    prompt_cache_key = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="Stored with the evaluation; the backend caches every shared prefix on its own.",
+    )
+    prompt_cache_options = DecisionCacheOptionsSerializer(
+        required=False, allow_null=True, help_text="Accepted and checked; a no-op here (breakpoints too)."
+    )
+    safety_identifier = serializers.CharField(
+        required=False,
+        allow_null=True,
+        max_length=64,
+        help_text="Your id of your end user, stored and shown in the admin.",
+    )
 
 
 ANSWER_NAME_HELP = "The question's `name`, null when it had none."
-CONFIDENCE_HELP = ("How peaked the distribution is: 1 − normalised entropy by default (`OPENJEV_CONFIDENCE`). This is "
-                   "**not** a calibrated probability of being correct.")
+CONFIDENCE_HELP = (
+    "How peaked the distribution is: 1 − normalised entropy by default (`OPENJEV_CONFIDENCE`). This is "
+    "**not** a calibrated probability of being correct."
+)
 
 
 class DecisionPredicateAnswerSerializer(serializers.Serializer):
@@ -174,22 +208,34 @@ class DecisionsUsageSerializer(serializers.Serializer):
 
 
 class DecisionsResponseSerializer(serializers.Serializer):
-    answers = serializers.ListField(child=PolymorphicProxySerializer(
-        component_name="DecisionAnswer", resource_type_field_name="type", many=False,
-        serializers={"predicate": DecisionPredicateAnswerSerializer, "choice": DecisionChoiceAnswerSerializer,
-                     "score": DecisionScoreAnswerSerializer, "refusal": DecisionRefusalAnswerSerializer}),
-        help_text="One per question, in question order.")
+    answers = serializers.ListField(
+        child=PolymorphicProxySerializer(
+            component_name="DecisionAnswer",
+            resource_type_field_name="type",
+            many=False,
+            serializers={
+                "predicate": DecisionPredicateAnswerSerializer,
+                "choice": DecisionChoiceAnswerSerializer,
+                "score": DecisionScoreAnswerSerializer,
+                "refusal": DecisionRefusalAnswerSerializer,
+            },
+        ),
+        help_text="One per question, in question order.",
+    )
     model = ModelField(help_text="The model as requested.")
     usage = DecisionsUsageSerializer(help_text="Tokens the backend read for this request.")
 
 
 class OpenAIErrorDetailSerializer(serializers.Serializer):
     message = serializers.CharField(help_text="What happened, for people; a 400 lists every problem found.")
-    type = serializers.CharField(help_text="`invalid_request_error` (4xx), `rate_limit_error` (429), "
-                                           "`server_error` (5xx).")
+    type = serializers.CharField(
+        help_text="`invalid_request_error` (4xx), `rate_limit_error` (429), `server_error` (5xx)."
+    )
     param = serializers.CharField(allow_null=True, help_text="The field at fault, e.g. `questions[2].choices`.")
-    code = serializers.CharField(allow_null=True, help_text="What kind of error, for programs (`invalid_value`, "
-                                                            "`unknown_parameter`, `model_not_found`, ...).")
+    code = serializers.CharField(
+        allow_null=True,
+        help_text="What kind of error, for programs (`invalid_value`, `unknown_parameter`, `model_not_found`, ...).",
+    )
 
 
 class OpenAIErrorSerializer(serializers.Serializer):
@@ -203,12 +249,22 @@ DECISIONS_REQUEST: dict[str, Any] = {
     "input": "Hi, I was charged twice for my March invoice and the refund still hasn't arrived. Fix it today!",
     "questions": [
         {"type": "predicate", "name": "refund", "instructions": "Is the customer asking for money back?"},
-        {"type": "choice", "name": "team", "instructions": "Which team should handle this ticket?",
-         "choices": [{"value": "Billing", "description": "Payments, invoices, refunds"},
-                     {"value": "Technical", "description": "Bugs, outages"},
-                     {"value": "Sales", "description": "Pricing, upgrades"}]},
-        {"type": "score", "name": "anger", "instructions": "How frustrated is the customer?",
-         "levels": [{"label": "Calm"}, {"label": "Frustrated"}, {"label": "Very angry"}]},
+        {
+            "type": "choice",
+            "name": "team",
+            "instructions": "Which team should handle this ticket?",
+            "choices": [
+                {"value": "Billing", "description": "Payments, invoices, refunds"},
+                {"value": "Technical", "description": "Bugs, outages"},
+                {"value": "Sales", "description": "Pricing, upgrades"},
+            ],
+        },
+        {
+            "type": "score",
+            "name": "anger",
+            "instructions": "How frustrated is the customer?",
+            "levels": [{"label": "Calm"}, {"label": "Frustrated"}, {"label": "Very angry"}],
+        },
     ],
 }
 """The README example, asked through this route: the same questions, so the same answers."""
@@ -223,43 +279,78 @@ DECISIONS_CHAT_REQUEST: dict[str, Any] = {
     ],
     "questions": [
         {"type": "predicate", "name": "outage", "instructions": "Does the tool output show a service problem?"},
-        {"type": "choice", "instructions": [{"type": "input_text", "text": "Is the user technical?"}],
-         "choices": [{"value": True}, {"value": False}]},
+        {
+            "type": "choice",
+            "instructions": [{"type": "input_text", "text": "Is the user technical?"}],
+            "choices": [{"value": True}, {"value": False}],
+        },
     ],
 }
 
 DECISIONS_RESPONSE: dict[str, Any] = {
     "answers": [
         {"type": "predicate", "name": "refund", "probability": 0.88},
-        {"type": "choice", "name": "team", "choice": "Billing", "confidence": 0.51,
-         "probabilities": [{"value": "Billing", "probability": 0.8}, {"value": "Technical", "probability": 0.13},
-                           {"value": "Sales", "probability": 0.07}]},
-        {"type": "score", "name": "anger", "score": 1.26, "confidence": 0.29,
-         "probabilities": [{"value": 0, "label": "Calm", "probability": 0.12},
-                           {"value": 1, "label": "Frustrated", "probability": 0.5},
-                           {"value": 2, "label": "Very angry", "probability": 0.38}]},
+        {
+            "type": "choice",
+            "name": "team",
+            "choice": "Billing",
+            "confidence": 0.51,
+            "probabilities": [
+                {"value": "Billing", "probability": 0.8},
+                {"value": "Technical", "probability": 0.13},
+                {"value": "Sales", "probability": 0.07},
+            ],
+        },
+        {
+            "type": "score",
+            "name": "anger",
+            "score": 1.26,
+            "confidence": 0.29,
+            "probabilities": [
+                {"value": 0, "label": "Calm", "probability": 0.12},
+                {"value": 1, "label": "Frustrated", "probability": 0.5},
+                {"value": 2, "label": "Very angry", "probability": 0.38},
+            ],
+        },
     ],
     "model": "jev-latest",
-    "usage": {"input_tokens": 402, "input_tokens_details": {"cached_tokens": 288, "cache_write_tokens": 0},
-              "output_tokens": 4, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 406},
+    "usage": {
+        "input_tokens": 402,
+        "input_tokens_details": {"cached_tokens": 288, "cache_write_tokens": 0},
+        "output_tokens": 4,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 406,
+    },
 }
 
 DECISIONS_EXAMPLES = [
-    OpenApiExample("ticket", value=DECISIONS_REQUEST, request_only=True,
-                   summary="The README's three questions"),
-    OpenApiExample("tool_calls", value=DECISIONS_CHAT_REQUEST, request_only=True,
-                   summary="Messages, a function call and its output; boolean choices"),
+    OpenApiExample("ticket", value=DECISIONS_REQUEST, request_only=True, summary="The README's three questions"),
+    OpenApiExample(
+        "tool_calls",
+        value=DECISIONS_CHAT_REQUEST,
+        request_only=True,
+        summary="Messages, a function call and its output; boolean choices",
+    ),
     OpenApiExample("answers", value=DECISIONS_RESPONSE, response_only=True, status_codes=["200"]),
-    *[OpenApiExample(f"error_{status}", value=error_body(ApiError(status, code, message, param=param),
-                                                         shape="openai"),
-                     response_only=True, status_codes=[str(status)])
-      for status, code, message, param in (
-          (400, "array_below_min_length", "questions[1].choices: Between 2 and 255 choices are allowed on this "
-                                          "server, got 1", "questions[1].choices"),
-          (401, "invalid_api_key", "missing API key: send Authorization: Bearer <key>", None),
-          (404, "model_not_found", "The model 'gpt-6-luna' does not exist on this server", "model"),
-          (429, "rate_limited", "rate limit reached for requests; retry in 12s", None),
-      )],
+    *[
+        OpenApiExample(
+            f"error_{status}",
+            value=error_body(ApiError(status, code, message, param=param), shape="openai"),
+            response_only=True,
+            status_codes=[str(status)],
+        )
+        for status, code, message, param in (
+            (
+                400,
+                "array_below_min_length",
+                "questions[1].choices: Between 2 and 255 choices are allowed on this server, got 1",
+                "questions[1].choices",
+            ),
+            (401, "invalid_api_key", "missing API key: send Authorization: Bearer <key>", None),
+            (404, "model_not_found", "The model 'gpt-6-luna' does not exist on this server", "model"),
+            (429, "rate_limited", "rate limit reached for requests; retry in 12s", None),
+        )
+    ],
 ]
 
 
@@ -269,34 +360,57 @@ def _error(description: str) -> OpenApiResponse:
 
 DECISIONS_RESPONSES: dict[int, OpenApiResponse] = {
     200: OpenApiResponse(DecisionsResponseSerializer, description="One answer per question, in question order."),
-    400: _error("Invalid request, nothing was run: a body that is not JSON, a missing, unknown or invalid field "
-                "(`param` names the first; the message lists all), a token budget, an image URL that is not a data: "
-                "URL, an image in a question's instructions, or images where the served model cannot see."),
+    400: _error(
+        "Invalid request, nothing was run: a body that is not JSON, a missing, unknown or invalid field "
+        "(`param` names the first; the message lists all), a token budget, an image URL that is not a data: "
+        "URL, an image in a question's instructions, or images where the served model cannot see."
+    ),
     401: _error("Auth is on and the Bearer key is missing or wrong (`invalid_api_key`)."),
     404: _error("`model` names no model served here (`model_not_found`)."),
     408: _error("The body did not arrive in time (`request_timeout`)."),
     413: _error("The body, after decompression, is over `max_body_bytes` (`request_too_large`)."),
-    415: _error("The `Content-Encoding` is not gzip, zstd or identity, or the body is not declared JSON "
-                "(`unsupported_media_type`)."),
-    429: _error("The caller is over a per-key limit (`rate_limit_exceeded`): requests or input tokens per minute, or "
-                "evaluations in flight; `retry-after`, `retry-after-ms`, `x-ratelimit-*`, `x-should-retry: true`."),
+    415: _error(
+        "The `Content-Encoding` is not gzip, zstd or identity, or the body is not declared JSON "
+        "(`unsupported_media_type`)."
+    ),
+    429: _error(
+        "The caller is over a per-key limit (`rate_limit_exceeded`): requests or input tokens per minute, or "
+        "evaluations in flight; `retry-after`, `retry-after-ms`, `x-ratelimit-*`, `x-should-retry: true`."
+    ),
     500: _error("A bug on our side; `x-should-retry: false`."),
     502: _error("The backend failed this request (`backend_error`); `x-should-retry: false`."),
-    503: _error("The backend is unavailable or starting (`backend_unavailable`); `retry-after`, "
-                "`x-should-retry: true`."),
+    503: _error(
+        "The backend is unavailable or starting (`backend_unavailable`); `retry-after`, `x-should-retry: true`."
+    ),
     504: _error("The evaluation took longer than `request_timeout_seconds` (`timeout`); `x-should-retry: false`."),
     529: _error("The server is full (`overloaded`, `max_concurrent_requests`); `retry-after`, `x-should-retry: true`."),
 }
 
 DECISIONS_HEADERS = [
-    OpenApiParameter("x-request-id", str, OpenApiParameter.HEADER, required=True, response=True,
-                     description="This request's id (the same as `x-typesafe-request-id`), which the SDK exposes "
-                                 "as `_request_id`."),
-    OpenApiParameter("x-should-retry", str, OpenApiParameter.HEADER, required=True,
-                     response=[400, 429, 500, 502, 503, 504, 529],
-                     description="`true` or `false`: whether retrying can help, which the SDK obeys."),
-    OpenApiParameter("x-openjev-label-mass", str, OpenApiParameter.HEADER, required=True, response=[200],
-                     description="The lowest label mass of the answers: near 1 when the model answered with labels."),
+    OpenApiParameter(
+        "x-request-id",
+        str,
+        OpenApiParameter.HEADER,
+        required=True,
+        response=True,
+        description="This request's id (the same as `x-typesafe-request-id`), which the SDK exposes as `_request_id`.",
+    ),
+    OpenApiParameter(
+        "x-should-retry",
+        str,
+        OpenApiParameter.HEADER,
+        required=True,
+        response=[400, 429, 500, 502, 503, 504, 529],
+        description="`true` or `false`: whether retrying can help, which the SDK obeys.",
+    ),
+    OpenApiParameter(
+        "x-openjev-label-mass",
+        str,
+        OpenApiParameter.HEADER,
+        required=True,
+        response=[200],
+        description="The lowest label mass of the answers: near 1 when the model answered with labels.",
+    ),
 ]
 
 DECISIONS_DESCRIPTION = """\

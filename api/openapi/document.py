@@ -67,9 +67,10 @@ TAGS = [
 
 SECURITY_SCHEMES = {
     SECURITY_SCHEME: {
-        "type": "http", "scheme": "bearer",
+        "type": "http",
+        "scheme": "bearer",
         "description": "Needed only when the server has auth on (`OPENJEV_API_KEY` set, or issued keys required). "
-                       "The official SDK always sends one; any value is accepted while auth is off.",
+        "The official SDK always sends one; any value is accepted while auth is off.",
     },
 }
 
@@ -102,8 +103,9 @@ def schema_postprocess(result: dict[str, Any], generator: Any, request: Any, pub
     score.update(maxItems=config.max_answers)
     noul_criteria = _component(result, "NoulCriteria")
     noul_criteria["additionalProperties"] = False
-    _component(result, "Question")["description"] = ("One question, discriminated by `type`; any other type (e.g. "
-                                                     "`box`, `boolean`) is rejected with 422.")
+    _component(result, "Question")["description"] = (
+        "One question, discriminated by `type`; any other type (e.g. `box`, `boolean`) is rejected with 422."
+    )
     _component(result, "Answer")["description"] = "One answer, of its question's type."
     _component(result, "ClassifyRequest")["properties"]["input"].update(maxItems=config.max_classify_inputs)
     _component(result, "ClassifyRequest")["additionalProperties"] = True

@@ -32,15 +32,16 @@ class ApiErrorSerializer(serializers.Serializer):
     detail = ApiErrorDetailSerializer(help_text="The error.")
 
 
-
 class ClassifyErrorSerializer(serializers.Serializer):
     """Every error of `POST /v1/classify`, in SGLang's and vLLM's shape."""
 
     error = serializers.CharField(help_text="What happened, for people.")
-    type = serializers.CharField(help_text="What kind of error, for programs: `invalid_request` (400), "
-                                           "`authentication_error` (401), `not_found` (404), `overloaded` (529), "
-                                           "`backend_unavailable` or `service_unavailable` (503), `backend_error` "
-                                           "(502), `timeout` (504), ... as in the error table.")
+    type = serializers.CharField(
+        help_text="What kind of error, for programs: `invalid_request` (400), "
+        "`authentication_error` (401), `not_found` (404), `overloaded` (529), "
+        "`backend_unavailable` or `service_unavailable` (503), `backend_error` "
+        "(502), `timeout` (504), ... as in the error table."
+    )
     code = serializers.IntegerField(help_text="The HTTP status, repeated.")
 
 
@@ -53,9 +54,15 @@ SHARED_ERRORS: dict[int, tuple[str, str]] = {
     408: ("request_timeout", "the body did not arrive within 60 s"),
     413: ("request_too_large", "the body is over 2097152 bytes (decoded)"),
     415: ("unsupported_media_type", "Content-Encoding 'br' is not supported; use gzip, zstd or none"),
-    **{status: (error_type, f"{PUBLIC_MESSAGES[status]} (request id {EXAMPLE_REQUEST_ID})")
-       for status, error_type in ((500, "internal_error"), (502, "backend_error"), (503, "backend_unavailable"),
-                                  (504, "timeout"))},
+    **{
+        status: (error_type, f"{PUBLIC_MESSAGES[status]} (request id {EXAMPLE_REQUEST_ID})")
+        for status, error_type in (
+            (500, "internal_error"),
+            (502, "backend_error"),
+            (503, "backend_unavailable"),
+            (504, "timeout"),
+        )
+    },
     429: ("rate_limited", "rate limit reached for requests; retry in 12s"),
     529: ("overloaded", "16 evaluations are active (limit 16); retry shortly"),
 }
@@ -64,8 +71,12 @@ SHARED_ERRORS: dict[int, tuple[str, str]] = {
 def error_example(status: int, error_type: str, message: str, *, shape: Shape = "detail") -> OpenApiExample:
     """A documented error, rendered by the API's own renderer for its shape."""
     name = error_type if shape == "detail" else f"{shape}_{error_type}"
-    return OpenApiExample(name, value=error_body(ApiError(status, error_type, message), shape=shape),
-                          response_only=True, status_codes=[str(status)])
+    return OpenApiExample(
+        name,
+        value=error_body(ApiError(status, error_type, message), shape=shape),
+        response_only=True,
+        status_codes=[str(status)],
+    )
 
 
 def error_documented(description: str) -> OpenApiResponse:

@@ -17,15 +17,18 @@ class FeedbackRequestSerializer(serializers.Serializer):
     request_id = serializers.CharField(help_text="The evaluation's `x-typesafe-request-id`.")
     question_id = serializers.CharField(help_text="The question's id in that request.")
     # A field named like Field.label: DRF's metaclass moves it into `fields`, so the attribute is intact.
-    label = LabelField(help_text="The true answer: a choice's option key, `true`/`false` for noul, the level index "
-                                 "(0 = first level) for score.")  # type: ignore[assignment]
+    label = LabelField(
+        help_text="The true answer: a choice's option key, `true`/`false` for noul, the level index "
+        "(0 = first level) for score."
+    )  # type: ignore[assignment]
 
 
 class FeedbackResponseSerializer(serializers.Serializer):
     request_id = serializers.CharField(help_text="As sent.")
     question_id = serializers.CharField(help_text="As sent.")
     label = serializers.CharField(  # type: ignore[assignment]
-        help_text="The option key stored (noul `true`/`false`, score the level index).")
+        help_text="The option key stored (noul `true`/`false`, score the level index)."
+    )
     labelled_at = serializers.DateTimeField(help_text="When the label was stored (replaced by a later one).")
 
 
@@ -33,26 +36,32 @@ feedback_schema = extend_schema(
     operation_id="feedback",
     summary="Label a stored answer with the truth",
     description="Records the true answer to one question of a stored evaluation, for accuracy figures and "
-                "calibration fits (`manage.py calibrate`). Idempotent per (request, question): sending it again "
-                "replaces the label. With auth on, only evaluations made with the caller's key can be labelled. "
-                "Evaluations are stored shortly after their response: a 404 right after it may be retried.",
+    "calibration fits (`manage.py calibrate`). Idempotent per (request, question): sending it again "
+    "replaces the label. With auth on, only evaluations made with the caller's key can be labelled. "
+    "Evaluations are stored shortly after their response: a 404 right after it may be retried.",
     tags=["Labels"],
     request=FeedbackRequestSerializer,
     responses={
         200: OpenApiResponse(FeedbackResponseSerializer, description="The label as stored."),
         401: KEY_MISSING,
         404: error_documented("No stored answer to that question of that request (`not_found`)."),
-        415: error_documented("The body is not declared JSON (`unsupported_media_type`): send it with "
-                              "`Content-Type: application/json`."),
-        422: OpenApiResponse(ValidationErrorSerializer,
-                             description="A missing field, or a label that is not one of the question's options "
-                                         "(`label_invalid`)."),
+        415: error_documented(
+            "The body is not declared JSON (`unsupported_media_type`): send it with `Content-Type: application/json`."
+        ),
+        422: OpenApiResponse(
+            ValidationErrorSerializer,
+            description="A missing field, or a label that is not one of the question's options (`label_invalid`).",
+        ),
         500: error_documented("A bug on our side (`internal_error`)."),
         503: error_documented("The database cannot be used right now (`service_unavailable`); see `Retry-After`."),
     },
-    examples=[OpenApiExample("A choice label", request_only=True,
-                             value={"request_id": "req_0123456789abcdef0123456789abcdef", "question_id": "mood",
-                                    "label": "positive"})],
+    examples=[
+        OpenApiExample(
+            "A choice label",
+            request_only=True,
+            value={"request_id": "req_0123456789abcdef0123456789abcdef", "question_id": "mood", "label": "positive"},
+        )
+    ],
     parameters=[REQUEST_ID_HEADER, RETRY_AFTER_HEADER],
     auth=OPTIONAL_AUTH,
 )

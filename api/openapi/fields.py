@@ -8,9 +8,22 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 ERROR_TYPES = (
-    "invalid_request", "authentication_error", "permission_denied", "not_found", "method_not_allowed",
-    "not_acceptable", "unsupported_media_type", "request_too_large", "request_timeout", "rate_limited", "overloaded",
-    "backend_unavailable", "service_unavailable", "backend_error", "timeout", "internal_error",
+    "invalid_request",
+    "authentication_error",
+    "permission_denied",
+    "not_found",
+    "method_not_allowed",
+    "not_acceptable",
+    "unsupported_media_type",
+    "request_too_large",
+    "request_timeout",
+    "rate_limited",
+    "overloaded",
+    "backend_unavailable",
+    "service_unavailable",
+    "backend_error",
+    "timeout",
+    "internal_error",
 )
 
 _TEXT_TYPES = ["string", "object", "array"]
@@ -57,7 +70,6 @@ def const_field(value: str) -> type[serializers.CharField]:
     return ConstField
 
 
-
 def probability_field(**kwargs: Any) -> serializers.FloatField:
     return serializers.FloatField(min_value=0.0, max_value=1.0, **kwargs)
 
@@ -75,4 +87,3 @@ class NullField(serializers.JSONField):
 @extend_schema_field({"type": "integer", "const": 0, "enum": [0]})
 class ZeroField(serializers.IntegerField):
     """Always 0."""
-

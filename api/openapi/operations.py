@@ -26,43 +26,104 @@ OPTIONAL_AUTH: Any = [{SECURITY_SCHEME: []}, {}]
 NO_AUTH: Any = [{}]
 
 REQUEST_ID_HEADER = OpenApiParameter(
-    "x-typesafe-request-id", str, OpenApiParameter.HEADER, required=True, response=True,
+    "x-typesafe-request-id",
+    str,
+    OpenApiParameter.HEADER,
+    required=True,
+    response=True,
     description="This request's id (`req_…`), on every response, errors included; an evaluation is stored under "
-                "it. Quote it to the operator: a 5xx names it in its message too.")
-RETRY_AFTER_HEADER = OpenApiParameter("Retry-After", int, OpenApiParameter.HEADER, required=True,
-                                     response=[429, 503, 529], description="Seconds to wait before retrying.")
+    "it. Quote it to the operator: a 5xx names it in its message too.",
+)
+RETRY_AFTER_HEADER = OpenApiParameter(
+    "Retry-After",
+    int,
+    OpenApiParameter.HEADER,
+    required=True,
+    response=[429, 503, 529],
+    description="Seconds to wait before retrying.",
+)
 RATE_LIMIT_HEADERS = [
-    OpenApiParameter("retry-after-ms", int, OpenApiParameter.HEADER, required=True, response=[429],
-                     description="Milliseconds to wait before retrying (the SDKs prefer it to `Retry-After`)."),
-    *(OpenApiParameter(f"x-ratelimit-{what}-{counted}", str, OpenApiParameter.HEADER, required=False, response=[429],
-                       description=text.format(counted=counted))
-      for counted in ("requests", "tokens")
-      for what, text in (("limit", "The caller's limit of {counted} per minute (the window that was full)."),
-                         ("remaining", "What is left of it: 0."),
-                         ("reset", "When the window has room again, e.g. `12s` or `1m3s`.")))]
+    OpenApiParameter(
+        "retry-after-ms",
+        int,
+        OpenApiParameter.HEADER,
+        required=True,
+        response=[429],
+        description="Milliseconds to wait before retrying (the SDKs prefer it to `Retry-After`).",
+    ),
+    *(
+        OpenApiParameter(
+            f"x-ratelimit-{what}-{counted}",
+            str,
+            OpenApiParameter.HEADER,
+            required=False,
+            response=[429],
+            description=text.format(counted=counted),
+        )
+        for counted in ("requests", "tokens")
+        for what, text in (
+            ("limit", "The caller's limit of {counted} per minute (the window that was full)."),
+            ("remaining", "What is left of it: 0."),
+            ("reset", "When the window has room again, e.g. `12s` or `1m3s`."),
+        )
+    ),
+]
 """A 429: the caller (its API key, or its address without keys) is over one of its limits."""
-RATE_LIMITED_DESCRIPTION = ("The caller is over a per-key limit (`rate_limited`): requests or input tokens per minute, "
-                            "or evaluations in flight (`OPENJEV_KEY_*`, or the key's own in the admin); retry after "
-                            "`Retry-After`. Also `rate_limits_unavailable` when the counts cannot be read and "
-                            "`OPENJEV_RATE_LIMIT_FAILURE=closed`, and too many wrong keys from one address.")
-AUTH_HEADER = OpenApiParameter("WWW-Authenticate", str, OpenApiParameter.HEADER, required=True, response=[401],
-                               description="`Bearer`.")
+RATE_LIMITED_DESCRIPTION = (
+    "The caller is over a per-key limit (`rate_limited`): requests or input tokens per minute, "
+    "or evaluations in flight (`OPENJEV_KEY_*`, or the key's own in the admin); retry after "
+    "`Retry-After`. Also `rate_limits_unavailable` when the counts cannot be read and "
+    "`OPENJEV_RATE_LIMIT_FAILURE=closed`, and too many wrong keys from one address."
+)
+AUTH_HEADER = OpenApiParameter(
+    "WWW-Authenticate", str, OpenApiParameter.HEADER, required=True, response=[401], description="`Bearer`."
+)
 
 RESPONSE_HEADERS = [
     REQUEST_ID_HEADER,
-    OpenApiParameter("x-openjev-model", str, OpenApiParameter.HEADER, required=True, response=[200],
-                     description="The model the backend actually served."),
-    OpenApiParameter("x-openjev-prefix-tokens", int, OpenApiParameter.HEADER, required=True, response=[200],
-                     description="Length in tokens of the prefix shared by every question (state and chat template)."),
-    OpenApiParameter("x-openjev-cached-tokens", int, OpenApiParameter.HEADER, required=False, response=[200],
-                     description="Prompt tokens the backend served from its prefix cache over all questions. "
-                                 "Absent when the backend does not report it."),
-    OpenApiParameter("Server-Timing", str, OpenApiParameter.HEADER, required=True, response=[200],
-                     description="`prepare;dur=…, prefill;dur=…, branches;dur=…` in milliseconds: prompt building, "
-                                 "the shared-prefix warm-up, and the questions."),
-    OpenApiParameter("x-openjev-calibrated", str, OpenApiParameter.HEADER, required=False, response=[200],
-                     description="Ids of the questions whose answers a fitted calibration adjusted, comma-separated; "
-                                 "absent when none was (`OPENJEV_CALIBRATION`, `manage.py calibrate`)."),
+    OpenApiParameter(
+        "x-openjev-model",
+        str,
+        OpenApiParameter.HEADER,
+        required=True,
+        response=[200],
+        description="The model the backend actually served.",
+    ),
+    OpenApiParameter(
+        "x-openjev-prefix-tokens",
+        int,
+        OpenApiParameter.HEADER,
+        required=True,
+        response=[200],
+        description="Length in tokens of the prefix shared by every question (state and chat template).",
+    ),
+    OpenApiParameter(
+        "x-openjev-cached-tokens",
+        int,
+        OpenApiParameter.HEADER,
+        required=False,
+        response=[200],
+        description="Prompt tokens the backend served from its prefix cache over all questions. "
+        "Absent when the backend does not report it.",
+    ),
+    OpenApiParameter(
+        "Server-Timing",
+        str,
+        OpenApiParameter.HEADER,
+        required=True,
+        response=[200],
+        description="`prepare;dur=…, prefill;dur=…, branches;dur=…` in milliseconds: prompt building, "
+        "the shared-prefix warm-up, and the questions.",
+    ),
+    OpenApiParameter(
+        "x-openjev-calibrated",
+        str,
+        OpenApiParameter.HEADER,
+        required=False,
+        response=[200],
+        description="Ids of the questions whose answers a fitted calibration adjusted, comma-separated; "
+        "absent when none was (`OPENJEV_CALIBRATION`, `manage.py calibrate`).",
+    ),
     RETRY_AFTER_HEADER,
     *RATE_LIMIT_HEADERS,
     AUTH_HEADER,
@@ -70,30 +131,37 @@ RESPONSE_HEADERS = [
 
 
 SYSTEMONE_RESPONSES: dict[int, OpenApiResponse] = {
-    200: OpenApiResponse(SystemOneResponseSerializer, description="One answer per question, keyed by the question "
-                                                                  "ids of the request."),
+    200: OpenApiResponse(
+        SystemOneResponseSerializer, description="One answer per question, keyed by the question ids of the request."
+    ),
     400: error_documented("The body is a corrupt gzip/zstd stream (`invalid_request`)."),
     401: KEY_MISSING,
     408: error_documented("The body did not arrive in time (`request_timeout`); the connection is closed."),
     413: error_documented("The body, after decompression, is over `max_body_bytes` (`request_too_large`)."),
-    415: error_documented("The `Content-Encoding` is not gzip, zstd or identity, or the body is not declared JSON "
-                          "(or multipart) (`unsupported_media_type`)."),
-    422: OpenApiResponse(ValidationErrorSerializer,
-                         description="Validation failed: a body that is not JSON or not UTF-8 (`json_invalid`, "
-                                     "located at `[\"body\", <position>]`) or not the multipart form "
-                                     "(`multipart_invalid`); shape, counts, unknown model, chat roles or content, a "
-                                     "transcript the model's chat template cannot render, text that is not valid "
-                                     "Unicode (a lone surrogate), a number beyond a double, nesting over 128 levels, "
-                                     "a token budget, or images (`images_not_supported` when the served model cannot "
-                                     "see, `too_many_images`, `image_too_large`, `image_format`, `image_url`, ...). "
-                                     "Nothing was run."),
+    415: error_documented(
+        "The `Content-Encoding` is not gzip, zstd or identity, or the body is not declared JSON "
+        "(or multipart) (`unsupported_media_type`)."
+    ),
+    422: OpenApiResponse(
+        ValidationErrorSerializer,
+        description="Validation failed: a body that is not JSON or not UTF-8 (`json_invalid`, "
+        'located at `["body", <position>]`) or not the multipart form '
+        "(`multipart_invalid`); shape, counts, unknown model, chat roles or content, a "
+        "transcript the model's chat template cannot render, text that is not valid "
+        "Unicode (a lone surrogate), a number beyond a double, nesting over 128 levels, "
+        "a token budget, or images (`images_not_supported` when the served model cannot "
+        "see, `too_many_images`, `image_too_large`, `image_format`, `image_url`, ...). "
+        "Nothing was run.",
+    ),
     429: error_documented(RATE_LIMITED_DESCRIPTION),
     500: error_documented("A bug on our side (`internal_error`)."),
     502: error_documented("The backend answered with an error or malformed log-probabilities (`backend_error`)."),
     503: error_documented("The backend is unreachable or still starting (`backend_unavailable`); see `Retry-After`."),
     504: error_documented("The evaluation took longer than `request_timeout_seconds` (`timeout`)."),
-    529: error_documented("More than `max_concurrent_requests` evaluations are running in this process (`overloaded`); "
-                "retry after `Retry-After`."),
+    529: error_documented(
+        "More than `max_concurrent_requests` evaluations are running in this process (`overloaded`); "
+        "retry after `Retry-After`."
+    ),
 }
 
 SYSTEMONE_DESCRIPTION = """\
@@ -135,10 +203,13 @@ models_schema = extend_schema(
     operation_id="listModels",
     summary="List the accepted model names",
     description="The values `model` accepts: the alias first, then the public model id (any other `jev-*` alias and "
-                "the served id are accepted too). Weight repositories are not listed.",
+    "the served id are accepted too). Weight repositories are not listed.",
     tags=["Models"],
-    responses={200: OpenApiResponse(ModelsResponseSerializer, description="The models."),
-               401: KEY_MISSING, 500: error_documented("A bug on our side (`internal_error`).")},
+    responses={
+        200: OpenApiResponse(ModelsResponseSerializer, description="The models."),
+        401: KEY_MISSING,
+        500: error_documented("A bug on our side (`internal_error`)."),
+    },
     parameters=[REQUEST_ID_HEADER, AUTH_HEADER],
     auth=OPTIONAL_AUTH,
 )
@@ -148,8 +219,11 @@ limits_schema = extend_schema(
     summary="Admission limits of this deployment",
     description="Every limit a request is checked against, from the server's `OPENJEV_*` settings.",
     tags=["Service"],
-    responses={200: OpenApiResponse(LimitsSerializer, description="The limits."),
-               401: KEY_MISSING, 500: error_documented("A bug on our side (`internal_error`).")},
+    responses={
+        200: OpenApiResponse(LimitsSerializer, description="The limits."),
+        401: KEY_MISSING,
+        500: error_documented("A bug on our side (`internal_error`)."),
+    },
     parameters=[REQUEST_ID_HEADER, AUTH_HEADER],
     auth=OPTIONAL_AUTH,
 )
@@ -158,18 +232,39 @@ health_schema = extend_schema(
     operation_id="health",
     summary="Readiness: is the backend answering?",
     description="200 when the backend answers its health check, else 503 (starting, failed to start, or unreachable). "
-                "Never behind auth; meant for load balancers.",
+    "Never behind auth; meant for load balancers.",
     tags=["Service"],
-    responses={200: OpenApiResponse(HealthSerializer, description="Ready.",
-                                    examples=[OpenApiExample("ok", value={"status": "ok", "backend": "sglang",
-                                                                          "model": "Qwen/Qwen3.6-35B-A3B",
-                                                                          "startup_seconds": 2.1,
-                                                                          "worker_pid": 4242})]),
-               503: OpenApiResponse(HealthSerializer, description="Not ready; see `Retry-After`."),
-               500: error_documented("A bug on our side (`internal_error`).")},
-    parameters=[REQUEST_ID_HEADER,
-                OpenApiParameter("Retry-After", int, OpenApiParameter.HEADER, required=True, response=[503],
-                                 description="Seconds to wait before probing again.")],
+    responses={
+        200: OpenApiResponse(
+            HealthSerializer,
+            description="Ready.",
+            examples=[
+                OpenApiExample(
+                    "ok",
+                    value={
+                        "status": "ok",
+                        "backend": "sglang",
+                        "model": "Qwen/Qwen3.6-35B-A3B",
+                        "startup_seconds": 2.1,
+                        "worker_pid": 4242,
+                    },
+                )
+            ],
+        ),
+        503: OpenApiResponse(HealthSerializer, description="Not ready; see `Retry-After`."),
+        500: error_documented("A bug on our side (`internal_error`)."),
+    },
+    parameters=[
+        REQUEST_ID_HEADER,
+        OpenApiParameter(
+            "Retry-After",
+            int,
+            OpenApiParameter.HEADER,
+            required=True,
+            response=[503],
+            description="Seconds to wait before probing again.",
+        ),
+    ],
     auth=NO_AUTH,
 )
 

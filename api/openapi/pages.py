@@ -41,7 +41,7 @@ SCALAR_OPTIONS: dict[str, Any] = {
     "documentDownloadType": "json",
     "modelsSectionLabel": "Schemas",
     "customCss": ":root { --scalar-font: system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif; "
-                 "--scalar-font-code: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }",
+    "--scalar-font-code: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }",
 }
 
 
@@ -69,7 +69,6 @@ async def openapi_view(request: HttpRequest) -> HttpResponse:
     return response
 
 
-
 @csrf_exempt  # read-only; exempt so a wrong method gets our JSON 405, not CSRF's HTML 403
 async def reference_view(request: HttpRequest) -> HttpResponse:
     """`GET /`: the interactive Scalar reference, every example editable and sendable ("Test Request")."""
@@ -83,8 +82,9 @@ async def reference_view(request: HttpRequest) -> HttpResponse:
         "scalar_js": asset_url(SCALAR_JS),
         "scalar_config": {**SCALAR_OPTIONS, "url": reverse("openapi-json"), "metaData": {"title": title}},
     }
-    return HttpResponse(render_to_string("reference/scalar.html", context, request=None),
-                        content_type="text/html; charset=utf-8")
+    return HttpResponse(
+        render_to_string("reference/scalar.html", context, request=None), content_type="text/html; charset=utf-8"
+    )
 
 
 class SwaggerView(SpectacularSwaggerView):
@@ -97,10 +97,12 @@ class SwaggerView(SpectacularSwaggerView):
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         response: Response = super().get(request, *args, **kwargs)
         assert isinstance(response.data, dict)
-        response.data.update({
-            "swagger_ui_css": asset_url(f"{SWAGGER_DIST}/swagger-ui.css"),
-            "swagger_ui_bundle": asset_url(f"{SWAGGER_DIST}/swagger-ui-bundle.js"),
-            "swagger_ui_standalone": asset_url(f"{SWAGGER_DIST}/swagger-ui-standalone-preset.js"),
-            "favicon_href": asset_url(f"{SWAGGER_DIST}/favicon-32x32.png"),
-        })
+        response.data.update(
+            {
+                "swagger_ui_css": asset_url(f"{SWAGGER_DIST}/swagger-ui.css"),
+                "swagger_ui_bundle": asset_url(f"{SWAGGER_DIST}/swagger-ui-bundle.js"),
+                "swagger_ui_standalone": asset_url(f"{SWAGGER_DIST}/swagger-ui-standalone-preset.js"),
+                "favicon_href": asset_url(f"{SWAGGER_DIST}/favicon-32x32.png"),
+            }
+        )
         return response

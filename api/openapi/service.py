@@ -25,8 +25,11 @@ class ModelsResponseSerializer(serializers.Serializer):
     models = ModelDescriptionSerializer(many=True, help_text="The alias first, then the public model id.")
     object = const_field("list")(help_text="Always `list`.")
     # A field named like Serializer.data: DRF's metaclass moves it into `fields`, so the property is intact.
-    data = OpenAIModelSerializer(many=True, help_text="The same models, OpenAI-style, then every classifier "  # type: ignore[assignment]
-                                                      "defined in the admin (names for `POST /v1/classify`).")
+    data = OpenAIModelSerializer(
+        many=True,
+        help_text="The same models, OpenAI-style, then every classifier "  # type: ignore[assignment]
+        "defined in the admin (names for `POST /v1/classify`).",
+    )
 
 
 class DecisionsLimitsSerializer(serializers.Serializer):
@@ -40,29 +43,35 @@ class LimitsSerializer(serializers.Serializer):
     max_questions = serializers.IntegerField(min_value=1, help_text="Questions per request.")
     max_answers_per_question = serializers.IntegerField(min_value=2, help_text="Choice options or score levels.")
     max_body_bytes = serializers.IntegerField(min_value=1, help_text="Request body after decompression.")
-    max_images = serializers.IntegerField(min_value=0, help_text="Images one request may carry in its state; 0: "
-                                                                 "this deployment refuses images.")
+    max_images = serializers.IntegerField(
+        min_value=0, help_text="Images one request may carry in its state; 0: this deployment refuses images."
+    )
     max_image_bytes = serializers.IntegerField(min_value=1, help_text="Bytes of one image file, decoded.")
     max_input_tokens = serializers.IntegerField(min_value=1, help_text="Tokens of one question's prompt.")
-    max_total_input_tokens = serializers.IntegerField(min_value=1, help_text="Tokens over the warm-up and every "
-                                                                             "question.")
-    max_concurrent_requests = serializers.IntegerField(min_value=1, help_text="Evaluations at once in one process; "
-                                                                              "more get 529.")
+    max_total_input_tokens = serializers.IntegerField(
+        min_value=1, help_text="Tokens over the warm-up and every question."
+    )
+    max_concurrent_requests = serializers.IntegerField(
+        min_value=1, help_text="Evaluations at once in one process; more get 529."
+    )
     max_concurrent_branches = serializers.IntegerField(min_value=1, help_text="Backend calls at once in one process.")
     request_timeout_seconds = serializers.FloatField(min_value=0.0, help_text="Longest evaluation before 504.")
-    decisions = DecisionsLimitsSerializer(help_text="What one `POST /v1/decisions` may ask; over a limit is a 400 "
-                                                    "naming it.")
+    decisions = DecisionsLimitsSerializer(
+        help_text="What one `POST /v1/decisions` may ask; over a limit is a 400 naming it."
+    )
 
 
 class HealthSerializer(serializers.Serializer):
     status = HealthStatusField(help_text="`ok` when the backend answers its health check, else `unavailable`.")
     backend = serializers.CharField(help_text="`local` (embedded llama.cpp) or `sglang`.")
     model = serializers.CharField(required=False, help_text="The served model, once the backend answers.")
-    startup_seconds = serializers.FloatField(allow_null=True, help_text="How long the engine took to start; null "
-                                                                        "while it is starting.")
+    startup_seconds = serializers.FloatField(
+        allow_null=True, help_text="How long the engine took to start; null while it is starting."
+    )
     message = serializers.CharField(required=False, help_text="Why the service is unavailable.")
-    worker_pid = serializers.IntegerField(required=False, help_text="The API process that answered (one of "
-                                                                    "`serve --workers N`), once ready.")
+    worker_pid = serializers.IntegerField(
+        required=False, help_text="The API process that answered (one of `serve --workers N`), once ready."
+    )
 
 
 class LiveSerializer(serializers.Serializer):

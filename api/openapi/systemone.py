@@ -12,13 +12,15 @@ from rest_framework import serializers
 
 from api.openapi.fields import ModelField, NullableTextField, TextField, const_field, probability_field
 
-INSTRUCTIONS_HELP = ("What to ask about the state. A string is shown verbatim; an object or array is shown as compact "
-                     "JSON. Optional: without it the model is asked which option fits the state best.")
+INSTRUCTIONS_HELP = (
+    "What to ask about the state. A string is shown verbatim; an object or array is shown as compact "
+    "JSON. Optional: without it the model is asked which option fits the state best."
+)
 
 
 class NoulCriteriaSerializer(serializers.Serializer):
-    true = NullableTextField(required=False, help_text="What `true` means. Missing, null or empty → \"Yes\".")
-    false = NullableTextField(required=False, help_text="What `false` means. Missing, null or empty → \"No\".")
+    true = NullableTextField(required=False, help_text='What `true` means. Missing, null or empty → "Yes".')
+    false = NullableTextField(required=False, help_text='What `false` means. Missing, null or empty → "No".')
 
 
 class NoulQuestionSerializer(serializers.Serializer):
@@ -26,8 +28,9 @@ class NoulQuestionSerializer(serializers.Serializer):
 
     type = const_field("noul")(help_text="`noul`: a yes/no question.")
     instructions = NullableTextField(required=False, help_text=INSTRUCTIONS_HELP)
-    criteria = NoulCriteriaSerializer(required=False, allow_null=True,
-                                      help_text="Optional wording of the two sides; no other keys are allowed.")
+    criteria = NoulCriteriaSerializer(
+        required=False, allow_null=True, help_text="Optional wording of the two sides; no other keys are allowed."
+    )
 
 
 class ChoiceQuestionSerializer(serializers.Serializer):
@@ -38,8 +41,9 @@ class ChoiceQuestionSerializer(serializers.Serializer):
     criteria = serializers.DictField(
         child=NullableTextField(),
         help_text="Option key → description, 2 to `max_answers_per_question` entries, in the order to show them. "
-                  "Keys are returned exactly as sent and stay hidden from the model unless the description is "
-                  "null, in which case the model reads the key itself.")
+        "Keys are returned exactly as sent and stay hidden from the model unless the description is "
+        "null, in which case the model reads the key itself.",
+    )
 
 
 class ScoreQuestionSerializer(serializers.Serializer):
@@ -48,9 +52,11 @@ class ScoreQuestionSerializer(serializers.Serializer):
     type = const_field("score")(help_text="`score`: a level on an ordered scale.")
     instructions = NullableTextField(required=False, help_text=INSTRUCTIONS_HELP)
     criteria = serializers.ListField(
-        child=TextField(), min_length=2,
+        child=TextField(),
+        min_length=2,
         help_text="The levels, lowest first (2 to `max_answers_per_question`); each a string, object or array. "
-                  "The object form `{\"0\": ...}` is rejected with 422.")
+        'The object form `{"0": ...}` is rejected with 422.',
+    )
 
 
 QuestionSerializer = PolymorphicProxySerializer(
@@ -65,36 +71,43 @@ class SystemOneRequestSerializer(serializers.Serializer):
 
     model = ModelField(
         help_text="`jev-latest`, any `jev-*` alias, the public model id or the served id (see `GET /v1/models`). "
-                  "Echoed in the response. Unknown → 422.")
+        "Echoed in the response. Unknown → 422."
+    )
     state = TextField(
         help_text="What the questions are about. A string is one user message. A non-empty array of objects that all "
-                  "have `role` (or an object whose only key is `messages` holding one) is a chat transcript, kept as "
-                  "sent: roles `system`, `user`, `assistant`, `tool`; content is text, or in `user` messages text and "
-                  "`{\"type\": \"image_url\", \"image_url\": {\"url\": ...}}` parts (http(s) or base64 `data:` "
-                  "URLs; audio, video → 422). An object whose `images` is a list of image URLs is those images, then "
-                  "the rest of the object as JSON. Any other object or array is shown to the model as compact JSON. "
-                  "Images need a deployment that sees them (`max_images` in `GET /v1/limits`). `null` → 422.")
+        "have `role` (or an object whose only key is `messages` holding one) is a chat transcript, kept as "
+        "sent: roles `system`, `user`, `assistant`, `tool`; content is text, or in `user` messages text and "
+        '`{"type": "image_url", "image_url": {"url": ...}}` parts (http(s) or base64 `data:` '
+        "URLs; audio, video → 422). An object whose `images` is a list of image URLs is those images, then "
+        "the rest of the object as JSON. Any other object or array is shown to the model as compact JSON. "
+        "Images need a deployment that sees them (`max_images` in `GET /v1/limits`). `null` → 422."
+    )
     questions = serializers.DictField(
         child=QuestionSerializer,
         help_text="Caller id → question. Ids are any non-empty strings, returned byte-for-byte in `answers` and never "
-                  "shown to the model; answers do not depend on the ids, on the other questions or on their order.")
+        "shown to the model; answers do not depend on the ids, on the other questions or on their order.",
+    )
     assets = serializers.DictField(
-        child=serializers.DictField(), required=False,
+        child=serializers.DictField(),
+        required=False,
         help_text="Images by placeholder, as the official SDK sends them: each placeholder, wherever it appears in a "
-                  "string of `state`, stands for its image. An asset is `{\"type\": \"image\", \"format\": "
-                  "\"png|jpg|jpeg\", \"data_base64\": ...}`, or, in a `multipart/form-data` body whose first part "
-                  "`request` holds this JSON, `{\"type\": \"image\", \"part\": \"asset-0\"}` naming a part of raw "
-                  "image bytes (every part claimed by exactly one asset). PNG, JPEG and WebP, checked by their "
-                  "bytes. Placeholders in questions → 422.")
+        'string of `state`, stands for its image. An asset is `{"type": "image", "format": '
+        '"png|jpg|jpeg", "data_base64": ...}`, or, in a `multipart/form-data` body whose first part '
+        '`request` holds this JSON, `{"type": "image", "part": "asset-0"}` naming a part of raw '
+        "image bytes (every part claimed by exactly one asset). PNG, JPEG and WebP, checked by their "
+        "bytes. Placeholders in questions → 422.",
+    )
 
 
-
-PROBABILITY_HELP = ("Softmax of the label log-probabilities (divided by `OPENJEV_TEMPERATURE`, default 1), "
-                    "renormalised over this question's options; sums to 1.")
-CONFIDENCE_HELP = ("How peaked the distribution is, from 0 (uniform) to 1 (certain): by default `1 − H(p)/ln n`; "
-                   "with `OPENJEV_CONFIDENCE=typesafe`, TypeSafe's formulas. A property of the model's distribution, "
-                   "**not** a calibrated probability of being correct.")
-
+PROBABILITY_HELP = (
+    "Softmax of the label log-probabilities (divided by `OPENJEV_TEMPERATURE`, default 1), "
+    "renormalised over this question's options; sums to 1."
+)
+CONFIDENCE_HELP = (
+    "How peaked the distribution is, from 0 (uniform) to 1 (certain): by default `1 − H(p)/ln n`; "
+    "with `OPENJEV_CONFIDENCE=typesafe`, TypeSafe's formulas. A property of the model's distribution, "
+    "**not** a calibrated probability of being correct."
+)
 
 
 class NoulAnswerSerializer(serializers.Serializer):
@@ -105,18 +118,21 @@ class NoulAnswerSerializer(serializers.Serializer):
 class ChoiceAnswerSerializer(serializers.Serializer):
     type = const_field("choice")(help_text="`choice`.")
     choice = serializers.CharField(help_text="The most likely option key, exactly as sent (ties go to the first).")
-    probabilities = serializers.DictField(child=probability_field(), help_text="Option key → probability, in request "
-                                                                          "order. " + PROBABILITY_HELP)
+    probabilities = serializers.DictField(
+        child=probability_field(), help_text="Option key → probability, in request order. " + PROBABILITY_HELP
+    )
     confidence = probability_field(help_text=CONFIDENCE_HELP)
 
 
 class ScoreAnswerSerializer(serializers.Serializer):
     type = const_field("score")(help_text="`score`.")
     score = serializers.FloatField(min_value=0.0, help_text="Expected level index Σ i·p_i, from 0 to levels − 1.")
-    legend = serializers.DictField(child=TextField(), help_text="Level index (`\"0\"`, `\"1\"`, ...) → the level "
-                                                                "exactly as sent.")
-    probabilities = serializers.DictField(child=probability_field(), help_text="Level index → probability. "
-                                                                          + PROBABILITY_HELP)
+    legend = serializers.DictField(
+        child=TextField(), help_text='Level index (`"0"`, `"1"`, ...) → the level exactly as sent.'
+    )
+    probabilities = serializers.DictField(
+        child=probability_field(), help_text="Level index → probability. " + PROBABILITY_HELP
+    )
     confidence = probability_field(help_text=CONFIDENCE_HELP)
 
 
@@ -129,13 +145,15 @@ AnswerSerializer = PolymorphicProxySerializer(
 
 class UsageSerializer(serializers.Serializer):
     input_tokens = serializers.IntegerField(
-        min_value=0, help_text="Prompt tokens the backend read over the warm-up and every question (cache hits "
-                               "included).")
+        min_value=0,
+        help_text="Prompt tokens the backend read over the warm-up and every question (cache hits included).",
+    )
     output_tokens = serializers.IntegerField(min_value=1, help_text="Backend generations: questions + 1.")
 
 
 class SystemOneResponseSerializer(serializers.Serializer):
     model = serializers.CharField(help_text="The `model` of the request, as sent.")
-    answers = serializers.DictField(child=AnswerSerializer,
-                                    help_text="Question id → answer: the same ids as the request, in the same order.")
+    answers = serializers.DictField(
+        child=AnswerSerializer, help_text="Question id → answer: the same ids as the request, in the same order."
+    )
     usage = UsageSerializer(help_text="What the evaluation cost the backend.")

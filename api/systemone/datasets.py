@@ -58,8 +58,10 @@ def _item_build(*, line: int, state: Any, question: Any, label: Any) -> DatasetI
     keys = [o.key for o in asked.options]
     key = label_key_of(label=label, option_keys=keys)
     if key is None:
-        raise DatasetInvalid(f"line {line}: label {label!r} is not an option; use "
-                             f"{label_rule(question_type=asked.type, option_keys=keys)}")
+        raise DatasetInvalid(
+            f"line {line}: label {label!r} is not an option; use "
+            f"{label_rule(question_type=asked.type, option_keys=keys)}"
+        )
     return DatasetItem(line=line, body=body, label=key)
 
 
@@ -68,8 +70,10 @@ def dataset_items_read(*, path: Path, question: Any = None) -> list[DatasetItem]
     items, problems = [], []
     with path.open(encoding="utf-8", newline="") as handle:
         if question is not None:
-            rows = [(n, {"state": r.get("state"), "question": question, "label": r.get("label")})
-                    for n, r in enumerate(csv.DictReader(handle), start=2)]
+            rows = [
+                (n, {"state": r.get("state"), "question": question, "label": r.get("label")})
+                for n, r in enumerate(csv.DictReader(handle), start=2)
+            ]
         else:
             rows = []
             for n, text in enumerate(handle, start=1):
@@ -87,8 +91,9 @@ def dataset_items_read(*, path: Path, question: Any = None) -> list[DatasetItem]
         except DatasetInvalid as exc:
             problems.append(str(exc))
     if problems:
-        raise DatasetInvalid("; ".join(problems[:20]) + (f"; and {len(problems) - 20} more" if len(problems) > 20
-                                                          else ""))
+        raise DatasetInvalid(
+            "; ".join(problems[:20]) + (f"; and {len(problems) - 20} more" if len(problems) > 20 else "")
+        )
     return items
 
 
@@ -105,8 +110,14 @@ def run_pending(*, run: DatasetRun, items: Sequence[DatasetItem]) -> list[int]:
     return [i for rid, i in ids.items() if rid not in done]
 
 
-async def items_evaluate(*, run: DatasetRun, items: Sequence[DatasetItem], indices: Sequence[int], concurrency: int,
-                         progress: Callable[[bool], None]) -> int:
+async def items_evaluate(
+    *,
+    run: DatasetRun,
+    items: Sequence[DatasetItem],
+    indices: Sequence[int],
+    concurrency: int,
+    progress: Callable[[bool], None],
+) -> int:
     """Evaluate `indices` at most `concurrency` at a time; `progress(ok)` after each. Returns the failures."""
     gate = asyncio.Semaphore(concurrency)
     failures = 0
@@ -115,8 +126,9 @@ async def items_evaluate(*, run: DatasetRun, items: Sequence[DatasetItem], indic
         nonlocal failures
         async with gate:
             try:
-                await systemone_evaluate(data=items[index].body, request_id=item_request_id(run=run, index=index),
-                                         caller=None)
+                await systemone_evaluate(
+                    data=items[index].body, request_id=item_request_id(run=run, index=index), caller=None
+                )
                 progress(True)
             except Exception:  # stored as failed with its cause; the run goes on and a rerun retries it
                 failures += 1
@@ -136,7 +148,8 @@ def run_finish(*, run: DatasetRun, items: Sequence[DatasetItem]) -> dict[str, An
         Evaluation.objects.filter(request_id__in=ids).update(dataset_run=run)
         for i, item in enumerate(items):
             EvaluationAnswer.objects.filter(evaluation__request_id=ids[i], question_id=QUESTION_ID).update(
-                label=item.label, labelled_at=now)
+                label=item.label, labelled_at=now
+            )
         answers = EvaluationAnswer.objects.filter(evaluation__dataset_run=run, evaluation__status_code=200)
         run.metrics = labelled_report(answers=answers)
         run.item_count, run.finished_at = len(items), now

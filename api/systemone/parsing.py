@@ -47,8 +47,9 @@ class SystemOneRequest:
     """The questions object exactly as sent."""
 
 
-def systemone_request_parse(*, data: Any, limits: Limits, models: frozenset[str],
-                            parts: Mapping[str, bytes] | None = None) -> SystemOneRequest:
+def systemone_request_parse(
+    *, data: Any, limits: Limits, models: frozenset[str], parts: Mapping[str, bytes] | None = None
+) -> SystemOneRequest:
     """Validate everything before any work; raises RequestInvalid with every problem found. `parts` are a
     multipart body's image parts by name (the `request` part is `data`)."""
     invalid = document_problems(data=data)
@@ -65,23 +66,30 @@ def systemone_request_parse(*, data: Any, limits: Limits, models: frozenset[str]
     elif not isinstance(model, str):
         check.add(("model",), f"Input should be a string, got {json_kind(model)}", "string_type")
     elif not language_model_named(name=model, names=models):
-        check.add(("model",), f"Unknown model {model!r}; use one of {', '.join(sorted(models))} or any jev-* alias",
-                  "unknown_model")
+        check.add(
+            ("model",),
+            f"Unknown model {model!r}; use one of {', '.join(sorted(models))} or any jev-* alias",
+            "unknown_model",
+        )
     conversation: tuple[Message, ...] = ()
     if "state" not in data:
         check.add(("state",), "Field required", "missing")
     elif not is_text(data["state"]):
-        check.add(("state",), f"Input should be a string, object or array, got {json_kind(data['state'])}",
-                  "state_type")
+        check.add(
+            ("state",), f"Input should be a string, object or array, got {json_kind(data['state'])}", "state_type"
+        )
     else:
         conversation = conversation_check(check, data["state"])
         check.problems += images_total_check(images=check.images, limits=limits.images)
     questions = _questions_check(check, data, limits)
     if check.problems:
         raise RequestInvalid(check.problems)
-    return SystemOneRequest(model=str(model), evaluation=EvaluationRequest(conversation=conversation,
-                                                                           questions=questions),
-                            state=data["state"], questions=data["questions"])
+    return SystemOneRequest(
+        model=str(model),
+        evaluation=EvaluationRequest(conversation=conversation, questions=questions),
+        state=data["state"],
+        questions=data["questions"],
+    )
 
 
 def _questions_check(check: Checker, data: dict[str, Any], limits: Limits) -> tuple[Question, ...]:
@@ -91,8 +99,7 @@ def _questions_check(check: Checker, data: dict[str, Any], limits: Limits) -> tu
         return ()
     questions = data["questions"]
     if not isinstance(questions, dict):
-        check.add(loc, f"Input should be an object of question id to question, got {json_kind(questions)}",
-                  "dict_type")
+        check.add(loc, f"Input should be an object of question id to question, got {json_kind(questions)}", "dict_type")
         return ()
     if not 1 <= len(questions) <= limits.max_questions:
         check.add(
@@ -121,8 +128,12 @@ and building 64 of them was a tenth of the server's CPU on the 64-question reque
 
 
 def _question_cached(check: Checker, qid: str, question: Any, loc: Loc, limits: Limits) -> Question | None:
-    return json_cached(cache=_parsed, key=(qid, limits.max_answers), value=question,
-                       build=lambda: _question_check(check, qid, question, loc, limits))
+    return json_cached(
+        cache=_parsed,
+        key=(qid, limits.max_answers),
+        value=question,
+        build=lambda: _question_check(check, qid, question, loc, limits),
+    )
 
 
 def _question_check(check: Checker, qid: str, question: Any, loc: Loc, limits: Limits) -> Question | None:
@@ -153,8 +164,7 @@ def _noul_check(check: Checker, criteria: Any, loc: Loc, limits: Limits) -> None
     if criteria is None:
         return
     if not isinstance(criteria, dict):
-        check.add(loc, f"Input should be an object with 'true' and/or 'false', got {json_kind(criteria)}",
-                  "dict_type")
+        check.add(loc, f"Input should be an object with 'true' and/or 'false', got {json_kind(criteria)}", "dict_type")
         return
     for key, value in criteria.items():
         if key not in ("true", "false"):

@@ -19,11 +19,19 @@ def answer_render(*, answer: Answer) -> dict[str, Any]:
         return {"type": "noul", "noul": p[0]}
     if question.type == "choice":
         keys = [o.key for o in question.options]
-        return {"type": "choice", "choice": keys[answer.choice_index],
-                "probabilities": dict(zip(keys, p, strict=True)), "confidence": answer.confidence}
-    return {"type": "score", "score": answer.score,
-            "legend": {str(i): level for i, level in enumerate(question.levels)},
-            "probabilities": {str(i): x for i, x in enumerate(p)}, "confidence": answer.confidence}
+        return {
+            "type": "choice",
+            "choice": keys[answer.choice_index],
+            "probabilities": dict(zip(keys, p, strict=True)),
+            "confidence": answer.confidence,
+        }
+    return {
+        "type": "score",
+        "score": answer.score,
+        "legend": {str(i): level for i, level in enumerate(question.levels)},
+        "probabilities": {str(i): x for i, x in enumerate(p)},
+        "confidence": answer.confidence,
+    }
 
 
 def served_render(*, served: Served) -> dict[str, Any]:

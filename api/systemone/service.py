@@ -31,10 +31,14 @@ class Served:
 def received_of(*, request: SystemOneRequest) -> Received:
     """What storage is handed: the JSON as sent and the images' metadata (the writer thread drops image bytes
     when it builds the row, off the request path)."""
-    return Received(requested_model=request.model, question_count=len(request.evaluation.questions),
-                    question_types=tuple(sorted({q.type for q in request.evaluation.questions})),
-                    state=request.state, questions=request.questions,
-                    images=tuple(image.meta for image in request.evaluation.images))
+    return Received(
+        requested_model=request.model,
+        question_count=len(request.evaluation.questions),
+        question_types=tuple(sorted({q.type for q in request.evaluation.questions})),
+        state=request.state,
+        questions=request.questions,
+        images=tuple(image.meta for image in request.evaluation.images),
+    )
 
 
 def received_of_body(*, data: Any) -> Received:
@@ -43,25 +47,40 @@ def received_of_body(*, data: Any) -> Received:
     model, questions = body.get("model"), body.get("questions")
     asked = list(questions.values()) if isinstance(questions, dict) else []
     types = sorted(t for t in QUESTION_TYPES if any(isinstance(q, dict) and q.get("type") == t for q in asked))
-    return Received(requested_model=model if isinstance(model, str) else "", question_count=len(asked),
-                    question_types=tuple(types), state=body.get("state"), questions=questions)
+    return Received(
+        requested_model=model if isinstance(model, str) else "",
+        question_count=len(asked),
+        question_types=tuple(types),
+        state=body.get("state"),
+        questions=questions,
+    )
 
 
 def request_limits() -> Limits:
     """What a System One request may ask, from the settings."""
     config = settings.OPENJEV
-    return Limits(config.max_questions, config.max_answers,
-                  ImageLimits(config.max_images, config.max_image_bytes, config.max_request_image_bytes))
+    return Limits(
+        config.max_questions,
+        config.max_answers,
+        ImageLimits(config.max_images, config.max_image_bytes, config.max_request_image_bytes),
+    )
 
 
-async def systemone_evaluate(*, data: Any, request_id: str, caller: Caller | None,
-                             on_answer: AnswerSink | None = None, parts: dict[str, bytes] | None = None) -> Served:
+async def systemone_evaluate(
+    *,
+    data: Any,
+    request_id: str,
+    caller: Caller | None,
+    on_answer: AnswerSink | None = None,
+    parts: dict[str, bytes] | None = None,
+) -> Served:
     """Validate (RequestInvalid), then evaluate and calibrate (`evaluation_calibrated`); `on_answer` gets each
     answer as soon as it is scored (the stream); `parts` are a multipart body's image parts."""
     config = settings.OPENJEV
     limits = request_limits()
-    with evaluation_recorded(request_id=request_id, caller=caller,
-                             unparsed=lambda: received_of_body(data=data)) as call:
+    with evaluation_recorded(
+        request_id=request_id, caller=caller, unparsed=lambda: received_of_body(data=data)
+    ) as call:
         request = systemone_request_parse(data=data, limits=limits, models=config.language_model_names, parts=parts)
         call.received = received_of(request=request)
         async with rate_limited(call=call):

@@ -82,11 +82,20 @@ def evaluation_id_check(*, message: dict[str, Any]) -> Any:
     if isinstance(eid, bool) or not isinstance(eid, str | int):
         raise RequestInvalid([Problem(("id",), "Input should be a string or an integer", "id_type")])
     if isinstance(eid, str) and not 0 < len(eid) <= ID_MAX_CHARACTERS:
-        raise RequestInvalid([Problem(("id",), f"Input should have 1 to {ID_MAX_CHARACTERS} characters",
-                                      "string_length")])
+        raise RequestInvalid(
+            [Problem(("id",), f"Input should have 1 to {ID_MAX_CHARACTERS} characters", "string_length")]
+        )
     if isinstance(eid, int) and abs(eid) > ID_MAX_MAGNITUDE:
-        raise RequestInvalid([Problem(("id",), f"Input should be an integer from -{ID_MAX_MAGNITUDE} to "
-                                      f"{ID_MAX_MAGNITUDE} (what a JavaScript number holds exactly)", "int_range")])
+        raise RequestInvalid(
+            [
+                Problem(
+                    ("id",),
+                    f"Input should be an integer from -{ID_MAX_MAGNITUDE} to "
+                    f"{ID_MAX_MAGNITUDE} (what a JavaScript number holds exactly)",
+                    "int_range",
+                )
+            ]
+        )
     return eid
 
 
@@ -118,8 +127,9 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
         if header is not None or not settings.OPENJEV.auth_required:
             await self._authenticate(authorization=header.decode("latin-1") if header is not None else None)
         else:
-            self.deadline = asyncio.create_task(self._auth_deadline(seconds=settings.OPENJEV.stream_auth_timeout),
-                                                name="openjev-stream-auth-deadline")
+            self.deadline = asyncio.create_task(
+                self._auth_deadline(seconds=settings.OPENJEV.stream_auth_timeout), name="openjev-stream-auth-deadline"
+            )
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """channels' dispatch without its per-message thread hop to close stale database connections:
@@ -145,12 +155,21 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
         self.last_activity = asyncio.get_running_loop().time()
         try:
             if text_data is None:
-                raise StreamError(415, "unsupported_media_type",
-                                  "binary frames are not read: send each message as JSON in a text frame")
+                raise StreamError(
+                    415,
+                    "unsupported_media_type",
+                    "binary frames are not read: send each message as JSON in a text frame",
+                )
             await self._handle(self._decode(text=text_data))
         except StreamError as exc:
-            self._send_soon({"type": "error", "id": exc.eid, "status": exc.status,
-                             "detail": {"error_type": exc.error_type, "message": exc.message}})
+            self._send_soon(
+                {
+                    "type": "error",
+                    "id": exc.eid,
+                    "status": exc.status,
+                    "detail": {"error_type": exc.error_type, "message": exc.message},
+                }
+            )
         except RequestInvalid as exc:
             status, detail = exception_detail(exc)
             self._send_soon({"type": "error", "id": None, "status": status, "detail": detail})
@@ -179,16 +198,20 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
         if kind == "auth":
             await self._auth_message(message)
         elif not self.authenticated:
-            await self._refuse("authenticate first: send {\"type\": \"auth\", \"api_key\": ...} or an "
-                               "Authorization header with the upgrade")
+            await self._refuse(
+                'authenticate first: send {"type": "auth", "api_key": ...} or an Authorization header with the upgrade'
+            )
         elif kind == "evaluate":
             self._evaluation_start(message)
         elif kind == "cancel":
             self._cancel(message)
         else:
-            raise StreamError(400, "invalid_request",
-                              f"unknown message type {kind!r}; send auth, evaluate (the default) or cancel",
-                              eid=message.get("id"))
+            raise StreamError(
+                400,
+                "invalid_request",
+                f"unknown message type {kind!r}; send auth, evaluate (the default) or cancel",
+                eid=message.get("id"),
+            )
 
     async def _auth_message(self, message: dict[str, Any]) -> None:
         """Accepted at any time (a browser may always send one, auth on or off); a bad key closes the socket."""
@@ -225,11 +248,16 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
             raise StreamError(409, "conflict", f"evaluation {eid!r} is already in flight on this socket", eid=eid)
         limit = settings.OPENJEV.stream_max_in_flight
         if len(self.in_flight) >= limit:
-            raise StreamError(429, "too_many_in_flight",
-                              f"{limit} evaluations are in flight on this socket; wait for one to end", eid=eid)
+            raise StreamError(
+                429,
+                "too_many_in_flight",
+                f"{limit} evaluations are in flight on this socket; wait for one to end",
+                eid=eid,
+            )
         body = {k: v for k, v in message.items() if k not in ("id", "type")}
-        self.in_flight[key] = asyncio.create_task(self._evaluate(eid=eid, key=key, body=body),
-                                                  name=f"openjev-stream-{key[:40]}")
+        self.in_flight[key] = asyncio.create_task(
+            self._evaluate(eid=eid, key=key, body=body), name=f"openjev-stream-{key[:40]}"
+        )
 
     def _cancel(self, message: dict[str, Any]) -> None:
         """Cancel an evaluation in flight; one that already ended (a cancel racing its `done`) is left be."""
@@ -243,14 +271,16 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
         request_id = request_id_assign(path=STREAM_PATH)
 
         def on_answer(answer: Answer) -> None:
-            self._send_soon({"type": "answer", "id": eid, "question_id": answer.question_id,
-                             "answer": answer_render(answer=answer)})
+            self._send_soon(
+                {"type": "answer", "id": eid, "question_id": answer.question_id, "answer": answer_render(answer=answer)}
+            )
 
         try:
             client = self.scope.get("client")
             with request_id_bound(request_id=request_id), client_address_bound(address=client[0] if client else None):
-                served = await systemone_evaluate(data=body, request_id=request_id, caller=self.caller,
-                                                  on_answer=on_answer)
+                served = await systemone_evaluate(
+                    data=body, request_id=request_id, caller=self.caller, on_answer=on_answer
+                )
         except asyncio.CancelledError as exc:
             if key in self.cancelled:  # the client's cancel; a socket that closed hears nothing more
                 self._error_send(eid=eid, request_id=request_id, exc=exc)
@@ -259,8 +289,14 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
                 self._error_send(eid=eid, request_id=request_id, exc=exc)
         else:
             usage = served.outcome.usage
-            self._send_soon({"type": "done", "id": eid, "request_id": request_id,
-                             "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}})
+            self._send_soon(
+                {
+                    "type": "done",
+                    "id": eid,
+                    "request_id": request_id,
+                    "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+                }
+            )
         finally:
             self.in_flight.pop(key, None)
             self.cancelled.discard(key)

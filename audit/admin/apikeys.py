@@ -58,8 +58,18 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> Any:
         if obj is None:
             return ("name", "owner", "expires_at", *LIMIT_FIELDS)
-        return ("label", "status", "name", "owner", "expires_at", *LIMIT_FIELDS, "created_at", "last_used_at",
-                "revoked_at", "usage_link")
+        return (
+            "label",
+            "status",
+            "name",
+            "owner",
+            "expires_at",
+            *LIMIT_FIELDS,
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+            "usage_link",
+        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> Any:
         if obj is None:
@@ -86,8 +96,11 @@ class ApiKeyAdmin(admin.ModelAdmin):
     @admin.display(description="evaluations")
     def usage_link(self, obj: ApiKey) -> SafeString:
         url = reverse("admin:evaluations_evaluation_changelist") + f"?api_key_label={obj.label}"
-        return format_html('<a href="{}">evaluations made with this key</a> · <a href="{}">usage, last 30 days</a>',
-                           url, reverse("admin:evaluations_apikey_usage", args=[obj.pk]))
+        return format_html(
+            '<a href="{}">evaluations made with this key</a> · <a href="{}">usage, last 30 days</a>',
+            url,
+            reverse("admin:evaluations_apikey_usage", args=[obj.pk]),
+        )
 
     def get_urls(self) -> list[URLPattern]:
         usage = self.admin_site.admin_view(partial(apikey_usage_view, site=self.admin_site))

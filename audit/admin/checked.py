@@ -29,15 +29,20 @@ def selected_ids_check(*, request: HttpRequest, model_admin: admin.ModelAdmin) -
         try:
             pk.to_python(value)
         except ValidationError:
-            raise BadRequest(f"{ACTION_CHECKBOX_NAME}: {value[:40]!r} is not an id of "
-                             f"{model_admin.model._meta.verbose_name}") from None
+            raise BadRequest(
+                f"{ACTION_CHECKBOX_NAME}: {value[:40]!r} is not an id of {model_admin.model._meta.verbose_name}"
+            ) from None
 
 
 class InputChecked(admin.ModelAdmin):
     """A model admin whose actions refuse malformed ids with a 400."""
 
-    def response_action(self, request: HttpRequest, queryset: QuerySet[Any],
-                        action_location: ActionLocation = ActionLocation.CHANGE_LIST) -> HttpResponse | None:
+    def response_action(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[Any],
+        action_location: ActionLocation = ActionLocation.CHANGE_LIST,
+    ) -> HttpResponse | None:
         selected_ids_check(request=request, model_admin=self)
         return super().response_action(request, queryset, action_location=action_location)
 
@@ -48,5 +53,6 @@ def site_input_checked(*, site: admin.AdminSite) -> None:
         admin_class = type(model_admin)
         if not isinstance(model_admin, InputChecked):
             site.unregister(model)
-            site.register(model, type(admin_class.__name__, (InputChecked, admin_class),
-                                      {"__module__": admin_class.__module__}))
+            site.register(
+                model, type(admin_class.__name__, (InputChecked, admin_class), {"__module__": admin_class.__module__})
+            )

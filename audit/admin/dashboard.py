@@ -78,14 +78,16 @@ class WindowStats:
         return None if self.server_error_rate is None else 100.0 * self.server_error_rate
 
 
-def percentiles_compute(*, queryset: QuerySet[Any], field: str,
-                        fractions: tuple[float, ...] = PERCENTILES) -> dict[str, float | None]:
+def percentiles_compute(
+    *, queryset: QuerySet[Any], field: str, fractions: tuple[float, ...] = PERCENTILES
+) -> dict[str, float | None]:
     """Nearest-rank percentiles of a numeric column over `queryset`, labelled p50, p90, ..."""
     queryset = queryset.filter(**{f"{field}__isnull": False})
     labels = [f"p{round(f * 100):g}" for f in fractions]
     if connection.vendor == "postgresql":
-        result = queryset.aggregate(**{label: PercentileDisc(field, fraction=f) for label, f in zip(labels, fractions,
-                                                                                                    strict=True)})
+        result = queryset.aggregate(
+            **{label: PercentileDisc(field, fraction=f) for label, f in zip(labels, fractions, strict=True)}
+        )
         return {label: result[label] for label in labels}
     n = queryset.count()
     if n == 0:
@@ -124,17 +126,32 @@ def window_stats_compute(*, title: str, since: Any) -> WindowStats:
         prefill_p50_ms=percentiles_compute(queryset=answered, field="prefill_ms", fractions=(0.5,))["p50"],
         input_tokens=counts["input_tokens"] or 0,
         by_status=[dict(r) for r in rows.values("status_code").annotate(n=Count("id")).order_by("-n", "status_code")],
-        by_model=[dict(r) for r in rows.exclude(served_model="").values("served_model").annotate(n=Count("id"))
-                  .order_by("-n", "served_model")[:10]],
-        by_key=[dict(r) for r in rows.exclude(api_key_label="").values("api_key_label", "api_key__name")
-                .annotate(n=Count("id")).order_by("-n", "api_key_label")[:10]],
+        by_model=[
+            dict(r)
+            for r in rows.exclude(served_model="")
+            .values("served_model")
+            .annotate(n=Count("id"))
+            .order_by("-n", "served_model")[:10]
+        ],
+        by_key=[
+            dict(r)
+            for r in rows.exclude(api_key_label="")
+            .values("api_key_label", "api_key__name")
+            .annotate(n=Count("id"))
+            .order_by("-n", "api_key_label")[:10]
+        ],
         classifications=counts["classifications"],
         label_mass_p50=percentiles_compute(queryset=answers, field="label_mass", fractions=(0.5,))["p50"],
         label_mass_low_share=masses["low"] / masses["n"] if masses["n"] else None,
         refusals=masses["refused"],
         by_api=[dict(r) for r in rows.values("api").annotate(n=Count("id")).order_by("-n", "api")],
-        by_classifier=[dict(r) for r in rows.exclude(classifier_name="").values("classifier_name")
-                       .annotate(n=Count("id")).order_by("-n", "classifier_name")[:10]],
+        by_classifier=[
+            dict(r)
+            for r in rows.exclude(classifier_name="")
+            .values("classifier_name")
+            .annotate(n=Count("id"))
+            .order_by("-n", "classifier_name")[:10]
+        ],
     )
 
 

@@ -43,10 +43,13 @@ def text_shown(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def probability_bars(*, keys: Sequence[str], texts: Sequence[str], probabilities: Sequence[float],
-                     chosen: int | None = None) -> list[dict[str, Any]]:
+def probability_bars(
+    *, keys: Sequence[str], texts: Sequence[str], probabilities: Sequence[float], chosen: int | None = None
+) -> list[dict[str, Any]]:
     """One row per option for the bar templates: key, text, probability, bar width and whether it was
     chosen (`chosen`, or the most probable option, ties to the first, as the API answers)."""
     best = label_argmax(probabilities) if chosen is None else chosen
-    return [{"key": key, "text": text, "p": p, "width": f"{max(0.0, min(1.0, p)) * 100:.1f}", "chosen": i == best}
-            for i, (key, text, p) in enumerate(zip(keys, texts, probabilities, strict=True))]
+    return [
+        {"key": key, "text": text, "p": p, "width": f"{max(0.0, min(1.0, p)) * 100:.1f}", "chosen": i == best}
+        for i, (key, text, p) in enumerate(zip(keys, texts, probabilities, strict=True))
+    ]

@@ -50,8 +50,12 @@ class ClassifierNameFilter(admin.SimpleListFilter):
     SYSTEMONE = "-"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
-        names = (Evaluation.objects.exclude(classifier_name="").order_by("classifier_name")
-                 .values_list("classifier_name", flat=True).distinct())
+        names = (
+            Evaluation.objects.exclude(classifier_name="")
+            .order_by("classifier_name")
+            .values_list("classifier_name", flat=True)
+            .distinct()
+        )
         return [(self.SYSTEMONE, "none (/v1/systemone)"), *((n, n) for n in names)]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
@@ -63,36 +67,106 @@ class ClassifierNameFilter(admin.SimpleListFilter):
 
 @admin.register(Evaluation)
 class EvaluationAdmin(admin.ModelAdmin):
-    list_display = ("request_id", "created_at", "status_badge", "served_model", "classifier_name", "key_display",
-                    "question_count", "lowest_label_mass", "latency")
+    list_display = (
+        "request_id",
+        "created_at",
+        "status_badge",
+        "served_model",
+        "classifier_name",
+        "key_display",
+        "question_count",
+        "lowest_label_mass",
+        "latency",
+    )
     list_display_links = ("request_id",)
-    list_filter = ("status_code", "api", "served_model", "backend", QuestionTypeFilter, ClassifierNameFilter,
-                   ("created_at", admin.DateFieldListFilter), ("api_key_label", ApiKeyLabelFilter), "store_level",
-                   "dataset_run")
-    search_fields = ("^request_id", "^api_key_label", "api_key__name", "api_key__owner", "=classifier_name",
-                     "=safety_identifier")
-    search_help_text = ("Request id (or its start), key prefix (oj_…), key name or owner, classifier name, "
-                        "end-user id (safety_identifier).")
+    list_filter = (
+        "status_code",
+        "api",
+        "served_model",
+        "backend",
+        QuestionTypeFilter,
+        ClassifierNameFilter,
+        ("created_at", admin.DateFieldListFilter),
+        ("api_key_label", ApiKeyLabelFilter),
+        "store_level",
+        "dataset_run",
+    )
+    search_fields = (
+        "^request_id",
+        "^api_key_label",
+        "api_key__name",
+        "api_key__owner",
+        "=classifier_name",
+        "=safety_identifier",
+    )
+    search_help_text = (
+        "Request id (or its start), key prefix (oj_…), key name or owner, classifier name, "
+        "end-user id (safety_identifier)."
+    )
     date_hierarchy = "created_at"
     list_select_related = ("api_key",)
     list_per_page = 50
     show_full_result_count = False
     ordering = ("-created_at", "-id")
     readonly_fields = (
-        "request_id", "created_at", "status_badge", "error_type", "error_message", "error_detail_pretty",
-        "key_display", "api", "safety_identifier", "prompt_cache_key", "requested_model", "served_model", "backend",
-        "classifier_link", "store_level",
-        "question_count", "question_types", "input_tokens", "output_tokens", "prefix_tokens", "cached_tokens",
-        "prepare", "prefill", "branches", "latency", "answers_table", "state_pretty", "questions_pretty",
-        "image_count", "images_table",
+        "request_id",
+        "created_at",
+        "status_badge",
+        "error_type",
+        "error_message",
+        "error_detail_pretty",
+        "key_display",
+        "api",
+        "safety_identifier",
+        "prompt_cache_key",
+        "requested_model",
+        "served_model",
+        "backend",
+        "classifier_link",
+        "store_level",
+        "question_count",
+        "question_types",
+        "input_tokens",
+        "output_tokens",
+        "prefix_tokens",
+        "cached_tokens",
+        "prepare",
+        "prefill",
+        "branches",
+        "latency",
+        "answers_table",
+        "state_pretty",
+        "questions_pretty",
+        "image_count",
+        "images_table",
     )
     fieldsets = (
         (None, {"fields": ("request_id", "created_at", "status_badge", "api", "key_display", "safety_identifier")}),
         ("Error", {"fields": ("error_type", "error_message", "error_detail_pretty"), "classes": ("collapse",)}),
-        ("Model", {"fields": ("requested_model", "served_model", "backend", "classifier_link", "store_level",
-                              "prompt_cache_key")}),
-        ("Usage and timings", {"fields": (("input_tokens", "output_tokens"), ("prefix_tokens", "cached_tokens"),
-                                          ("prepare", "prefill", "branches"), "latency")}),
+        (
+            "Model",
+            {
+                "fields": (
+                    "requested_model",
+                    "served_model",
+                    "backend",
+                    "classifier_link",
+                    "store_level",
+                    "prompt_cache_key",
+                )
+            },
+        ),
+        (
+            "Usage and timings",
+            {
+                "fields": (
+                    ("input_tokens", "output_tokens"),
+                    ("prefix_tokens", "cached_tokens"),
+                    ("prepare", "prefill", "branches"),
+                    "latency",
+                )
+            },
+        ),
         ("Answers", {"fields": ("question_count", "question_types", "answers_table")}),
         ("Request", {"fields": ("state_pretty", "questions_pretty", "image_count", "images_table")}),
     )
@@ -178,11 +252,19 @@ class EvaluationAdmin(admin.ModelAdmin):
         """One row per image: what is kept of it (never the bytes, never a URL)."""
         if not obj.images:
             return "—"
-        rows = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
-                                ((i, m.get("source"), m.get("format") or "—", m.get("size") or "—",
-                                  m.get("sha256") or "—") for i, m in enumerate(obj.images, 1)))
-        return format_html('<table class="oj-images"><tr><th>#</th><th>source</th><th>format</th><th>bytes</th>'
-                           "<th>SHA-256</th></tr>{}</table>", rows)
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            (
+                (i, m.get("source"), m.get("format") or "—", m.get("size") or "—", m.get("sha256") or "—")
+                for i, m in enumerate(obj.images, 1)
+            ),
+        )
+        return format_html(
+            '<table class="oj-images"><tr><th>#</th><th>source</th><th>format</th><th>bytes</th>'
+            "<th>SHA-256</th></tr>{}</table>",
+            rows,
+        )
 
     @admin.display(description="validation problems")
     def error_detail_pretty(self, obj: Evaluation) -> SafeString:
@@ -196,16 +278,28 @@ class EvaluationAdmin(admin.ModelAdmin):
         for answer in obj.answers.all():
             question = answer.question_sent
             keys = answer.option_keys
-            options = probability_bars(keys=keys, texts=[_option_text(question, answer.type, key) for key in keys],
-                                       probabilities=[float(answer.probabilities.get(k, 0.0)) for k in keys],
-                                       chosen=keys.index(answer.choice) if answer.choice in keys else None)
-            rows.append({"answer": answer, "options": options,
-                         "instructions": question.get("instructions") if question else None,
-                         "input": inputs[answer.position] if answer.position < len(inputs) else None})
+            options = probability_bars(
+                keys=keys,
+                texts=[_option_text(question, answer.type, key) for key in keys],
+                probabilities=[float(answer.probabilities.get(k, 0.0)) for k in keys],
+                chosen=keys.index(answer.choice) if answer.choice in keys else None,
+            )
+            rows.append(
+                {
+                    "answer": answer,
+                    "options": options,
+                    "instructions": question.get("instructions") if question else None,
+                    "input": inputs[answer.position] if answer.position < len(inputs) else None,
+                }
+            )
         if not rows:
             return mark_safe('<span class="oj-muted">no answers (the evaluation failed)</span>')
-        return mark_safe(render_to_string("admin/evaluations/evaluation/answers.html",
-                                          {"rows": rows, "label_mass_warn": settings.OPENJEV.label_mass_warn}))
+        return mark_safe(
+            render_to_string(
+                "admin/evaluations/evaluation/answers.html",
+                {"rows": rows, "label_mass_warn": settings.OPENJEV.label_mass_warn},
+            )
+        )
 
 
 def _option_text(question: dict[str, Any], kind: str, key: str) -> str:
@@ -218,8 +312,14 @@ def _option_text(question: dict[str, Any], kind: str, key: str) -> str:
     elif kind in ("choice", "noul") and isinstance(criteria, dict):
         value = criteria.get(key)
     elif kind == "choice" and isinstance(question.get("choices"), list):
-        value = next((c.get("description") or c.get("value") for c in question["choices"]
-                      if isinstance(c, dict) and _choice_key(c.get("value")) == key), None)
+        value = next(
+            (
+                c.get("description") or c.get("value")
+                for c in question["choices"]
+                if isinstance(c, dict) and _choice_key(c.get("value")) == key
+            ),
+            None,
+        )
     return text_shown(value)
 
 

@@ -41,12 +41,28 @@ def apikey_usage_view(request: HttpRequest, pk: int, *, site: AdminSite) -> Http
     today = timezone.now().astimezone(UTC).date()
     days = [today - timedelta(days=n) for n in range(CHART_DAYS - 1, -1, -1)]
     found = {row["day"]: row for row in usage_export(since=days[0], key_label=key.label)}
-    rows = [found.get(day.isoformat(), {"day": day.isoformat(), "evaluations": 0, "questions": 0, "input_tokens": 0,
-                                        "cached_tokens": 0}) for day in days]
-    chart = {"days": [row["day"] for row in rows], "evaluations": [row["evaluations"] for row in rows],
-             "input_tokens": [row["input_tokens"] for row in rows]}
-    context = {**site.each_context(request), "title": f"Usage of {key}", "key": key, "rows": rows[::-1],
-               "chart": chart, "opts": ApiKey._meta, "totals": {
-                   name: sum(int(str(row[name])) for row in rows)
-                   for name in ("evaluations", "questions", "input_tokens", "cached_tokens")}}
+    rows = [
+        found.get(
+            day.isoformat(),
+            {"day": day.isoformat(), "evaluations": 0, "questions": 0, "input_tokens": 0, "cached_tokens": 0},
+        )
+        for day in days
+    ]
+    chart = {
+        "days": [row["day"] for row in rows],
+        "evaluations": [row["evaluations"] for row in rows],
+        "input_tokens": [row["input_tokens"] for row in rows],
+    }
+    context = {
+        **site.each_context(request),
+        "title": f"Usage of {key}",
+        "key": key,
+        "rows": rows[::-1],
+        "chart": chart,
+        "opts": ApiKey._meta,
+        "totals": {
+            name: sum(int(str(row[name])) for row in rows)
+            for name in ("evaluations", "questions", "input_tokens", "cached_tokens")
+        },
+    }
     return TemplateResponse(request, "admin/evaluations/apikey/usage.html", context)

@@ -7,75 +7,139 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('evaluations', '0004_evaluation_image_metadata'),
+        ("evaluations", "0004_evaluation_image_metadata"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='DatasetRun',
+            name="DatasetRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(help_text='Named on the command line; rerunning it resumes.', max_length=100, unique=True)),
-                ('source', models.CharField(blank=True, help_text='The file the items came from.', max_length=500)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('item_count', models.PositiveIntegerField(default=0)),
-                ('metrics', models.JSONField(blank=True, help_text='Accuracy, log loss, Brier, ECE, label mass and per question the confusion matrix and reliability bins (calibration.labelled).', null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "name",
+                    models.CharField(
+                        help_text="Named on the command line; rerunning it resumes.", max_length=100, unique=True
+                    ),
+                ),
+                ("source", models.CharField(blank=True, help_text="The file the items came from.", max_length=500)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("item_count", models.PositiveIntegerField(default=0)),
+                (
+                    "metrics",
+                    models.JSONField(
+                        blank=True,
+                        help_text="Accuracy, log loss, Brier, ECE, label mass and per question the confusion matrix and reliability bins (calibration.labelled).",
+                        null=True,
+                    ),
+                ),
             ],
             options={
-                'ordering': ('-created_at',),
+                "ordering": ("-created_at",),
             },
         ),
         migrations.AddField(
-            model_name='evaluationanswer',
-            name='label',
-            field=models.CharField(blank=True, help_text='The true option key (noul: true/false; score: the level index), from POST /v1/feedback, a dataset run or the admin.', max_length=255, null=True),
+            model_name="evaluationanswer",
+            name="label",
+            field=models.CharField(
+                blank=True,
+                help_text="The true option key (noul: true/false; score: the level index), from POST /v1/feedback, a dataset run or the admin.",
+                max_length=255,
+                null=True,
+            ),
         ),
         migrations.AddField(
-            model_name='evaluationanswer',
-            name='labelled_at',
+            model_name="evaluationanswer",
+            name="labelled_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='evaluationanswer',
-            name='question_key',
-            field=models.CharField(blank=True, db_index=True, help_text="The question's identity for calibration (type, instructions, options).", max_length=32),
+            model_name="evaluationanswer",
+            name="question_key",
+            field=models.CharField(
+                blank=True,
+                db_index=True,
+                help_text="The question's identity for calibration (type, instructions, options).",
+                max_length=32,
+            ),
         ),
         migrations.AddField(
-            model_name='evaluationanswer',
-            name='uncalibrated_probabilities',
-            field=models.JSONField(blank=True, help_text='Option key → probability before calibration; empty when none applied.', null=True),
+            model_name="evaluationanswer",
+            name="uncalibrated_probabilities",
+            field=models.JSONField(
+                blank=True, help_text="Option key → probability before calibration; empty when none applied.", null=True
+            ),
         ),
         migrations.CreateModel(
-            name='Calibration',
+            name="Calibration",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(db_index=True, help_text="A question key (hash of type, instructions and options) or 'classifier:NAME'.", max_length=200)),
-                ('subject', models.CharField(blank=True, help_text='What it calibrates, in words.', max_length=300)),
-                ('question_type', models.CharField(choices=[('noul', 'noul'), ('choice', 'choice'), ('score', 'score')], max_length=8)),
-                ('option_keys', models.JSONField(help_text='The options in order: the biases follow it.')),
-                ('method', models.CharField(choices=[('temperature', 'temperature'), ('vector', 'vector scaling')], max_length=16)),
-                ('temperature', models.FloatField()),
-                ('biases', models.JSONField(blank=True, help_text='Per option (vector scaling), else empty.', null=True)),
-                ('report', models.JSONField(help_text='n, split sizes, held-out metrics and reliability bins before and after.')),
-                ('active', models.BooleanField(default=False)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "key",
+                    models.CharField(
+                        db_index=True,
+                        help_text="A question key (hash of type, instructions and options) or 'classifier:NAME'.",
+                        max_length=200,
+                    ),
+                ),
+                ("subject", models.CharField(blank=True, help_text="What it calibrates, in words.", max_length=300)),
+                (
+                    "question_type",
+                    models.CharField(
+                        choices=[("noul", "noul"), ("choice", "choice"), ("score", "score")], max_length=8
+                    ),
+                ),
+                ("option_keys", models.JSONField(help_text="The options in order: the biases follow it.")),
+                (
+                    "method",
+                    models.CharField(
+                        choices=[("temperature", "temperature"), ("vector", "vector scaling")], max_length=16
+                    ),
+                ),
+                ("temperature", models.FloatField()),
+                (
+                    "biases",
+                    models.JSONField(blank=True, help_text="Per option (vector scaling), else empty.", null=True),
+                ),
+                (
+                    "report",
+                    models.JSONField(
+                        help_text="n, split sizes, held-out metrics and reliability bins before and after."
+                    ),
+                ),
+                ("active", models.BooleanField(default=False)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
             ],
             options={
-                'ordering': ('-created_at',),
-                'constraints': [models.UniqueConstraint(condition=models.Q(('active', True)), fields=('key',), name='calibration_one_active_per_key')],
+                "ordering": ("-created_at",),
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("active", True)), fields=("key",), name="calibration_one_active_per_key"
+                    )
+                ],
             },
         ),
         migrations.AddField(
-            model_name='evaluationanswer',
-            name='calibration',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.DB_SET_NULL, related_name='answers', to='evaluations.calibration'),
+            model_name="evaluationanswer",
+            name="calibration",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.DB_SET_NULL,
+                related_name="answers",
+                to="evaluations.calibration",
+            ),
         ),
         migrations.AddField(
-            model_name='evaluation',
-            name='dataset_run',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.DB_SET_NULL, related_name='evaluations', to='evaluations.datasetrun'),
+            model_name="evaluation",
+            name="dataset_run",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.DB_SET_NULL,
+                related_name="evaluations",
+                to="evaluations.datasetrun",
+            ),
         ),
     ]

@@ -2,7 +2,7 @@
 evaluation. Kept: (question_id, type); partial: labelled answers by question key (calibration fits) and
 calibrated answers (a calibration deleted). Dropped: (type, confidence) and label_mass (no query uses them),
 and evaluation_id alone (the (evaluation, position) constraint's index starts with it)."""
-# ruff: noqa: RUF012, E501
+# ruff: noqa: RUF012
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -22,38 +22,53 @@ RECREATED = (
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('evaluations', '0005_calibration'),
+        ("evaluations", "0005_calibration"),
     ]
 
     operations = [
         migrations.RemoveIndex(
-            model_name='evaluationanswer',
-            name='answer_type_confidence',
+            model_name="evaluationanswer",
+            name="answer_type_confidence",
         ),
         migrations.RemoveIndex(
-            model_name='evaluationanswer',
-            name='answer_label_mass',
+            model_name="evaluationanswer",
+            name="answer_label_mass",
         ),
         # The indexes the three fields had are dropped by name: letting Django alter the fields would
         # rebuild the whole answer table on SQLite, once per field.
         migrations.SeparateDatabaseAndState(
             state_operations=[
                 migrations.AlterField(
-                    model_name='evaluationanswer',
-                    name='calibration',
-                    field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.DB_SET_NULL, related_name='answers', to='evaluations.calibration'),
+                    model_name="evaluationanswer",
+                    name="calibration",
+                    field=models.ForeignKey(
+                        blank=True,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.DB_SET_NULL,
+                        related_name="answers",
+                        to="evaluations.calibration",
+                    ),
                 ),
                 migrations.AlterField(
-                    model_name='evaluationanswer',
-                    name='evaluation',
-                    field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.DB_CASCADE, related_name='answers', to='evaluations.evaluation'),
+                    model_name="evaluationanswer",
+                    name="evaluation",
+                    field=models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.DB_CASCADE,
+                        related_name="answers",
+                        to="evaluations.evaluation",
+                    ),
                 ),
                 migrations.AlterField(
-                    model_name='evaluationanswer',
-                    name='question_key',
-                    field=models.CharField(blank=True, help_text="The question's identity for calibration (type, instructions, options).", max_length=32),
+                    model_name="evaluationanswer",
+                    name="question_key",
+                    field=models.CharField(
+                        blank=True,
+                        help_text="The question's identity for calibration (type, instructions, options).",
+                        max_length=32,
+                    ),
                 ),
             ],
             database_operations=[
@@ -64,11 +79,15 @@ class Migration(migrations.Migration):
             ],
         ),
         migrations.AddIndex(
-            model_name='evaluationanswer',
-            index=models.Index(condition=models.Q(('label__isnull', False)), fields=['question_key'], name='answer_labelled_key'),
+            model_name="evaluationanswer",
+            index=models.Index(
+                condition=models.Q(("label__isnull", False)), fields=["question_key"], name="answer_labelled_key"
+            ),
         ),
         migrations.AddIndex(
-            model_name='evaluationanswer',
-            index=models.Index(condition=models.Q(('calibration__isnull', False)), fields=['calibration'], name='answer_calibrated'),
+            model_name="evaluationanswer",
+            index=models.Index(
+                condition=models.Q(("calibration__isnull", False)), fields=["calibration"], name="answer_calibrated"
+            ),
         ),
     ]

@@ -67,26 +67,29 @@ def evaluation_rows_build(*, record: StoredEvaluation) -> Row:
     for position, answer in enumerate(outcome.answers if outcome else ()):
         kind = answer.question.type
         keys = [o.key for o in answer.question.options]
-        answers.append({
-            "position": position,
-            "question_id": answer.question_id[:QUESTION_ID_MAX],
-            "type": kind,
-            "noul": answer.probabilities[0] if kind == "noul" else None,
-            "choice": keys[answer.choice_index][:CHOICE_MAX] if kind == "choice" else None,
-            "score": answer.score if kind == "score" else None,
-            "confidence": answer.confidence,
-            "probabilities": dict(zip(keys, answer.probabilities, strict=True)),
-            "option_keys": keys,
-            "raw_probabilities": dict(zip(keys, answer.raw_probabilities, strict=True)),
-            "label_mass": answer.label_mass,
-            "refused": answer.label_mass < received.refusal_below,
-            "question_key": question_key(question=answer.question),
-            "uncalibrated_probabilities": (None if answer.uncalibrated is None else
-                                           dict(zip(keys, answer.uncalibrated, strict=True))),
-            "calibration_id": answer.calibration,
-            "label": None,
-            "labelled_at": None,
-        })
+        answers.append(
+            {
+                "position": position,
+                "question_id": answer.question_id[:QUESTION_ID_MAX],
+                "type": kind,
+                "noul": answer.probabilities[0] if kind == "noul" else None,
+                "choice": keys[answer.choice_index][:CHOICE_MAX] if kind == "choice" else None,
+                "score": answer.score if kind == "score" else None,
+                "confidence": answer.confidence,
+                "probabilities": dict(zip(keys, answer.probabilities, strict=True)),
+                "option_keys": keys,
+                "raw_probabilities": dict(zip(keys, answer.raw_probabilities, strict=True)),
+                "label_mass": answer.label_mass,
+                "refused": answer.label_mass < received.refusal_below,
+                "question_key": question_key(question=answer.question),
+                "uncalibrated_probabilities": (
+                    None if answer.uncalibrated is None else dict(zip(keys, answer.uncalibrated, strict=True))
+                ),
+                "calibration_id": answer.calibration,
+                "label": None,
+                "labelled_at": None,
+            }
+        )
     return evaluation, answers
 
 

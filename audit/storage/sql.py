@@ -31,8 +31,11 @@ class _Columns:
 
     def __init__(self, fields: tuple[Any, ...], db: Any) -> None:
         self._values = operator.itemgetter(*(f.attname for f in fields))
-        self._adapters = tuple((i, _adapter(f, db)) for i, f in enumerate(fields)
-                               if isinstance(f, models.DateTimeField | models.JSONField | JSONTextField))
+        self._adapters = tuple(
+            (i, _adapter(f, db))
+            for i, f in enumerate(fields)
+            if isinstance(f, models.DateTimeField | models.JSONField | JSONTextField)
+        )
 
     def params(self, values: dict[str, Any]) -> list[Any]:
         row = list(self._values(values))
@@ -92,12 +95,19 @@ def _statements_for(db: Any) -> _Statements:
     ev_fields = tuple(f for f in Evaluation._meta.concrete_fields if not f.primary_key)
     an_fields = tuple(f for f in EvaluationAnswer._meta.concrete_fields if not f.primary_key and f.name != "evaluation")
     ev_table, an_table = qn(Evaluation._meta.db_table), qn(EvaluationAnswer._meta.db_table)
-    evaluation = _Insert(ev_table, ", ".join(qn(f.column) for f in ev_fields),
-                         f"({', '.join([mark] * len(ev_fields))})", _Columns(ev_fields, db),
-                         tail=f" RETURNING {qn('id')}, {qn('request_id')}")
-    answer = _Insert(an_table, ", ".join(qn(f.column) for f in (EvaluationAnswer._meta.get_field("evaluation"),
-                                                                 *an_fields)),
-                     f"({', '.join([mark] * (1 + len(an_fields)))})", _Columns(an_fields, db))
+    evaluation = _Insert(
+        ev_table,
+        ", ".join(qn(f.column) for f in ev_fields),
+        f"({', '.join([mark] * len(ev_fields))})",
+        _Columns(ev_fields, db),
+        tail=f" RETURNING {qn('id')}, {qn('request_id')}",
+    )
+    answer = _Insert(
+        an_table,
+        ", ".join(qn(f.column) for f in (EvaluationAnswer._meta.get_field("evaluation"), *an_fields)),
+        f"({', '.join([mark] * (1 + len(an_fields)))})",
+        _Columns(an_fields, db),
+    )
     found = _Statements(evaluation, answer)
     _statements[db.vendor] = found
     return found
@@ -139,7 +149,7 @@ def _chunks(params: list[list[Any]]) -> Iterator[list[list[Any]]]:
     limit = connection.features.max_query_params
     per = ROWS_PER_STATEMENT if not limit or not params else max(1, min(ROWS_PER_STATEMENT, limit // len(params[0])))
     for start in range(0, len(params), per):
-        yield params[start:start + per]
+        yield params[start : start + per]
 
 
 def _inserted(cursor: Any, insert: _Insert, rows: list[list[Any]]) -> list[Any]:
@@ -193,17 +203,28 @@ def rows_insert(rows: list[Row]) -> None:
     calibration deleted since the request is dropped (the label and the name are kept)."""
     keys = _existing(ApiKey, {ev["api_key_id"] for ev, _ in rows if ev["api_key_id"] is not None})
     classifiers = _existing(Classifier, {ev["classifier_id"] for ev, _ in rows if ev["classifier_id"] is not None})
-    calibrations = _existing(Calibration, {a["calibration_id"] for _, answers in rows for a in answers
-                                           if a["calibration_id"] is not None})
+    calibrations = _existing(
+        Calibration, {a["calibration_id"] for _, answers in rows for a in answers if a["calibration_id"] is not None}
+    )
     sql = _statements_for(connection)
     ev_params = []
     for ev, _ in rows:
-        linked = {**ev, "api_key_id": ev["api_key_id"] if ev["api_key_id"] in keys else None,
-                  "classifier_id": ev["classifier_id"] if ev["classifier_id"] in classifiers else None}
+        linked = {
+            **ev,
+            "api_key_id": ev["api_key_id"] if ev["api_key_id"] in keys else None,
+            "classifier_id": ev["classifier_id"] if ev["classifier_id"] in classifiers else None,
+        }
         ev_params.append(sql.evaluation.columns.params(linked))
     with transaction.atomic(), connection.cursor() as cursor:
         ids = {request_id: pk for pk, request_id in _inserted(cursor.cursor, sql.evaluation, ev_params)}
-        an_params = [[ids[ev["request_id"]], *sql.answer.columns.params(
-                         answer if answer["calibration_id"] in calibrations else {**answer, "calibration_id": None})]
-                     for ev, answers in rows for answer in answers]
+        an_params = [
+            [
+                ids[ev["request_id"]],
+                *sql.answer.columns.params(
+                    answer if answer["calibration_id"] in calibrations else {**answer, "calibration_id": None}
+                ),
+            ]
+            for ev, answers in rows
+            for answer in answers
+        ]
         _inserted(cursor.cursor, sql.answer, an_params)

@@ -52,8 +52,12 @@ class EvaluationSink:
                     log.error("cannot store evaluations: the tables are missing (%s); run `manage.py migrate`", exc)
                 return 0
             if isinstance(exc, OperationalError | InterfaceError):  # the database is unreachable: give up
-                log.error("could not store %d evaluation(s) (%s): the database is unavailable: %s",
-                          len(rows), ", ".join(r[0]["request_id"] for r in rows[:5]), exc)
+                log.error(
+                    "could not store %d evaluation(s) (%s): the database is unavailable: %s",
+                    len(rows),
+                    ", ".join(r[0]["request_id"] for r in rows[:5]),
+                    exc,
+                )
                 return 0
             log.warning("storing a batch of %d evaluations failed (%s); retrying one by one", len(rows), exc)
         return sum(_row_write(row) for row in rows)
@@ -110,6 +114,12 @@ def evaluation_store(*, record: StoredEvaluation) -> None:
 def storage_stats() -> dict[str, float]:
     """Counters since the process started: submitted, stored, failed, dropped, pending, batches, writer CPU."""
     evaluations = writer.stats.of(sink.name)
-    return {"submitted": evaluations.submitted, "stored": evaluations.written, "failed": evaluations.failed,
-            "dropped": evaluations.dropped, "pending": writer.pending, "batches": writer.stats.batches,
-            "writer_cpu_s": writer.stats.cpu_s}
+    return {
+        "submitted": evaluations.submitted,
+        "stored": evaluations.written,
+        "failed": evaluations.failed,
+        "dropped": evaluations.dropped,
+        "pending": writer.pending,
+        "batches": writer.stats.batches,
+        "writer_cpu_s": writer.stats.cpu_s,
+    }

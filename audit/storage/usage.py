@@ -43,8 +43,11 @@ def usage_add(*, totals: Totals) -> None:
     for (label, day), row in totals.items():
         params += [label, day, *row]
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {table} (key_label, day, {', '.join(counts)}) VALUES {values} "
-                       f"ON CONFLICT (key_label, day) DO UPDATE SET {updates}", params)
+        cursor.execute(
+            f"INSERT INTO {table} (key_label, day, {', '.join(counts)}) VALUES {values} "
+            f"ON CONFLICT (key_label, day) DO UPDATE SET {updates}",
+            params,
+        )
 
 
 def usage_export(*, since: date, until: date | None = None, key_label: str | None = None) -> list[dict[str, object]]:
@@ -55,6 +58,14 @@ def usage_export(*, since: date, until: date | None = None, key_label: str | Non
         rows = rows.filter(day__lte=until)
     if key_label is not None:
         rows = rows.filter(key_label=key_label)
-    return [{"key": row["key_label"], "day": row["day"].isoformat(), "evaluations": row["evaluations"],
-             "questions": row["questions"], "input_tokens": row["input_tokens"], "cached_tokens": row["cached_tokens"]}
-            for row in rows.order_by("day", "key_label").values()]
+    return [
+        {
+            "key": row["key_label"],
+            "day": row["day"].isoformat(),
+            "evaluations": row["evaluations"],
+            "questions": row["questions"],
+            "input_tokens": row["input_tokens"],
+            "cached_tokens": row["cached_tokens"],
+        }
+        for row in rows.order_by("day", "key_label").values()
+    ]

@@ -112,8 +112,9 @@ class BatchWriter:
             now = time.monotonic()
             if now - self._last_drop_log > 10:
                 self._last_drop_log = now
-                log.error("storage queue is full (%d jobs): dropping; the database is too slow or down",
-                          self.queue_size)
+                log.error(
+                    "storage queue is full (%d jobs): dropping; the database is too slow or down", self.queue_size
+                )
             return False
         self.stats.add(sink=sink.name, submitted=1)
         return True

@@ -50,8 +50,11 @@ class LlamaTokenizer:
         source = llm.metadata.get("tokenizer.chat_template")
         if not source:
             raise StartupError("the GGUF file has no chat template (tokenizer.chat_template)")
-        specials = {name: self.decode([token]) for name, token in (("bos_token", llm.token_bos()),
-                                                                   ("eos_token", llm.token_eos())) if token >= 0}
+        specials = {
+            name: self.decode([token])
+            for name, token in (("bos_token", llm.token_bos()), ("eos_token", llm.token_eos()))
+            if token >= 0
+        }
         self._template = ChatTemplate(source, special_tokens=specials)
 
     def encode(self, text: str) -> list[int]:
@@ -88,18 +91,33 @@ class LlamaCppBackend:
 
     kind = "local"
 
-    def __init__(self, *, model_path: Path, model: str | None = None, n_ctx: int = DEFAULT_N_CTX,
-                 threads: int | None = None, n_batch: int = DEFAULT_N_BATCH, prefix_reuse: bool = True,
-                 flash_attn: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        model_path: Path,
+        model: str | None = None,
+        n_ctx: int = DEFAULT_N_CTX,
+        threads: int | None = None,
+        n_batch: int = DEFAULT_N_BATCH,
+        prefix_reuse: bool = True,
+        flash_attn: bool = False,
+    ) -> None:
         self.model = model or model_path.stem
         self.prefix_reuse = prefix_reuse
         """False recomputes each generation from scratch, prefix included (benchmarks compare the two)."""
         started = time.perf_counter()
         threads = threads or os.cpu_count() or 1
         try:
-            self._llm = llama_cpp.Llama(model_path=str(model_path), n_ctx=n_ctx, n_batch=n_batch, n_threads=threads,
-                                        n_threads_batch=threads, flash_attn=flash_attn, logits_all=False,
-                                        verbose=False)
+            self._llm = llama_cpp.Llama(
+                model_path=str(model_path),
+                n_ctx=n_ctx,
+                n_batch=n_batch,
+                n_threads=threads,
+                n_threads_batch=threads,
+                flash_attn=flash_attn,
+                logits_all=False,
+                verbose=False,
+            )
         except (ValueError, RuntimeError, OSError) as exc:
             raise StartupError(f"llama.cpp cannot load {model_path}: {exc}") from exc
         self.context_tokens = self._llm.n_ctx()
@@ -189,8 +207,9 @@ class LlamaCppBackend:
 
     # -- worker thread side -----------------------------------------------------------------------
 
-    def _generate(self, prefix: Sequence[int], suffix: Sequence[int], label_ids: Sequence[int],
-                  flag: threading.Event) -> Generation:
+    def _generate(
+        self, prefix: Sequence[int], suffix: Sequence[int], label_ids: Sequence[int], flag: threading.Event
+    ) -> Generation:
         """One generation: `prefix` from the cache (or from scratch), then `suffix`, then the label log-probs."""
         if flag.is_set():
             raise _Aborted
@@ -214,8 +233,10 @@ class LlamaCppBackend:
         if not ids:
             raise BackendFailed("empty prompt")
         if len(ids) > self.context_tokens:
-            raise BackendFailed(f"the prompt is {len(ids)} tokens but the llama.cpp context holds "
-                                f"{self.context_tokens}; lower the input budget or raise the context size")
+            raise BackendFailed(
+                f"the prompt is {len(ids)} tokens but the llama.cpp context holds "
+                f"{self.context_tokens}; lower the input budget or raise the context size"
+            )
         if any(not 0 <= t < self._n_vocab for t in (*ids, *label_ids)):
             raise BackendFailed(f"a token id is outside the model's vocabulary of {self._n_vocab}")
 
@@ -229,8 +250,13 @@ class LlamaCppBackend:
         answer a function of its own prompt only, not of the previous question or request, and
         the same with reuse on or off.
         """
-        if (self.prefix_reuse and base and self._anchor == base and self._cached[:base] == list(ids[:base])
-                and self._truncate(base)):
+        if (
+            self.prefix_reuse
+            and base
+            and self._anchor == base
+            and self._cached[:base] == list(ids[:base])
+            and self._truncate(base)
+        ):
             return base
         self._llm.n_tokens = 0
         self._cached, self._anchor = [], 0
@@ -272,10 +298,23 @@ class LlamaCppBackend:
         return tuple(float(logits[t] - log_total) for t in label_ids)
 
 
-def llamacpp_backend_create(*, source: str, cache_dir: Path, n_ctx: int = DEFAULT_N_CTX, threads: int | None = None,
-                            model: str | None = None, prefix_reuse: bool = True,
-                            flash_attn: bool = False) -> LlamaCppBackend:
+def llamacpp_backend_create(
+    *,
+    source: str,
+    cache_dir: Path,
+    n_ctx: int = DEFAULT_N_CTX,
+    threads: int | None = None,
+    model: str | None = None,
+    prefix_reuse: bool = True,
+    flash_attn: bool = False,
+) -> LlamaCppBackend:
     """Resolve (assembling the bundled weights on first use) and load the model into llama.cpp."""
     path = gguf_resolve(source=source, cache_dir=cache_dir)
-    return LlamaCppBackend(model_path=path, model=model or gguf_model_name(source=source), n_ctx=n_ctx,
-                        threads=threads, prefix_reuse=prefix_reuse, flash_attn=flash_attn)
+    return LlamaCppBackend(
+        model_path=path,
+        model=model or gguf_model_name(source=source),
+        n_ctx=n_ctx,
+        threads=threads,
+        prefix_reuse=prefix_reuse,
+        flash_attn=flash_attn,
+    )

@@ -89,8 +89,14 @@ class LoopHttp:
 
     def generate_request(self, body: bytes) -> httpx.Request:
         """What `client.post("/generate", content=body, headers=JSON)` would send (cookies included)."""
-        return httpx.Request("POST", self.generate_url, content=body, headers=self.headers,
-                             cookies=self.client.cookies, extensions=dict(self.extensions))
+        return httpx.Request(
+            "POST",
+            self.generate_url,
+            content=body,
+            headers=self.headers,
+            cookies=self.client.cookies,
+            extensions=dict(self.extensions),
+        )
 
 
 class SGLangBackend:
@@ -115,9 +121,7 @@ class SGLangBackend:
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = timeout
         self._max_in_flight = max_in_flight
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopHttp] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopHttp] = weakref.WeakKeyDictionary()
         self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
@@ -135,20 +139,23 @@ class SGLangBackend:
         http = self._clients.get(loop)
         if http is None:
             self._clients_sweep()
-            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(
-                limit=self._max_in_flight, keepalive_timeout=KEEPALIVE_SECONDS))
+            session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._max_in_flight, keepalive_timeout=KEEPALIVE_SECONDS)
+            )
             self._sessions[loop] = session
             # Credentials in the URL become httpx's Basic auth (which wins over the API key, as it always
             # has) on a URL without them: aiohttp refuses a request that carries both.
             url = httpx.URL(self.url)
             auth = httpx.BasicAuth(url.username, url.password) if url.username or url.password else None
-            http = self._clients[loop] = LoopHttp.of(httpx.AsyncClient(
-                base_url=url.copy_with(username=None, password=None) if auth else url,
-                auth=auth,
-                headers=self._headers,
-                transport=AiohttpTransport(client=session),
-                timeout=httpx.Timeout(self._timeout, connect=5.0),
-            ))
+            http = self._clients[loop] = LoopHttp.of(
+                httpx.AsyncClient(
+                    base_url=url.copy_with(username=None, password=None) if auth else url,
+                    auth=auth,
+                    headers=self._headers,
+                    transport=AiohttpTransport(client=session),
+                    timeout=httpx.Timeout(self._timeout, connect=5.0),
+                )
+            )
         return http
 
     def _clients_sweep(self) -> None:
@@ -188,8 +195,9 @@ class SGLangBackend:
     async def warm(self, *, rid: str, prefix_ids: Sequence[int], image_data: Sequence[str] = ()) -> Generation:
         # Selected-token log-probs here too: mixing plain and selected-logprob requests in one
         # SGLang batch has crashed the server.
-        body = request_body(rid=rid, ids_json=ids_json(prefix_ids), label_ids=prefix_ids[-1:],
-                             images_json=ImagesJson().of(image_data))
+        body = request_body(
+            rid=rid, ids_json=ids_json(prefix_ids), label_ids=prefix_ids[-1:], images_json=ImagesJson().of(image_data)
+        )
         return generation_parse(await self._generate(body), label_ids=(), rid=rid)
 
     async def score(self, *, calls: Sequence[BranchCall], scored: BranchScored | None = None) -> list[Generation]:
@@ -210,10 +218,14 @@ class SGLangBackend:
         ids_json = ",".join(f"[{prefixes.of(c)}]" for c in calls)
         union = list(dict.fromkeys(t for c in calls for t in c.label_ids))
         rid = calls[0].rid
-        images_json = (f"[{','.join(images.of(c.image_data) or 'null' for c in calls)}]"
-                       if any(c.image_data for c in calls) else None)
-        items = await self._generate(request_body(rid=rid, ids_json=f"[{ids_json}]", label_ids=union,
-                                                  images_json=images_json))
+        images_json = (
+            f"[{','.join(images.of(c.image_data) or 'null' for c in calls)}]"
+            if any(c.image_data for c in calls)
+            else None
+        )
+        items = await self._generate(
+            request_body(rid=rid, ids_json=f"[{ids_json}]", label_ids=union, images_json=images_json)
+        )
         if not isinstance(items, list) or len(items) != len(calls):
             raise BackendFailed(
                 f"SGLang answered a batch of {len(calls)} with {type(items).__name__} "
@@ -234,8 +246,12 @@ class SGLangBackend:
         return [task.result() for task in tasks]
 
     async def _score_one(self, call: BranchCall, index: int, scored: BranchScored | None) -> Generation:
-        body = request_body(rid=call.rid, ids_json=f"[{PrefixJson().of(call)}]", label_ids=call.label_ids,
-                             images_json=ImagesJson().of(call.image_data))
+        body = request_body(
+            rid=call.rid,
+            ids_json=f"[{PrefixJson().of(call)}]",
+            label_ids=call.label_ids,
+            images_json=ImagesJson().of(call.image_data),
+        )
         generation = generation_parse(await self._generate(body), label_ids=call.label_ids, rid=call.rid)
         if scored is not None:
             scored(index, generation)

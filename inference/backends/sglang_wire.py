@@ -132,5 +132,9 @@ def _logprobs_read(entries: Any) -> dict[int, float]:
 
 
 def _entry_valid(entry: Any) -> bool:
-    return (isinstance(entry, list | tuple) and len(entry) >= 2 and isinstance(entry[1], int)
-            and isinstance(entry[0], int | float))
+    return (
+        isinstance(entry, list | tuple)
+        and len(entry) >= 2
+        and isinstance(entry[1], int)
+        and isinstance(entry[0], int | float)
+    )

@@ -78,22 +78,39 @@ def test_detail_page_is_read_only_with_pretty_json_and_a_per_question_table(admi
     assert request_id in html and 'name="_save"' not in html  # view only, nothing to submit
     assert 'class="oj-json"' in html and "&quot;Billing&quot;: &quot;Payments, invoices, refunds&quot;" in html
     assert 'class="oj-answers"' in html
-    table = html[html.index('class="oj-answers"'):]
-    for text in ("refund", "team", "anger", "Technical", "0.6000", "Payments, invoices, refunds", "Very angry",
-                 "P(true) = 0.8000", f"{outcome.answers[1].confidence:.3f}", f"{LABEL_MASS:.3f}"):
+    table = html[html.index('class="oj-answers"') :]
+    for text in (
+        "refund",
+        "team",
+        "anger",
+        "Technical",
+        "0.6000",
+        "Payments, invoices, refunds",
+        "Very angry",
+        "P(true) = 0.8000",
+        f"{outcome.answers[1].confidence:.3f}",
+        f"{LABEL_MASS:.3f}",
+    ):
         assert text in table, text
     assert re.search(r'<tr class="oj-chosen">\s*<td class="oj-key" title="Technical">', table)
-    for url in (reverse("admin:evaluations_evaluation_add"),
-                reverse("admin:evaluations_evaluation_delete", args=[evaluation.pk])):
+    for url in (
+        reverse("admin:evaluations_evaluation_add"),
+        reverse("admin:evaluations_evaluation_delete", args=[evaluation.pk]),
+    ):
         assert admin_client.get(url).status_code == 403
-    assert admin_client.post(reverse("admin:evaluations_evaluation_change", args=[evaluation.pk]),
-                             {"status_code": 200}).status_code == 403
+    assert (
+        admin_client.post(
+            reverse("admin:evaluations_evaluation_change", args=[evaluation.pk]), {"status_code": 200}
+        ).status_code
+        == 403
+    )
 
 
 def test_a_failed_evaluation_shows_its_error(admin_client):
     request_id = evaluation_make(status=502, error_message="the backend answered 500")
-    page = admin_client.get(reverse("admin:evaluations_evaluation_change",
-                                    args=[Evaluation.objects.get(request_id=request_id).pk]))
+    page = admin_client.get(
+        reverse("admin:evaluations_evaluation_change", args=[Evaluation.objects.get(request_id=request_id).pk])
+    )
     html = page.content.decode()
     assert "the backend answered 500" in html and "no answers (the evaluation failed)" in html
 
@@ -106,8 +123,8 @@ def test_dashboard_shows_counts_error_rate_and_latency_percentiles(admin_client)
     page = admin_client.get(CHANGELIST + "dashboard/")
     assert page.status_code == 200
     html = page.content.decode()
-    day = html[html.index("Last 24 hours"):html.index("Last 7 days")]
-    week = html[html.index("Last 7 days"):]
+    day = html[html.index("Last 24 hours") : html.index("Last 7 days")]
+    week = html[html.index("Last 7 days") :]
     assert re.search(r'evaluations</div><div class="oj-value">5<', day)
     assert re.search(r'error rate</div><div class="oj-value">20.0%<', day)
     assert re.search(r'latency p50</div><div class="oj-value">20.0 ms<', day)
@@ -117,9 +134,10 @@ def test_dashboard_shows_counts_error_rate_and_latency_percentiles(admin_client)
 
 
 def test_issuing_a_key_in_the_admin_shows_the_secret_once_and_stores_only_its_hash(admin_client):
-    response = admin_client.post("/admin/evaluations/apikey/add/",
-                                 {"name": "billing service", "owner": "payments team", "expires_at_0": "",
-                                  "expires_at_1": ""})
+    response = admin_client.post(
+        "/admin/evaluations/apikey/add/",
+        {"name": "billing service", "owner": "payments team", "expires_at_0": "", "expires_at_1": ""},
+    )
     assert response.status_code == 200, response.content.decode()[:2000]
     assert "no-store" in response["Cache-Control"]
     html = response.content.decode()
@@ -137,8 +155,9 @@ def test_issuing_a_key_in_the_admin_shows_the_secret_once_and_stores_only_its_ha
 def test_revoking_keys_with_the_admin_action(admin_client):
     keep = apikey_issue(name="keep")
     drop = apikey_issue(name="drop")
-    response = admin_client.post("/admin/evaluations/apikey/",
-                                 {"action": "revoke_selected", "_selected_action": [drop.id]}, follow=True)
+    response = admin_client.post(
+        "/admin/evaluations/apikey/", {"action": "revoke_selected", "_selected_action": [drop.id]}, follow=True
+    )
     assert response.status_code == 200 and "Revoked 1 API key" in response.content.decode()
     assert ApiKey.objects.get(pk=drop.id).revoked_at is not None
     assert ApiKey.objects.get(pk=keep.id).revoked_at is None

@@ -25,8 +25,11 @@ def test_admin_pages_render_in_headless_chromium(asgi_server, fake, store, setti
     key = apikey_issue(name="support bot", owner="team-a")
     settings.OPENJEV = replace(settings.OPENJEV, require_api_key=True)
     with httpx.Client(base_url=asgi_server.url, headers={"Authorization": f"Bearer {key.secret}"}) as client:
-        for body in (README_REQUEST, {**README_REQUEST, "state": "Thanks, all sorted!"},
-                     {**README_REQUEST, "model": "gpt-4"}):
+        for body in (
+            README_REQUEST,
+            {**README_REQUEST, "state": "Thanks, all sorted!"},
+            {**README_REQUEST, "model": "gpt-4"},
+        ):
             client.post("/v1/systemone", json=body)
     assert writer_drain(timeout=30)
     answered = Evaluation.objects.filter(status_code=200).first()
@@ -80,8 +83,10 @@ def test_a_locked_out_admin_sees_the_lockout_page_until_another_admin_clears_it(
         get_user_model().objects.create_superuser(username, f"{username}@example.com", ADMIN_PASSWORD)
     base, then = asgi_server.url, "/admin/"
     with chromium_page(tmp_path / "chromium-profile") as page:
-        statuses = [sign_in_attempt(page, base=base, then=then, username="admin", password=f"guess {n}")
-                    for n in range(settings.AXES_FAILURE_LIMIT)]
+        statuses = [
+            sign_in_attempt(page, base=base, then=then, username="admin", password=f"guess {n}")
+            for n in range(settings.AXES_FAILURE_LIMIT)
+        ]
         assert statuses == [200] * (settings.AXES_FAILURE_LIMIT - 1) + [429]  # the login form, then the lockout
         assert page.get_by_text("Sign-in locked").is_visible() and page.get_by_text("from this address").is_visible()
         shot(page, "lockout")

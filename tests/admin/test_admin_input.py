@@ -36,8 +36,9 @@ def test_an_admin_action_on_a_malformed_id_is_a_400_on_every_model_admin(admin_c
     assert {"/admin/auth/user/", "/admin/evaluations/apikey/"} <= {url for url, _ in tried}  # auth's and ours
     for url, action in tried:
         for confirmed in ({}, {"post": "yes"}):
-            response = admin_client.post(url, {"action": action, ACTION_CHECKBOX_NAME: ["not-a-number"],
-                                               "index": "0", **confirmed})
+            response = admin_client.post(
+                url, {"action": action, ACTION_CHECKBOX_NAME: ["not-a-number"], "index": "0", **confirmed}
+            )
             assert response.status_code == 400, (url, action, confirmed, response.status_code)
 
 

@@ -29,16 +29,24 @@ DRAWN = """([id, colour]) => {
   const values = window.ojLive.charts[id].data.slice(1).flat().filter(v => v !== null && v > 0).length;
   return [drawn, values];
 }"""
-SERIES = {"oj-chart-rate": "#1565c0", "oj-chart-latency": "#1565c0", "oj-chart-status": "#2e7d32",
-          "oj-chart-mass": "#5d4037"}
+SERIES = {
+    "oj-chart-rate": "#1565c0",
+    "oj-chart-latency": "#1565c0",
+    "oj-chart-status": "#2e7d32",
+    "oj-chart-mass": "#5d4037",
+}
 
 
 def test_the_live_dashboard_draws_the_last_hour_offline_and_moves_with_each_evaluation(
-        asgi_server: Any, fake: Any, store: Any, tmp_path: Path) -> None:
+    asgi_server: Any, fake: Any, store: Any, tmp_path: Path
+) -> None:
     get_user_model().objects.create_superuser("admin", "admin@example.com", ADMIN_PASSWORD)
     with httpx.Client(base_url=asgi_server.url) as client:
-        for body in (README_REQUEST, {**README_REQUEST, "state": "Thanks, all sorted!"},
-                     {**README_REQUEST, "model": "gpt-4"}):
+        for body in (
+            README_REQUEST,
+            {**README_REQUEST, "state": "Thanks, all sorted!"},
+            {**README_REQUEST, "model": "gpt-4"},
+        ):
             client.post("/v1/systemone", json=body)
     assert writer_drain(timeout=30)
 
@@ -56,8 +64,9 @@ def test_the_live_dashboard_draws_the_last_hour_offline_and_moves_with_each_eval
 
         with httpx.Client(base_url=asgi_server.url) as client:
             assert client.post("/v1/systemone", json=README_REQUEST).status_code == 200
-        page.wait_for_function("() => window.ojLive.ticks > 0 && "
-                               "document.getElementById('oj-live-total').textContent === '4'")
+        page.wait_for_function(
+            "() => window.ojLive.ticks > 0 && document.getElementById('oj-live-total').textContent === '4'"
+        )
         page.wait_for_function("() => document.getElementById('oj-live-generations').textContent !== '—'")
         drawn, values = page.evaluate(DRAWN, ["oj-chart-generations", "#00838f"])
         assert drawn > 20 and values > 0  # generations are counted live only: these are the new evaluation's

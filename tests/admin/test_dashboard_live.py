@@ -74,8 +74,9 @@ def test_the_snapshot_holds_what_finished_in_the_last_hour_before_the_socket_joi
 
 
 def session_cookie(*, staff: bool) -> str:
-    user = get_user_model().objects.create_user("ops" if staff else "guest", password="correct horse battery",
-                                                is_staff=staff, is_superuser=staff)
+    user = get_user_model().objects.create_user(
+        "ops" if staff else "guest", password="correct horse battery", is_staff=staff, is_superuser=staff
+    )
     client = Client()
     client.force_login(user)
     return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
@@ -87,8 +88,7 @@ def live_url(server_url: str) -> str:
 
 async def live_connect(server_url: str, cookie: str | None, origin: str | None = None) -> ClientConnection:
     headers = {"Cookie": cookie} if cookie else {}
-    return await connect(live_url(server_url), additional_headers=headers,
-                         origin=Origin(origin or server_url))
+    return await connect(live_url(server_url), additional_headers=headers, origin=Origin(origin or server_url))
 
 
 async def message_of(ws: ClientConnection, kind: str, timeout: float = 10.0) -> dict[str, Any]:
@@ -126,8 +126,9 @@ async def test_the_socket_sends_the_stored_hour_then_each_second_as_it_happens(a
             assert tally["t"] >= snapshot["until"]
             seen.n += tally["n"]
             seen.generations = (seen.generations or 0) + tally["gen"]
-            seen.statuses = {k: seen.statuses.get(k, 0) + tally["status"].get(k, 0)
-                             for k in {*seen.statuses, *tally["status"]}}
+            seen.statuses = {
+                k: seen.statuses.get(k, 0) + tally["status"].get(k, 0) for k in {*seen.statuses, *tally["status"]}
+            }
     assert seen.statuses == {"answered": 1, "client_error": 1}
     assert seen.generations == 4  # the warm-up and three branches
 
@@ -156,8 +157,10 @@ async def test_several_api_processes_feed_one_dashboard_through_redis(fake, redi
     env = serve_env(OPENJEV_CHANNEL_LAYER_URL=redis_layer, OPENJEV_DATABASE_URL=database_url())
     settings.SECRET_KEY = env["OPENJEV_SECRET_KEY"]  # the processes must be able to read the admin's session
     cookie = await db(lambda: session_cookie(staff=True))
-    with (Serve(["--connect", fake.url], log=tmp_path / "a.log", env=env) as a,
-          Serve(["--connect", fake.url], log=tmp_path / "b.log", env=env) as b):
+    with (
+        Serve(["--connect", fake.url], log=tmp_path / "a.log", env=env) as a,
+        Serve(["--connect", fake.url], log=tmp_path / "b.log", env=env) as b,
+    ):
         await asyncio.to_thread(a.wait_healthy)
         await asyncio.to_thread(b.wait_healthy)
         async with await live_connect(a.url, cookie) as ws:

@@ -18,9 +18,13 @@ from tests.conftest import README_REQUEST
 
 def plan_for(body: dict[str, Any]) -> Plan:
     parsed = systemone_request_parse(data=body, limits=Limits(64, 255), models=frozenset({"jev-latest"}))
-    return plan_compile(conversation=parsed.evaluation.conversation, questions=parsed.evaluation.questions,
-                        tokenizer=qwen3_tokenizer(),
-                        labels=qwen3_labels(), budget=Budget(32768, 262144))
+    return plan_compile(
+        conversation=parsed.evaluation.conversation,
+        questions=parsed.evaluation.questions,
+        tokenizer=qwen3_tokenizer(),
+        labels=qwen3_labels(),
+        budget=Budget(32768, 262144),
+    )
 
 
 def expected_probabilities(fake: FakeSGLang, body: dict[str, Any]) -> dict[str, list[float]]:

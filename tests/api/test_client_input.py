@@ -23,31 +23,50 @@ REPLACED = "\ufffd"
 
 SURROGATES: dict[str, tuple[dict[str, Any], list[str | int]]] = {
     "question id": (body_with(questions={f"q{HIGH}": NOUL}), ["body", "questions", f"q{REPLACED}"]),
-    "id of an invalid question": (body_with(questions={f"q{LOW}": {"type": "box"}}),
-                                  ["body", "questions", f"q{REPLACED}"]),
-    "option key": (body_with(questions={"q": {"type": "choice", "criteria": {f"a{HIGH}": None, "b": None}}}),
-                   ["body", "questions", "q", "criteria", f"a{REPLACED}"]),
-    "option description": (body_with(questions={"q": {"type": "choice", "criteria": {"a": HIGH, "b": None}}}),
-                           ["body", "questions", "q", "criteria", "a"]),
-    "instructions": (body_with(questions={"q": {"type": "noul", "instructions": f"Refund{LOW}?"}}),
-                     ["body", "questions", "q", "instructions"]),
+    "id of an invalid question": (
+        body_with(questions={f"q{LOW}": {"type": "box"}}),
+        ["body", "questions", f"q{REPLACED}"],
+    ),
+    "option key": (
+        body_with(questions={"q": {"type": "choice", "criteria": {f"a{HIGH}": None, "b": None}}}),
+        ["body", "questions", "q", "criteria", f"a{REPLACED}"],
+    ),
+    "option description": (
+        body_with(questions={"q": {"type": "choice", "criteria": {"a": HIGH, "b": None}}}),
+        ["body", "questions", "q", "criteria", "a"],
+    ),
+    "instructions": (
+        body_with(questions={"q": {"type": "noul", "instructions": f"Refund{LOW}?"}}),
+        ["body", "questions", "q", "instructions"],
+    ),
     "state text": (body_with(state=f"I want my money back {HIGH}"), ["body", "state"]),
-    "deep in a structured state": (body_with(state={"ticket": {"lines": ["ok", f"x{LOW}y"]}}),
-                                   ["body", "state", "ticket", "lines", 1]),
+    "deep in a structured state": (
+        body_with(state={"ticket": {"lines": ["ok", f"x{LOW}y"]}}),
+        ["body", "state", "ticket", "lines", 1],
+    ),
     "chat message": (body_with(state=[{"role": "user", "content": HIGH}]), ["body", "state", 0, "content"]),
     "model": (body_with(model=f"jev-{HIGH}"), ["body", "model"]),
     "a field nobody reads": (body_with(x_note=HIGH), ["body", "x_note"]),
 }
 
 OVERFLOWS: dict[str, tuple[str, list[str | int]]] = {
-    "score level": ('{"model": "jev-latest", "state": "x", "questions": {"q": {"type": "score", '
-                    '"criteria": ["low", {"at": 1e400}]}}}', ["body", "questions", "q", "criteria", 1, "at"]),
-    "negative, in the state": ('{"model": "jev-latest", "state": {"t": -1e999}, "questions": {"q": {"type": "noul"}}}',
-                               ["body", "state", "t"]),
-    "no exponent": ('{"model": "jev-latest", "state": [' + "9" * 400 + '.0], "questions": {"q": {"type": "noul"}}}',
-                    ["body", "state", 0]),
-    "top-level field": ('{"model": "jev-latest", "state": "x", "x_weight": 1e400, '
-                        '"questions": {"q": {"type": "noul"}}}', ["body", "x_weight"]),
+    "score level": (
+        '{"model": "jev-latest", "state": "x", "questions": {"q": {"type": "score", '
+        '"criteria": ["low", {"at": 1e400}]}}}',
+        ["body", "questions", "q", "criteria", 1, "at"],
+    ),
+    "negative, in the state": (
+        '{"model": "jev-latest", "state": {"t": -1e999}, "questions": {"q": {"type": "noul"}}}',
+        ["body", "state", "t"],
+    ),
+    "no exponent": (
+        '{"model": "jev-latest", "state": [' + "9" * 400 + '.0], "questions": {"q": {"type": "noul"}}}',
+        ["body", "state", 0],
+    ),
+    "top-level field": (
+        '{"model": "jev-latest", "state": "x", "x_weight": 1e400, "questions": {"q": {"type": "noul"}}}',
+        ["body", "x_weight"],
+    ),
 }
 
 
@@ -66,8 +85,9 @@ def assert_utf8_json(response) -> None:
 @pytest.mark.parametrize("case", list(SURROGATES))
 async def test_a_lone_surrogate_anywhere_gets_a_located_422_and_no_backend_call(api, fake, case):
     body, loc = SURROGATES[case]
-    response = await api.post("/v1/systemone", content=json.dumps(body).encode(),
-                              headers={"Content-Type": "application/json"})
+    response = await api.post(
+        "/v1/systemone", content=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     assert_utf8_json(response)
     assert_validation(response, loc)
     problem = next(d for d in response.json()["detail"] if d["loc"] == loc)
@@ -96,15 +116,21 @@ async def test_nesting_deeper_than_the_limit_gets_a_422_and_the_limit_itself_is_
 
 async def test_surrogate_pairs_are_text_and_evaluate(api, fake):
     body = body_with(state="Refund please \U0001f600", questions={"q\U0001f600": NOUL})
-    response = await api.post("/v1/systemone", content=json.dumps(body).encode(),  # sent as \ud83d\ude00
-                              headers={"Content-Type": "application/json"})
+    response = await api.post(
+        "/v1/systemone",
+        content=json.dumps(body).encode(),  # sent as \ud83d\ude00
+        headers={"Content-Type": "application/json"},
+    )
     assert response.status_code == 200, response.text
     assert list(response.json()["answers"]) == ["q\U0001f600"]
 
 
 async def test_an_integer_too_long_to_convert_gets_json_invalid_without_python_advice(api, fake):
-    response = await api.post("/v1/systemone", content=b'{"model": "jev-latest", "state": ' + b"7" * 5000 + b"}",
-                              headers={"Content-Type": "application/json"})
+    response = await api.post(
+        "/v1/systemone",
+        content=b'{"model": "jev-latest", "state": ' + b"7" * 5000 + b"}",
+        headers={"Content-Type": "application/json"},
+    )
     assert_validation(response, ["body"])
     (problem,) = response.json()["detail"]
     assert problem["type"] == "json_invalid" and "digits" in problem["msg"] and "sys." not in response.text
@@ -112,17 +138,21 @@ async def test_an_integer_too_long_to_convert_gets_json_invalid_without_python_a
 
 @pytest.mark.parametrize("tool_calls", [[1], "abc", {"name": "x"}, [None], [{"function": 5}]])
 async def test_a_transcript_the_chat_template_cannot_render_is_the_clients_422(api, fake, tool_calls):
-    state = [{"role": "user", "content": "Refund?"},
-             {"role": "assistant", "content": "", "tool_calls": tool_calls},
-             {"role": "user", "content": "Well?"}]
+    state = [
+        {"role": "user", "content": "Refund?"},
+        {"role": "assistant", "content": "", "tool_calls": tool_calls},
+        {"role": "user", "content": "Well?"},
+    ]
     response = await api.post("/v1/systemone", json=body_with(state=state))
     assert_validation(response, ["body", "state"])
     assert response.json()["detail"][0]["type"] == "chat_template"
     assert fake.requests == []
 
 
-@pytest.mark.parametrize("text", ['{"model": "sentiment", "input": ["ok", "\\ud800"]}',
-                                  '{"model": "sentiment", "input": "x", "x_weight": 1e400}'])
+@pytest.mark.parametrize(
+    "text",
+    ['{"model": "sentiment", "input": ["ok", "\\ud800"]}', '{"model": "sentiment", "input": "x", "x_weight": 1e400}'],
+)
 async def test_classify_refuses_the_same_input_with_a_400_in_its_shape(api, fake, text):
     response = await api.post("/v1/classify", content=text.encode(), headers={"Content-Type": "application/json"})
     assert response.status_code == 400, response.text
@@ -151,7 +181,8 @@ _text = st.text(alphabet=st.sampled_from(["a", "é", "\U0001f600", HIGH, LOW, "\
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | _text,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(_text, children, max_size=4),
-    max_leaves=20)
+    max_leaves=20,
+)
 
 
 @given(_json)

@@ -50,8 +50,9 @@ def test_jevcompat_every_should_passes_with_typesafe_confidence(asgi_server, fak
     evaluator_install(fake_evaluator(fake, confidence="typesafe"))
     summary = jevcompat_run(asgi_server.url, key=KEY, timeout=60).summary()
     assert summary["MUST"] == {**summary["MUST"], "passed": 32, "failed": 0}, summary
-    assert summary["SHOULD"]["failed"] == 0 and summary["SHOULD"]["passed"] == summary["SHOULD"]["tested"] == 14, \
+    assert summary["SHOULD"]["failed"] == 0 and summary["SHOULD"]["passed"] == summary["SHOULD"]["tested"] == 14, (
         summary
+    )
 
 
 def test_official_sdk_parses_noul_choice_and_score(asgi_server):
@@ -60,10 +61,13 @@ def test_official_sdk_parses_noul_choice_and_score(asgi_server):
     with TypeSafeClient(api_key=KEY, base_url=asgi_server.url) as client:
         result = client.system_one(
             state="I was charged twice, refund me now!",
-            questions={"refund": Noul(instructions="Is this a refund request?"),
-                       "team": Choice(instructions="Team?", criteria={"Billing": "Payments", "Tech": "Bugs"}),
-                       "anger": Score(instructions="Anger?", criteria=["Calm", "Annoyed", "Furious"])},
-            model="jev-latest")
+            questions={
+                "refund": Noul(instructions="Is this a refund request?"),
+                "team": Choice(instructions="Team?", criteria={"Billing": "Payments", "Tech": "Bugs"}),
+                "anger": Score(instructions="Anger?", criteria=["Calm", "Annoyed", "Furious"]),
+            },
+            model="jev-latest",
+        )
     assert 0 <= result.nouls["refund"].noul <= 1
     assert result.choices["team"].choice in {"Billing", "Tech"}
     assert 0 <= result.scores["anger"].score <= 2
@@ -87,10 +91,15 @@ def test_official_sdk_sends_an_image_asset_as_multipart_end_to_end(asgi_server, 
 
     photo = png_bytes(width=32, height=16)
     image = Image(photo)
-    with TypeSafeClient(api_key=KEY, base_url=asgi_server.url, compression=compression) as client, \
-            client.attach_assets(image):
-        result = client.system_one(state=f"Is the parcel in this photo damaged? {image}",
-                                   questions={"damaged": Noul(instructions="Is it damaged?")}, model="jev-latest")
+    with (
+        TypeSafeClient(api_key=KEY, base_url=asgi_server.url, compression=compression) as client,
+        client.attach_assets(image),
+    ):
+        result = client.system_one(
+            state=f"Is the parcel in this photo damaged? {image}",
+            questions={"damaged": Noul(instructions="Is it damaged?")},
+            model="jev-latest",
+        )
     assert 0 <= result.nouls["damaged"].noul <= 1
     url = "data:image/png;base64," + base64.b64encode(photo).decode()
     assert [record["body"]["image_data"] for record in fake.requests] == [[url], [url]]

@@ -11,9 +11,12 @@ import pytest
 from api.openapi.decisions import DECISIONS_REQUEST
 from tests.conftest import README_REQUEST
 
-ROUTES = {"/v1/systemone": README_REQUEST, "/v1/decisions": DECISIONS_REQUEST,
-          "/v1/classify": {"model": "sentiment", "input": "great"},
-          "/v1/feedback": {"request_id": "req_x", "question_id": "refund", "label": True}}
+ROUTES = {
+    "/v1/systemone": README_REQUEST,
+    "/v1/decisions": DECISIONS_REQUEST,
+    "/v1/classify": {"model": "sentiment", "input": "great"},
+    "/v1/feedback": {"request_id": "req_x", "question_id": "refund", "label": True},
+}
 
 
 @pytest.mark.parametrize("path", list(ROUTES))
@@ -36,6 +39,9 @@ async def test_a_browser_post_from_another_origin_is_refused_even_as_json(api, f
 async def test_the_same_origin_and_clients_without_origin_are_served(api, fake):
     same = await api.post("/v1/systemone", json=README_REQUEST, headers={"Origin": "http://testserver"})
     plain = await api.post("/v1/systemone", json=README_REQUEST)
-    typed = await api.post("/v1/systemone", content=json.dumps(README_REQUEST).encode(),
-                           headers={"Content-Type": "application/json; charset=utf-8"})
+    typed = await api.post(
+        "/v1/systemone",
+        content=json.dumps(README_REQUEST).encode(),
+        headers={"Content-Type": "application/json; charset=utf-8"},
+    )
     assert [r.status_code for r in (same, plain, typed)] == [200, 200, 200]

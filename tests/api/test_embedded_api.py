@@ -52,23 +52,34 @@ def body_tokens(response: httpx.Response) -> int:
     return int(response.json()["usage"]["input_tokens"])
 
 
-@pytest.mark.parametrize(("review", "positive"), [
-    ("Absolutely love it, works perfectly, five stars. Would buy again!", True),
-    ("Broke after two days, support ignored me. Terrible, avoid it.", False),
-])
+@pytest.mark.parametrize(
+    ("review", "positive"),
+    [
+        ("Absolutely love it, works perfectly, five stars. Would buy again!", True),
+        ("Broke after two days, support ignored me. Terrible, avoid it.", False),
+    ],
+)
 async def test_clearly_worded_yes_no_lands_on_the_right_side(embedded, review, positive):
     """The small model, debiased as `auto` serves it; the default model's answers are tested in
     test_embedded_answers.py."""
-    body = {"model": "jev-latest", "state": f"Review: {review}",
-            "questions": {"q": {"type": "noul", "instructions": "Is this review positive?"}}}
+    body = {
+        "model": "jev-latest",
+        "state": f"Review: {review}",
+        "questions": {"q": {"type": "noul", "instructions": "Is this review positive?"}},
+    }
     response = await embedded.post("/v1/systemone", json=body)
     assert (response.json()["answers"]["q"]["noul"] > 0.5) is positive
 
 
 async def test_an_answer_does_not_change_when_questions_are_added_or_reordered(embedded):
     alone = {**README_REQUEST, "questions": {"team": README_REQUEST["questions"]["team"]}}
-    mixed = {**README_REQUEST, "questions": {"urgent": {"type": "noul", "instructions": "Is it urgent?"},
-                                             **dict(reversed(README_REQUEST["questions"].items()))}}
+    mixed = {
+        **README_REQUEST,
+        "questions": {
+            "urgent": {"type": "noul", "instructions": "Is it urgent?"},
+            **dict(reversed(README_REQUEST["questions"].items())),
+        },
+    }
     first = (await embedded.post("/v1/systemone", json=alone)).json()["answers"]["team"]["probabilities"]
     second = (await embedded.post("/v1/systemone", json=mixed)).json()["answers"]["team"]["probabilities"]
     assert first.keys() == second.keys()

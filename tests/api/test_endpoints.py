@@ -17,11 +17,19 @@ async def test_models_lists_the_alias_first_then_the_public_id(api, settings):
 
 async def test_limits_lists_every_admission_limit(api):
     body = (await api.get("/v1/limits")).json()
-    assert body == {"max_questions": 64, "max_answers_per_question": 255, "max_body_bytes": 2097152,
-                    "max_images": 0, "max_image_bytes": 1048576,
-                    "max_input_tokens": 32768, "max_total_input_tokens": 262144, "max_concurrent_requests": 16,
-                    "max_concurrent_branches": 64, "request_timeout_seconds": 120.0,
-                    "decisions": {"max_questions": 64, "max_choices": 255, "max_levels": 10, "max_images": 0}}
+    assert body == {
+        "max_questions": 64,
+        "max_answers_per_question": 255,
+        "max_body_bytes": 2097152,
+        "max_images": 0,
+        "max_image_bytes": 1048576,
+        "max_input_tokens": 32768,
+        "max_total_input_tokens": 262144,
+        "max_concurrent_requests": 16,
+        "max_concurrent_branches": 64,
+        "request_timeout_seconds": 120.0,
+        "decisions": {"max_questions": 64, "max_choices": 255, "max_levels": 10, "max_images": 0},
+    }
 
 
 async def test_health_is_ok_when_the_backend_answers(api, fake):
@@ -74,7 +82,8 @@ async def test_the_openapi_document_shows_the_default_limits_not_this_deployment
 
 
 async def test_a_failed_engine_startup_is_reported_by_health_and_requests_and_logged_with_its_reason(
-        api, fake, monkeypatch, caplog):
+    api, fake, monkeypatch, caplog
+):
     from inference.errors import StartupError
     from serving import evaluator as evaluator_module
     from serving.evaluator import STARTUP_FAILED

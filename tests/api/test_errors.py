@@ -181,8 +181,12 @@ EVERY_API_RESPONSE: dict[str, tuple[str, str, dict[str, Any], int]] = {
     "422": ("POST", "/v1/systemone", {"json": body_with(model="gpt-4")}, 422),
     "422 not JSON": ("POST", "/v1/systemone", {"content": b"{", "headers": {"Content-Type": "application/json"}}, 422),
     "415 not declared JSON": ("POST", "/v1/systemone", {"content": b"{}"}, 415),
-    "400 corrupt gzip (guard)": ("POST", "/v1/systemone", {"content": b"x", "headers": {"Content-Encoding": "gzip"}},
-                                 400),
+    "400 corrupt gzip (guard)": (
+        "POST",
+        "/v1/systemone",
+        {"content": b"x", "headers": {"Content-Encoding": "gzip"}},
+        400,
+    ),
     "413 (guard)": ("POST", "/v1/systemone", {"content": b"{}", "headers": {"Content-Length": BIG}}, 413),
     "415 (guard)": ("POST", "/v1/classify", {"content": b"{}", "headers": {"Content-Encoding": "br"}}, 415),
     "404": ("GET", "/v1/nope", {}, 404),
@@ -219,8 +223,11 @@ def test_response_json_is_the_standard_librarys_and_refuses_what_it_refuses():
 
     from api.errors import json_bytes
 
-    body = {"answers": {"q": {"type": "score", "score": 1e-05, "confidence": 0.25, "é": "naïve 東京"}},
-            "usage": {"input_tokens": 12, "output_tokens": 2}, "nothing": None}
+    body = {
+        "answers": {"q": {"type": "score", "score": 1e-05, "confidence": 0.25, "é": "naïve 東京"}},
+        "usage": {"input_tokens": 12, "output_tokens": 2},
+        "nothing": None,
+    }
     assert json.loads(json_bytes(body)) == body
     assert json.loads(json_bytes({"p": [0.1, 2.5e16]})) == {"p": [0.1, 2.5e16]}
     for bad in (math.nan, math.inf):

@@ -86,9 +86,13 @@ async def test_an_object_state_with_images_is_the_images_then_the_rest_as_json(a
 
 async def test_inline_asset_placeholders_inside_the_state_become_images(api, fake, vision):
     data = base64.b64encode(PNG).decode()
-    request = body({"note": "see <img-1> and <img-2>"},
-                   assets={"<img-1>": {"type": "image", "format": "png", "data_base64": data},
-                           "<img-2>": {"type": "image", "format": "jpg", "data_base64": data}})
+    request = body(
+        {"note": "see <img-1> and <img-2>"},
+        assets={
+            "<img-1>": {"type": "image", "format": "png", "data_base64": data},
+            "<img-2>": {"type": "image", "format": "jpg", "data_base64": data},
+        },
+    )
     response = await api.post("/v1/systemone", json=request)
     assert response.status_code == 200, response.text
     assert image_data_sent(fake)[0] == [PNG_URL, PNG_URL]  # bytes as data: URLs, the detected format named
@@ -117,20 +121,40 @@ async def test_an_evaluator_that_cannot_see_refuses_images(api, fake, settings):
 
 INVALID: dict[str, tuple[dict[str, Any], list[str | int], str]] = {
     "too many": (body({"images": [WEB_URL] * 4}), ["body", "state"], "too_many_images"),
-    "not an image": (body({"images": ["data:image/png;base64," + base64.b64encode(b"GIF89a....").decode()]}),
-                     ["body", "state", "images", 0], "image_format"),
-    "not base64": (body(user_parts({"type": "image_url", "image_url": {"url": "data:image/png;base64,%%%"}})),
-                   ["body", "state", 0, "content", 0, "image_url", "url"], "image_base64"),
-    "a local file": (body(user_parts({"type": "image_url", "image_url": {"url": "file:///etc/passwd"}})),
-                     ["body", "state", 0, "content", 0, "image_url", "url"], "image_url"),
-    "in an assistant message": (body([{"role": "assistant", "content": [{"type": "image_url",
-                                                                          "image_url": {"url": WEB_URL}}]}]),
-                                ["body", "state", 0, "content"], "unsupported_content"),
-    "in a question": (body("see <a>", assets={"<a>": {"format": "png", "data_base64": base64.b64encode(PNG).decode()}},
-                           questions={"q": {"type": "noul", "instructions": "Is <a> blurry?"}}),
-                      ["body", "questions", "q"], "unsupported_content"),
-    "asset without data": (body("x <a>", assets={"<a>": {"type": "image"}}), ["body", "assets", "<a>", "data_base64"],
-                           "missing"),
+    "not an image": (
+        body({"images": ["data:image/png;base64," + base64.b64encode(b"GIF89a....").decode()]}),
+        ["body", "state", "images", 0],
+        "image_format",
+    ),
+    "not base64": (
+        body(user_parts({"type": "image_url", "image_url": {"url": "data:image/png;base64,%%%"}})),
+        ["body", "state", 0, "content", 0, "image_url", "url"],
+        "image_base64",
+    ),
+    "a local file": (
+        body(user_parts({"type": "image_url", "image_url": {"url": "file:///etc/passwd"}})),
+        ["body", "state", 0, "content", 0, "image_url", "url"],
+        "image_url",
+    ),
+    "in an assistant message": (
+        body([{"role": "assistant", "content": [{"type": "image_url", "image_url": {"url": WEB_URL}}]}]),
+        ["body", "state", 0, "content"],
+        "unsupported_content",
+    ),
+    "in a question": (
+        body(
+            "see <a>",
+            assets={"<a>": {"format": "png", "data_base64": base64.b64encode(PNG).decode()}},
+            questions={"q": {"type": "noul", "instructions": "Is <a> blurry?"}},
+        ),
+        ["body", "questions", "q"],
+        "unsupported_content",
+    ),
+    "asset without data": (
+        body("x <a>", assets={"<a>": {"type": "image"}}),
+        ["body", "assets", "<a>", "data_base64"],
+        "missing",
+    ),
     "empty assets": (body("x", assets={}), ["body", "assets"], "dict_type"),
 }
 

@@ -39,7 +39,8 @@ FAULTS = {
 
 @pytest.mark.parametrize("fault", list(FAULTS))
 async def test_a_fault_answers_a_generic_message_with_the_request_id_and_logs_the_redacted_cause(
-        api, fake, settings, caplog, fault):
+    api, fake, settings, caplog, fault
+):
     credentialed_engine(fake, settings)
     if fault == "unreachable backend":
         fake.dead()
@@ -64,8 +65,9 @@ async def test_a_fault_answers_a_generic_message_with_the_request_id_and_logs_th
 
 async def test_the_same_fault_gives_the_same_message_but_for_the_id(api, fake):
     fake.fail_status = 500
-    first, second = [(await api.post("/v1/systemone", json=README_REQUEST)).json()["detail"]["message"]
-                     for _ in range(2)]
+    first, second = [
+        (await api.post("/v1/systemone", json=README_REQUEST)).json()["detail"]["message"] for _ in range(2)
+    ]
     assert first != second and first.split(" (request id")[0] == second.split(" (request id")[0]
 
 
@@ -100,8 +102,10 @@ async def test_classify_faults_are_generic_too(api, fake, monkeypatch):
 
 
 def test_redaction_removes_url_credentials_and_configured_secrets():
-    text = (f"SGLang at http://user:{SECRET}@gw:30000 failed; db postgresql://app:p@ss@db:5432/x; "
-            f"header Bearer {BACKEND_KEY}; short abc")
+    text = (
+        f"SGLang at http://user:{SECRET}@gw:30000 failed; db postgresql://app:p@ss@db:5432/x; "
+        f"header Bearer {BACKEND_KEY}; short abc"
+    )
     redacted = text_redact(text=text, secrets=[BACKEND_KEY, "abc", None])
     assert SECRET not in redacted and BACKEND_KEY not in redacted and "p@ss" not in redacted
     assert "http://***@gw:30000" in redacted and "postgresql://***@db:5432/x" in redacted
@@ -109,9 +113,14 @@ def test_redaction_removes_url_credentials_and_configured_secrets():
 
 
 def test_config_describe_redacts_urls_and_secrets():
-    config = config_from_env({"OPENJEV_BACKEND_URL": f"http://u:{SECRET}@gw:30000",
-                              "OPENJEV_DATABASE_URL": f"postgresql://app:{SECRET}@db/openjev",
-                              "OPENJEV_API_KEY": "client-key-123456", "OPENJEV_SECRET_KEY": "s" * 50})
+    config = config_from_env(
+        {
+            "OPENJEV_BACKEND_URL": f"http://u:{SECRET}@gw:30000",
+            "OPENJEV_DATABASE_URL": f"postgresql://app:{SECRET}@db/openjev",
+            "OPENJEV_API_KEY": "client-key-123456",
+            "OPENJEV_SECRET_KEY": "s" * 50,
+        }
+    )
     described = repr(config_describe(config))
     assert SECRET not in described and "client-key-123456" not in described and "s" * 50 not in described
     assert "http://***@gw:30000" in described
@@ -119,15 +128,24 @@ def test_config_describe_redacts_urls_and_secrets():
 
 def test_every_log_line_is_redacted_by_the_site_formatter(settings):
     settings.OPENJEV = replace(settings.OPENJEV, backend_api_key=BACKEND_KEY)
-    record = logging.LogRecord("x", logging.INFO, __file__, 1, "waiting for %s/health with %s", (
-        f"http://u:{SECRET}@gw", BACKEND_KEY), None)
+    record = logging.LogRecord(
+        "x", logging.INFO, __file__, 1, "waiting for %s/health with %s", (f"http://u:{SECRET}@gw", BACKEND_KEY), None
+    )
     line = RedactingFormatter("%(message)s").format(record)
     assert line == "waiting for http://***@gw/health with ***"
 
 
 OPEN = ["/health", "/health/live"]
-KEYED = [("GET", "/v1/models"), ("GET", "/v1/limits"), ("OPTIONS", "/v1/systemone"), ("OPTIONS", "/v1/models"),
-         ("POST", "/v1/systemone"), ("GET", "/v1/systemone"), ("POST", "/v1/classify"), ("DELETE", "/v1/limits")]
+KEYED = [
+    ("GET", "/v1/models"),
+    ("GET", "/v1/limits"),
+    ("OPTIONS", "/v1/systemone"),
+    ("OPTIONS", "/v1/models"),
+    ("POST", "/v1/systemone"),
+    ("GET", "/v1/systemone"),
+    ("POST", "/v1/classify"),
+    ("DELETE", "/v1/limits"),
+]
 
 
 @pytest.mark.parametrize("method, path", KEYED)
@@ -136,8 +154,12 @@ async def test_with_auth_on_every_v1_route_needs_the_key(api, fake, settings, me
     refused = await api.request(method, path)
     assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
     assert refused.headers["x-typesafe-request-id"]
-    allowed = await api.request(method, path, headers={"Authorization": "Bearer client-key-123456"},
-                                json=README_REQUEST if method == "POST" and path.endswith("systemone") else None)
+    allowed = await api.request(
+        method,
+        path,
+        headers={"Authorization": "Bearer client-key-123456"},
+        json=README_REQUEST if method == "POST" and path.endswith("systemone") else None,
+    )
     assert allowed.status_code != 401
 
 

@@ -15,8 +15,11 @@ QUESTIONS = {"q": {"type": "noul"}}
 
 def conversation_of(state: Any) -> list[dict[str, Any]]:
     """The parsed state's messages, as the chat template reads them."""
-    parsed = systemone_request_parse(data={"model": "jev-latest", "state": state, "questions": QUESTIONS},
-                                     limits=Limits(64, 255), models=frozenset({"jev-latest"}))
+    parsed = systemone_request_parse(
+        data={"model": "jev-latest", "state": state, "questions": QUESTIONS},
+        limits=Limits(64, 255),
+        models=frozenset({"jev-latest"}),
+    )
     return [message.chat() for message in parsed.evaluation.conversation]
 
 
@@ -31,11 +34,14 @@ def test_chat_transcript_keeps_messages_and_extra_keys():
     assert conversation_of(transcript) == transcript
 
 
-@pytest.mark.parametrize("message, loc_tail", [
-    ({"role": "wizard", "content": "x"}, "role"),
-    ({"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}]}, 0),
-    ({"role": "user", "content": 5}, "content"),
-])
+@pytest.mark.parametrize(
+    "message, loc_tail",
+    [
+        ({"role": "wizard", "content": "x"}, "role"),
+        ({"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}]}, 0),
+        ({"role": "user", "content": 5}, "content"),
+    ],
+)
 def test_bad_roles_and_non_text_content_are_rejected(message: dict[str, Any], loc_tail: str | int) -> None:
     with pytest.raises(RequestInvalid) as err:
         conversation_of([message])
@@ -45,8 +51,11 @@ def test_bad_roles_and_non_text_content_are_rejected(message: dict[str, Any], lo
 
 
 def questions_parse(questions: dict[str, Any], *, max_answers: int = 255) -> tuple[Any, ...]:
-    parsed = systemone_request_parse(data={"model": "jev-latest", "state": "s", "questions": questions},
-                                     limits=Limits(64, max_answers), models=frozenset({"jev-latest"}))
+    parsed = systemone_request_parse(
+        data={"model": "jev-latest", "state": "s", "questions": questions},
+        limits=Limits(64, max_answers),
+        models=frozenset({"jev-latest"}),
+    )
     return parsed.evaluation.questions
 
 

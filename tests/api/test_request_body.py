@@ -14,8 +14,16 @@ from tests.api.helpers import assert_error, body_with
 from tests.conftest import README_REQUEST
 
 
-@pytest.mark.parametrize("raw, position", [(b'{"model": "jev-latest", "state": "x", "questions": {', 52),
-                                           (b"\xff\xfe{}", 0), (b"", 0), (b'{"model": NaN}', 0), (b'{"a": 1} x', 9)])
+@pytest.mark.parametrize(
+    "raw, position",
+    [
+        (b'{"model": "jev-latest", "state": "x", "questions": {', 52),
+        (b"\xff\xfe{}", 0),
+        (b"", 0),
+        (b'{"model": NaN}', 0),
+        (b'{"a": 1} x', 9),
+    ],
+)
 async def test_body_that_is_not_json_or_not_utf8_gets_422_json_invalid_at_its_position(api, fake, raw, position):
     """FastAPI's shape, which the jevcompat suite expects: `loc` is `["body", <where it breaks>]`."""
     response = await api.post("/v1/systemone", content=raw, headers={"Content-Type": "application/json"})

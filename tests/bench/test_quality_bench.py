@@ -34,16 +34,23 @@ from inference.scoring import BranchScore, answer_compute, label_argmax
 from inference.tuning import tuning_file_load
 
 COST = Cost(fixed_s=1.0, calls_s=2.0, branches=3, priors=3)
-QUESTION = Question(id="answer", type="choice", instructions="Which?",
-                    options=tuple(Option(key=k, text=k.lower()) for k in "ABC"))
+QUESTION = Question(
+    id="answer", type="choice", instructions="Which?", options=tuple(Option(key=k, text=k.lower()) for k in "ABC")
+)
 ORDERS = ((0, 1, 2), (1, 2, 0), (2, 0, 1))
 
 
 def _biased_record(*, item: int, label: int) -> Record:
     """A model that adds 2 to whatever stands first and 1 to the true option, in three cyclic orders."""
-    branches = tuple(BranchScore(order=order, label_logprobs=tuple(
-        2.0 * (position == 0) + 1.0 * (option == label) - 5.0 for position, option in enumerate(order)))
-        for order in ORDERS)
+    branches = tuple(
+        BranchScore(
+            order=order,
+            label_logprobs=tuple(
+                2.0 * (position == 0) + 1.0 * (option == label) - 5.0 for position, option in enumerate(order)
+            ),
+        )
+        for order in ORDERS
+    )
     return Record(task="t", item=item, question=QUESTION, branches=branches, label=label, label_mass=0.9, cost=COST)
 
 
@@ -73,9 +80,15 @@ def test_pride_divides_out_a_position_preference_that_the_order_sent_cannot_esca
     raw = next(s for s in SETTINGS if s.prior == "none" and not s.all_orders)
 
     def hits(setting_records: list[Record]) -> int:
-        return sum(label_argmax(answer_compute(question=r.question, branches=r.branches, temperature=1.0,
-                                               confidence="entropy").probabilities) == r.label
-                   for r in setting_records)
+        return sum(
+            label_argmax(
+                answer_compute(
+                    question=r.question, branches=r.branches, temperature=1.0, confidence="entropy"
+                ).probabilities
+            )
+            == r.label
+            for r in setting_records
+        )
 
     assert hits(setting_apply(records=records, setting=raw)) == 4  # only the items whose answer stands first
     scored = setting_apply(records=records, setting=pride)
@@ -85,8 +98,15 @@ def test_pride_divides_out_a_position_preference_that_the_order_sent_cannot_esca
 
 def test_pride_never_estimates_an_items_prior_from_the_item_itself() -> None:
     records = [_biased_record(item=0, label=0), _biased_record(item=1, label=1)]
-    odd = Record(task="t", item=1, question=QUESTION, label=1, label_mass=0.9, cost=COST,
-                 branches=tuple(BranchScore(order=o, label_logprobs=(-9.0, -9.0, -0.1)) for o in ORDERS))
+    odd = Record(
+        task="t",
+        item=1,
+        question=QUESTION,
+        label=1,
+        label_mass=0.9,
+        cost=COST,
+        branches=tuple(BranchScore(order=o, label_logprobs=(-9.0, -9.0, -0.1)) for o in ORDERS),
+    )
     first = setting_apply(records=[records[0], odd], setting=next(s for s in SETTINGS if s.prior == "pride"))[0]
     # Item 0's prior is item 1's alone: all of it on the third position.
     assert first.branches[0].prior_logprobs is not None
@@ -103,8 +123,10 @@ def test_paired_bootstrap_of_identical_answers_is_exactly_zero() -> None:
 def test_a_saved_run_loads_back_and_a_line_cut_off_mid_write_is_dropped(tmp_path: Path) -> None:
     path = tmp_path / "run.jsonl"
     meta = {"model": "m", "cue": "shipped", "permutations": 3, "seed": 0}
-    lines = [json.dumps(meta), *(json.dumps(item_dump(task="t", index=i, records=[_biased_record(item=i, label=1)]))
-                                 for i in range(2))]
+    lines = [
+        json.dumps(meta),
+        *(json.dumps(item_dump(task="t", index=i, records=[_biased_record(item=i, label=1)])) for i in range(2)),
+    ]
     path.write_text("\n".join(lines) + "\n" + lines[-1][:40], encoding="utf-8")
     loaded_meta, records, done = records_load(path)
     assert loaded_meta == {**meta, "backend": "local"} and done == {("t", 0), ("t", 1)}  # saved before --backend
@@ -112,35 +134,48 @@ def test_a_saved_run_loads_back_and_a_line_cut_off_mid_write_is_dropped(tmp_path
     assert path.read_text(encoding="utf-8").endswith("\n")
 
 
-NOUL = Question(id="q", type="noul", instructions="Is it?", options=(Option(key="true", text="Yes"),
-                                                                    Option(key="false", text="No")))
+NOUL = Question(
+    id="q", type="noul", instructions="Is it?", options=(Option(key="true", text="Yes"), Option(key="false", text="No"))
+)
 
 
 def _debiasable_record(*, item: int, label: int) -> Record:
     """A 3-option record whose content-free prior measures exactly the model's preference for the first label."""
-    branches = tuple(BranchScore(order=order, prior_logprobs=tuple(2.0 * (p == 0) - 5.0 for p in range(3)),
-                                 label_logprobs=tuple(2.0 * (p == 0) + 1.0 * (o == label) - 5.0
-                                                      for p, o in enumerate(order))) for order in ORDERS)
+    branches = tuple(
+        BranchScore(
+            order=order,
+            prior_logprobs=tuple(2.0 * (p == 0) - 5.0 for p in range(3)),
+            label_logprobs=tuple(2.0 * (p == 0) + 1.0 * (o == label) - 5.0 for p, o in enumerate(order)),
+        )
+        for order in ORDERS
+    )
     return Record(task="mc", item=item, question=QUESTION, branches=branches, label=label, label_mass=0.9, cost=COST)
 
 
 def _noul_record(*, item: int, label: int, favoured: int, margin: float) -> Record:
     """A yes/no record without any position bias, `margin` nats for the `favoured` side in both orders."""
-    branches = tuple(BranchScore(order=order, prior_logprobs=(-1.0, -1.0),
-                                 label_logprobs=tuple(margin * (o == favoured) - 3.0 for o in order))
-                     for order in ((0, 1), (1, 0)))
+    branches = tuple(
+        BranchScore(
+            order=order,
+            prior_logprobs=(-1.0, -1.0),
+            label_logprobs=tuple(margin * (o == favoured) - 3.0 for o in order),
+        )
+        for order in ((0, 1), (1, 0))
+    )
     return Record(task="yn", item=item, question=NOUL, branches=branches, label=label, label_mass=0.9, cost=COST)
 
 
 def test_each_question_shape_gets_the_temperature_fitted_on_its_own_items() -> None:
     sure = [_debiasable_record(item=i, label=i % 3) for i in range(10)]
     # Right two times in three at one nat of margin (T near 1/ln 2), against sure and right (T at its floor).
-    hesitant = [_noul_record(item=i, label=i % 2, favoured=i % 2 if i % 3 else 1 - i % 2, margin=1.0)
-                for i in range(12)]
+    hesitant = [
+        _noul_record(item=i, label=i % 2, favoured=i % 2 if i % 3 else 1 - i % 2, margin=1.0) for i in range(12)
+    ]
     records = setting_apply(records=sure, setting=SETTINGS[1]) + setting_apply(records=hesitant, setting=SETTINGS[1])
     fitted = shape_temperatures(records)
-    assert fitted["choice 3-5"] == pytest.approx(temperature_fit(items=[(r.question, r.branches, r.label)
-                                                                        for r in records[:10]]))
+    assert fitted["choice 3-5"] == pytest.approx(
+        temperature_fit(items=[(r.question, r.branches, r.label) for r in records[:10]])
+    )
     assert fitted["noul"] > 5 * fitted["choice 3-5"]
     folds = _cross_validated(records)
     assert set(folds[:10]) != set(folds[10:])  # each shape's folds are fitted on that shape alone

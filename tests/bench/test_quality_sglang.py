@@ -36,10 +36,17 @@ def _synthetic(*, task: str, n: int, seed: int) -> list[Item]:
     questions: dict[str, dict[str, Any]] = {
         "yn": {"type": "noul", "instructions": "Does the customer ask for money back?"},
         "two": {"type": "choice", "instructions": "Which team should answer?", "criteria": TEAMS},
-        "three": {"type": "choice", "instructions": "What is the ticket about?", "criteria": TOPICS}}
+        "three": {"type": "choice", "instructions": "What is the ticket about?", "criteria": TOPICS},
+    }
     options = {"yn": 2, "two": 2, "three": 3}[task]
-    return [Item(state=f"Ticket {seed}-{i}: my invoice {i} was charged {i % 3 + 1} times.",
-                 questions={"answer": questions[task]}, labels={"answer": i % options}) for i in range(n)]
+    return [
+        Item(
+            state=f"Ticket {seed}-{i}: my invoice {i} was charged {i % 3 + 1} times.",
+            questions={"answer": questions[task]},
+            labels={"answer": i % options},
+        )
+        for i in range(n)
+    ]
 
 
 @dataclass(frozen=True)
@@ -56,9 +63,26 @@ def bench_run(fake_server: FakeSGLang, tmp_path_factory: pytest.TempPathFactory)
     directory = tmp_path_factory.mktemp("bench")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(quality, "sample_load", _synthetic)
-        quality.main(["--backend", "sglang", "--url", fake_server.url, "--tokenizer", str(qwen3_dir()),
-                      "--tasks", "yn,two,three", "--n", "9", "--permutations", "2",
-                      "--save", str(directory / "run.jsonl"), "--write-tuning", str(directory / "tuning.json")])
+        quality.main(
+            [
+                "--backend",
+                "sglang",
+                "--url",
+                fake_server.url,
+                "--tokenizer",
+                str(qwen3_dir()),
+                "--tasks",
+                "yn,two,three",
+                "--n",
+                "9",
+                "--permutations",
+                "2",
+                "--save",
+                str(directory / "run.jsonl"),
+                "--write-tuning",
+                str(directory / "tuning.json"),
+            ]
+        )
     yield BenchRun(tuning=directory / "tuning.json", save=directory / "run.jsonl", requests=list(fake_server.requests))
 
 
@@ -78,19 +102,26 @@ def test_the_bench_tunes_each_measured_shape_of_the_served_model_from_its_own_it
 
 
 def test_the_bench_reads_prompts_with_the_served_tokenizer(bench_run: BenchRun) -> None:
-    batches = [r["body"]["input_ids"] for r in bench_run.requests if r["path"] == "/generate"
-               and isinstance(r["body"]["input_ids"][0], list)]
+    batches = [
+        r["body"]["input_ids"]
+        for r in bench_run.requests
+        if r["path"] == "/generate" and isinstance(r["body"]["input_ids"][0], list)
+    ]
     assert batches, "the bench sent no batched branches"
     text = qwen3_tokenizer().decode(batches[-1][0])
     assert "Options:" in text and "Reply with the letter of the correct option only." in text
 
 
-@pytest.mark.parametrize(("extra", "message"), [
-    ([], "the served model's tokenizer directory"),
-    (["--tokenizer", "/tokenizer", "--model", "qwen2.5-coder-1.5b"], "--model names a local model"),
-])
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ([], "the served model's tokenizer directory"),
+        (["--tokenizer", "/tokenizer", "--model", "qwen2.5-coder-1.5b"], "--model names a local model"),
+    ],
+)
 def test_the_bench_refuses_sglang_without_a_local_tokenizer_or_with_a_local_model(
-        monkeypatch: pytest.MonkeyPatch, extra: list[str], message: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, extra: list[str], message: str
+) -> None:
     monkeypatch.delenv("OPENJEV_TOKENIZER", raising=False)
     with pytest.raises(SystemExit, match=message):
         quality.main(["--backend", "sglang", "--url", "http://127.0.0.1:9", *extra])
@@ -116,10 +147,15 @@ def _probabilities(answer: dict[str, Any]) -> list[float]:
 
 async def test_served_answers_follow_the_tuning_file_shape_by_shape(bench_run: BenchRun, fake: FakeSGLang) -> None:
     tuning: TuningFile = tuning_file_load(path=bench_run.tuning)
-    body = {"model": "jev-latest", "state": "I was charged twice for my March invoice.", "questions": {
-        "refund": {"type": "noul", "instructions": "Does the customer ask for money back?"},
-        "team": {"type": "choice", "instructions": "Which team should answer?", "criteria": TEAMS},
-        "topic": {"type": "choice", "instructions": "What is the ticket about?", "criteria": TOPICS}}}
+    body = {
+        "model": "jev-latest",
+        "state": "I was charged twice for my March invoice.",
+        "questions": {
+            "refund": {"type": "noul", "instructions": "Does the customer ask for money back?"},
+            "team": {"type": "choice", "instructions": "Which team should answer?", "criteria": TEAMS},
+            "topic": {"type": "choice", "instructions": "What is the ticket about?", "criteria": TOPICS},
+        },
+    }
     untuned = await _served(url_evaluator(fake.url), body)  # a model never measured: T = 1, raw, one order
     tuned_evaluator = url_evaluator(fake.url, tuning_file=tuning)
     tuned = await _served(tuned_evaluator, body)
@@ -130,7 +166,11 @@ async def test_served_answers_follow_the_tuning_file_shape_by_shape(bench_run: B
         orders = option_orders(count=len(answer.question.options), permutations=shape.permutations)
         assert [b.order for b in answer.branches] == list(orders)
         assert all((b.prior_logprobs is not None) == shape.debias for b in answer.branches)
-        expected = answer_compute(question=answer.question, branches=answer.branches, temperature=shape.temperature,
-                                  confidence=tuned_evaluator.scoring.confidence)
+        expected = answer_compute(
+            question=answer.question,
+            branches=answer.branches,
+            temperature=shape.temperature,
+            confidence=tuned_evaluator.scoring.confidence,
+        )
         assert _probabilities(tuned[answer.question_id]) == pytest.approx(list(expected.probabilities))
         assert _probabilities(tuned[answer.question_id]) != pytest.approx(_probabilities(untuned[answer.question_id]))

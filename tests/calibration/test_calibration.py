@@ -29,8 +29,11 @@ KEYS = list(TEAM["criteria"])
 
 
 def team_request(i: int) -> dict[str, Any]:
-    return {"model": "jev-latest", "state": f"Ticket {i}: {'refund please ' * (i % 5)}the app crashed {i % 3} times",
-            "questions": {"team": TEAM}}
+    return {
+        "model": "jev-latest",
+        "state": f"Ticket {i}: {'refund please ' * (i % 5)}the app crashed {i % 3} times",
+        "questions": {"team": TEAM},
+    }
 
 
 async def labelled_traffic(api: httpx.AsyncClient, *, n: int) -> str:
@@ -65,7 +68,8 @@ async def test_a_fit_below_the_minimum_is_refused_saying_how_many_labels_exist_a
 
 
 async def test_an_activated_fit_calibrates_served_and_stored_answers_and_names_them_in_a_header(
-        api, fake, store, settings):
+    api, fake, store, settings
+):
     key = await labelled_traffic(api, n=40)
     fitted = await db(lambda: calibrate("--question-key", key, "--vector", "--activate", "--min-labels", "30"))
     report = fitted["report"]
@@ -83,8 +87,9 @@ async def test_an_activated_fit_calibrates_served_and_stored_answers_and_names_t
     assert response.headers["x-openjev-calibrated"] == "team"
     assert stored.uncalibrated_probabilities is not None
     calibrator = Calibrator(temperature=fitted["temperature"], biases=tuple(fitted["biases"]))
-    expected = probabilities_calibrate(probabilities=[stored.uncalibrated_probabilities[k] for k in KEYS],
-                                       calibrator=calibrator)
+    expected = probabilities_calibrate(
+        probabilities=[stored.uncalibrated_probabilities[k] for k in KEYS], calibrator=calibrator
+    )
     served = response.json()["answers"]["team"]["probabilities"]
     assert all(math.isclose(served[k], p, rel_tol=1e-9) for k, p in zip(KEYS, expected, strict=True))
     assert stored.probabilities == served and stored.calibration_id == fitted["id"]
@@ -118,9 +123,20 @@ async def test_refitting_uses_the_answers_as_they_were_before_calibration(api, f
     answers = await db(lambda: list(EvaluationAnswer.objects.filter(question_id="team").order_by("id")))
 
     def scored(*, before_calibration: bool) -> list[Scored]:
-        return [Scored(probabilities=[(a.uncalibrated_probabilities if before_calibration and
-                                       a.uncalibrated_probabilities else a.probabilities)[k] for k in KEYS],
-                       label=KEYS.index(a.label)) for a in answers]
+        return [
+            Scored(
+                probabilities=[
+                    (
+                        a.uncalibrated_probabilities
+                        if before_calibration and a.uncalibrated_probabilities
+                        else a.probabilities
+                    )[k]
+                    for k in KEYS
+                ],
+                label=KEYS.index(a.label),
+            )
+            for a in answers
+        ]
 
     assert all(a.calibration_id == first["id"] for a in answers[30:])
     expected, _ = calibration_fit(items=scored(before_calibration=True), vector=False)

@@ -38,8 +38,9 @@ def test_a_calibration_page_shows_its_held_out_report_and_reliability_before_and
     assert report["after"]["log_loss"] < report["before"]["log_loss"]  # half the "sure" answers were wrong
     assert "20 labels: fitted on 14, judged on 6 held out" in page
     assert f"{report['before']['ece']:.4f}" in page and f"{report['after']['ece']:.4f}" in page
-    chart = json.loads(page.split(f'id="oj-reliability-{calibration.pk}" type="application/json">')[1]
-                       .split("</script>")[0])
+    chart = json.loads(
+        page.split(f'id="oj-reliability-{calibration.pk}" type="application/json">')[1].split("</script>")[0]
+    )
     assert [s["label"] for s in chart["series"]] == ["before", "after"] and len(chart["x"]) == 10
     assert "vendor/uplot/1.6.32/uPlot.iife.min.js" in page and "openjev/reliability.js" in page
 

@@ -61,11 +61,11 @@ def command_json(name: str, *args: str) -> dict[str, Any]:
     return dict(json.loads(out.getvalue()))
 
 
-async def test_a_labelled_run_on_the_embedded_model_is_measured_fitted_and_then_served_calibrated(
-        embedded, tmp_path):
+async def test_a_labelled_run_on_the_embedded_model_is_measured_fitted_and_then_served_calibrated(embedded, tmp_path):
     path = tmp_path / "reviews.jsonl"
-    path.write_text("".join(json.dumps({"state": text, "question": QUESTION, "label": label}) + "\n"
-                            for text, label in REVIEWS))
+    path.write_text(
+        "".join(json.dumps({"state": text, "question": QUESTION, "label": label}) + "\n" for text, label in REVIEWS)
+    )
     report = await db(lambda: command_json("evaluate_dataset", str(path), "--concurrency", "2"))
 
     assert report["n"] == len(REVIEWS) and report["failed"] == 0
@@ -78,14 +78,18 @@ async def test_a_labelled_run_on_the_embedded_model_is_measured_fitted_and_then_
     assert fitted["active"] and fitted["report"]["n"] == len(REVIEWS) and fitted["report"]["n_held_out"] == 4
     calibration_cache_forget()
 
-    response = await embedded.post("/v1/systemone", json={"model": "jev-latest", "questions": {"q": QUESTION},
-                                                           "state": "Lovely colours and very sturdy."})
+    response = await embedded.post(
+        "/v1/systemone",
+        json={"model": "jev-latest", "questions": {"q": QUESTION}, "state": "Lovely colours and very sturdy."},
+    )
     await drained()
     rid = response.headers["x-typesafe-request-id"]
     stored = await db(lambda: EvaluationAnswer.objects.get(evaluation__request_id=rid))
 
     assert response.status_code == 200 and response.headers["x-openjev-calibrated"] == "q"
     assert stored.uncalibrated_probabilities is not None and stored.calibration_id == fitted["id"]
-    expected = probabilities_calibrate(probabilities=[stored.uncalibrated_probabilities[k] for k in ("true", "false")],
-                                       calibrator=Calibrator(temperature=fitted["temperature"]))
+    expected = probabilities_calibrate(
+        probabilities=[stored.uncalibrated_probabilities[k] for k in ("true", "false")],
+        calibrator=Calibrator(temperature=fitted["temperature"]),
+    )
     assert math.isclose(response.json()["answers"]["q"]["noul"], expected[0], rel_tol=1e-9)

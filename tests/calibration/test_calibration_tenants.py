@@ -45,8 +45,19 @@ async def test_a_tenants_calibration_is_fitted_on_its_labels_and_changes_only_it
     key = await labelled_by(api, tenant, n=12)
     await labelled_by(api, other, n=3)
 
-    fitted = await db(lambda: calibrate("--question-key", key, "--keys", tenant.label, "--apply-to", tenant.label,
-                                        "--min-labels", "10", "--activate"))
+    fitted = await db(
+        lambda: calibrate(
+            "--question-key",
+            key,
+            "--keys",
+            tenant.label,
+            "--apply-to",
+            tenant.label,
+            "--min-labels",
+            "10",
+            "--activate",
+        )
+    )
     assert fitted["label_keys"] == {tenant.label: 12} and fitted["applies_to"] == [tenant.label]
     everyone = await db(lambda: calibrate("--question-key", key, "--min-labels", "10"))
     assert everyone["label_keys"] == {tenant.label: 12, other.label: 3} and everyone["applies_to"] is None

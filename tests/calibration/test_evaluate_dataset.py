@@ -16,17 +16,32 @@ from tests.database import db
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-TEAM = {"type": "choice", "instructions": "Which team should handle this ticket?",
-        "criteria": {"billing": "Payments and refunds", "tech": "Bugs and outages", "sales": "Pricing"}}
-TICKETS = ["I was charged twice", "The app crashes on start", "How much is the pro plan?", "Refund my order",
-           "Error 503 since noon", "Can I get a discount?", "Invoice is wrong", "Login page is blank"]
+TEAM = {
+    "type": "choice",
+    "instructions": "Which team should handle this ticket?",
+    "criteria": {"billing": "Payments and refunds", "tech": "Bugs and outages", "sales": "Pricing"},
+}
+TICKETS = [
+    "I was charged twice",
+    "The app crashes on start",
+    "How much is the pro plan?",
+    "Refund my order",
+    "Error 503 since noon",
+    "Can I get a discount?",
+    "Invoice is wrong",
+    "Login page is blank",
+]
 LABELS = ["billing", "tech", "sales", "billing", "tech", "sales", "billing", "tech"]
 
 
 def dataset_write(tmp_path: Path) -> Path:
     path = tmp_path / "tickets.jsonl"
-    path.write_text("".join(json.dumps({"state": t, "question": TEAM, "label": label}) + "\n"
-                            for t, label in zip(TICKETS, LABELS, strict=True)))
+    path.write_text(
+        "".join(
+            json.dumps({"state": t, "question": TEAM, "label": label}) + "\n"
+            for t, label in zip(TICKETS, LABELS, strict=True)
+        )
+    )
     return path
 
 
@@ -56,7 +71,8 @@ async def test_a_dataset_run_stores_labelled_evaluations_and_reports_their_metri
     assert [sum(row) for row in question["confusion"]] == [3, 3, 2]  # rows are the true labels
     assert sum(question["confusion"][i][i] for i in range(3)) == sum(hits)
     assert await db(lambda: DatasetRun.objects.get(name="tickets").metrics) == {
-        k: v for k, v in report.items() if k not in ("run", "items", "failed")}
+        k: v for k, v in report.items() if k not in ("run", "items", "failed")
+    }
 
 
 async def test_rerunning_a_named_run_resumes_without_evaluating_again(api, fake, store, tmp_path):
@@ -81,7 +97,8 @@ async def test_a_csv_dataset_asks_the_question_given_on_the_command_line(api, fa
 
 
 async def test_a_label_that_is_not_an_option_stops_the_run_before_any_evaluation_naming_the_line(
-        api, fake, store, tmp_path):
+    api, fake, store, tmp_path
+):
     path = dataset_write(tmp_path)
     path.write_text(path.read_text() + json.dumps({"state": "x", "question": TEAM, "label": "legal"}) + "\n")
 

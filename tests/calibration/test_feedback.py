@@ -82,7 +82,11 @@ async def test_a_body_missing_fields_is_422_listing_each(api, fake, store):
 
     assert response.status_code == 422
     assert {tuple(p["loc"]) for p in response.json()["detail"]} == {
-        ("body", "request_id"), ("body", "question_id"), ("body", "label"), ("body", "extra")}
+        ("body", "request_id"),
+        ("body", "question_id"),
+        ("body", "label"),
+        ("body", "extra"),
+    }
 
 
 async def test_with_auth_on_another_keys_evaluation_reads_as_unknown(api, fake, store, settings):
@@ -90,7 +94,8 @@ async def test_with_auth_on_another_keys_evaluation_reads_as_unknown(api, fake, 
     await db(lambda: Evaluation.objects.filter(request_id=rid).update(api_key_label="oj_other"))
     settings.OPENJEV = replace(settings.OPENJEV, api_key="secret-env-key")
     headers = {"Authorization": "Bearer secret-env-key"}
-    response = await api.post("/v1/feedback", json={"request_id": rid, "question_id": "team", "label": "Sales"},
-                              headers=headers)
+    response = await api.post(
+        "/v1/feedback", json={"request_id": rid, "question_id": "team", "label": "Sales"}, headers=headers
+    )
 
     assert response.status_code == 404

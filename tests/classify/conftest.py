@@ -23,9 +23,11 @@ from inference.requests import conversation_of_text
 from inference.scoring import probabilities_compute
 from testbed.qwen3 import qwen3_labels, qwen3_tokenizer
 
-SENTIMENT_LABELS = (("positive", "The text expresses a positive opinion or feeling"),
-                    ("negative", "The text expresses a negative opinion or feeling"),
-                    ("neutral", "The text is factual or expresses no clear opinion"))
+SENTIMENT_LABELS = (
+    ("positive", "The text expresses a positive opinion or feeling"),
+    ("negative", "The text expresses a negative opinion or feeling"),
+    ("neutral", "The text is factual or expresses no clear opinion"),
+)
 
 
 @dataclass(frozen=True)
@@ -39,19 +41,36 @@ class Definition:
     description: str = ""
 
 
-SENTIMENT = Definition(name="sentiment", labels=SENTIMENT_LABELS,
-                       instructions="What is the sentiment of this text?", description="Review sentiment")
-SPAM = Definition(name="spam", type="noul", labels=(("true", "Unsolicited advertising or a scam"),),
-                  instructions="Is this message spam?")
-URGENCY = Definition(name="urgency", type="score", labels=(("low", ""), ("normal", "Answer within a day"),
-                                                           ("high", "Answer within the hour")),
-                     instructions="How urgently must support answer?")
+SENTIMENT = Definition(
+    name="sentiment",
+    labels=SENTIMENT_LABELS,
+    instructions="What is the sentiment of this text?",
+    description="Review sentiment",
+)
+SPAM = Definition(
+    name="spam",
+    type="noul",
+    labels=(("true", "Unsolicited advertising or a scam"),),
+    instructions="Is this message spam?",
+)
+URGENCY = Definition(
+    name="urgency",
+    type="score",
+    labels=(("low", ""), ("normal", "Answer within a day"), ("high", "Answer within the hour")),
+    instructions="How urgently must support answer?",
+)
 
 
 def spec_of(definition: Definition, *, id: int | None = None) -> ClassifierSpec:
-    return classifier_spec_build(id=id, name=definition.name, type=definition.type,
-                                 description=definition.description, instructions=definition.instructions,
-                                 labels=definition.labels, max_answers=255)
+    return classifier_spec_build(
+        id=id,
+        name=definition.name,
+        type=definition.type,
+        description=definition.description,
+        instructions=definition.instructions,
+        labels=definition.labels,
+        max_answers=255,
+    )
 
 
 @pytest.fixture
@@ -65,17 +84,27 @@ def classifiers(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
 
     return install
 
+
 REVIEW = "Loved the new café—coffee was great."
-TEXTS = ["Loved the new café—coffee was great.", "The delivery was late and the box was crushed.",
-         "The parcel arrived on Tuesday.", "Worst support I have ever dealt with."]
+TEXTS = [
+    "Loved the new café—coffee was great.",
+    "The delivery was late and the box was crushed.",
+    "The parcel arrived on Tuesday.",
+    "Worst support I have ever dealt with.",
+]
 
 
 def plan_of(definition: Definition, text: str) -> Plan:
     """The plan the server compiles for `text` with this classifier."""
     question = spec_of(definition).question
     assert question is not None
-    return plan_compile(conversation=conversation_of_text(text=text), questions=(question,),
-                        tokenizer=qwen3_tokenizer(), labels=qwen3_labels(), budget=Budget(32768, 262144))
+    return plan_compile(
+        conversation=conversation_of_text(text=text),
+        questions=(question,),
+        tokenizer=qwen3_tokenizer(),
+        labels=qwen3_labels(),
+        budget=Budget(32768, 262144),
+    )
 
 
 def expected_probs(fake: FakeSGLang, definition: Definition, text: str) -> list[float]:

@@ -23,15 +23,29 @@ ADD = "/admin/evaluations/classifier/add/"
 CHANGELIST = "/admin/evaluations/classifier/"
 
 
-def form_data(*, name: str = "sentiment", type: str = "choice", labels: list[tuple[str, str]] | None = None,
-              instructions: str = "What is the sentiment of this text?", existing: Sequence[ClassifierLabel] = (),
-              positions: dict[str, int] | None = None, delete: AbstractSet[str] = frozenset()) -> dict[str, str]:
+def form_data(
+    *,
+    name: str = "sentiment",
+    type: str = "choice",
+    labels: list[tuple[str, str]] | None = None,
+    instructions: str = "What is the sentiment of this text?",
+    existing: Sequence[ClassifierLabel] = (),
+    positions: dict[str, int] | None = None,
+    delete: AbstractSet[str] = frozenset(),
+) -> dict[str, str]:
     """The admin's add/change form with its label inline (`existing` rows first, as the page renders them)."""
     labels = list(SENTIMENT_LABELS) if labels is None else labels
     positions = positions or {}
-    data = {"name": name, "type": type, "description": "Review sentiment", "instructions": instructions,
-            "labels-TOTAL_FORMS": str(len(existing) + len(labels)), "labels-INITIAL_FORMS": str(len(existing)),
-            "labels-MIN_NUM_FORMS": "0", "labels-MAX_NUM_FORMS": "255"}
+    data = {
+        "name": name,
+        "type": type,
+        "description": "Review sentiment",
+        "instructions": instructions,
+        "labels-TOTAL_FORMS": str(len(existing) + len(labels)),
+        "labels-INITIAL_FORMS": str(len(existing)),
+        "labels-MIN_NUM_FORMS": "0",
+        "labels-MAX_NUM_FORMS": "255",
+    }
     rows = [(row.pk, row.name, row.description) for row in existing] + [(None, n, d) for n, d in labels]
     for i, (pk, label, description) in enumerate(rows):
         data[f"labels-{i}-name"] = label
@@ -47,13 +61,13 @@ def form_data(*, name: str = "sentiment", type: str = "choice", labels: list[tup
 def errors_of(response) -> str:
     assert response.status_code == 200, "the form was accepted"
     html = response.content.decode()
-    return " ".join(re.sub(r"<[^>]+>", " ", m) for m in re.findall(r'<ul class="errorlist[^"]*"[^>]*>(.*?)</ul>', html,
-                                                                    re.S))
+    return " ".join(
+        re.sub(r"<[^>]+>", " ", m) for m in re.findall(r'<ul class="errorlist[^"]*"[^>]*>(.*?)</ul>', html, re.S)
+    )
 
 
 def labels_of(name: str) -> list[tuple[int | None, str, str]]:
-    return [(row.position, row.name, row.description)
-            for row in ClassifierLabel.objects.filter(classifier__name=name)]
+    return [(row.position, row.name, row.description) for row in ClassifierLabel.objects.filter(classifier__name=name)]
 
 
 def test_add_change_and_delete_a_classifier_in_the_admin(admin_client):
@@ -74,8 +88,12 @@ def test_add_change_and_delete_a_classifier_in_the_admin(admin_client):
     assert 'id="oj-try"' in page and reverse("admin:evaluations_classifier_try", args=[classifier.pk]) in page
     # Move "neutral" first, drop "negative", append "mixed" (no position: it goes last).
     existing = list(classifier.labels.all())
-    response = admin_client.post(change, form_data(labels=[("mixed", "")], existing=existing,
-                                                   positions={"neutral": 0, "positive": 1}, delete={"negative"}))
+    response = admin_client.post(
+        change,
+        form_data(
+            labels=[("mixed", "")], existing=existing, positions={"neutral": 0, "positive": 1}, delete={"negative"}
+        ),
+    )
     assert response.status_code == 302, errors_of(response)
     assert [(p, n) for p, n, _ in labels_of("sentiment")] == [(1, "neutral"), (2, "positive"), (3, "mixed")]
 
@@ -98,12 +116,15 @@ def test_the_label_limits_are_the_apis(admin_client, settings):
     assert two.status_code == 302, errors_of(two)
 
 
-@pytest.mark.parametrize(("changes", "message"), [
-    ({"labels": [("positive", ""), ("positive", "again")]}, "Label names must be unique; repeated: positive"),
-    ({"type": "noul", "labels": [("true", "Spam"), ("maybe", "")]}, "not allowed: maybe"),
-    ({"name": "jev-latest"}, "belongs to the language model"),
-    ({"name": "my classifier"}, "Letters, digits"),
-])
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"labels": [("positive", ""), ("positive", "again")]}, "Label names must be unique; repeated: positive"),
+        ({"type": "noul", "labels": [("true", "Spam"), ("maybe", "")]}, "not allowed: maybe"),
+        ({"name": "jev-latest"}, "belongs to the language model"),
+        ({"name": "my classifier"}, "Letters, digits"),
+    ],
+)
 def test_invalid_definitions_are_refused_with_a_message(admin_client, changes, message):
     response = admin_client.post(ADD, form_data(**changes))
     assert message in errors_of(response)
@@ -131,7 +152,7 @@ def test_try_it_on_the_detail_page_shows_the_distribution_and_is_stored(admin_cl
     html = page.content.decode()
     label = matched(r'id="oj-try-label">(\w+)<', html)
     assert label in ("positive", "negative", "neutral")
-    table = html[html.index('id="oj-try-result"'):]
+    table = html[html.index('id="oj-try-result"') :]
     assert all(name in table for name in ("positive", "negative", "neutral", "The text expresses a positive"))
     assert re.search(rf'<tr class="oj-chosen">\s*<td class="oj-key" title="{label}">', table)
     request_id = matched(r"(classify-[0-9a-f]{32})", table)
@@ -161,13 +182,22 @@ async def test_classifications_are_stored_linked_to_their_classifier(api, fake, 
 
     rows = await db(lambda: list(Evaluation.objects.exclude(classifier_name="").order_by("id")))
     assert [(r.status_code, r.classifier_name, r.classifier_id) for r in rows] == [
-        (200, "sentiment", classifier.pk), (404, "nope", None), (400, "sentiment", None), (400, "(invalid)", None)]
+        (200, "sentiment", classifier.pk),
+        (404, "nope", None),
+        (400, "sentiment", None),
+        (400, "(invalid)", None),
+    ]
     row = rows[0]
     assert row.request_id == body["id"] == response.headers["x-typesafe-request-id"]
     assert row.requested_model == "sentiment" and row.served_model == response.headers["x-openjev-model"]
     assert row.state == texts and row.question_count == 2 and row.question_types == "choice"
-    assert row.questions == {"sentiment": {"type": "choice", "instructions": "What is the sentiment of this text?",
-                                           "criteria": dict(SENTIMENT_LABELS)}}
+    assert row.questions == {
+        "sentiment": {
+            "type": "choice",
+            "instructions": "What is the sentiment of this text?",
+            "criteria": dict(SENTIMENT_LABELS),
+        }
+    }
     assert row.input_tokens == body["usage"]["prompt_tokens"] and row.output_tokens == 4
     assert rows[1].error_type == "not_found" and rows[2].error_type == "invalid_request"
     assert rows[3].state == "no model" and rows[3].question_count == 1  # still reads as a classification
@@ -179,7 +209,7 @@ async def test_classifications_are_stored_linked_to_their_classifier(api, fake, 
         assert [answer.probabilities[k] for k in answer.option_keys] == item["probs"]
 
     # The audit shows the classifier and each answer's input; the dashboard counts classifications.
-    page = (await db(lambda: admin_client.get(reverse("admin:evaluations_evaluation_change", args=[row.pk]))))
+    page = await db(lambda: admin_client.get(reverse("admin:evaluations_evaluation_change", args=[row.pk])))
     html = page.content.decode()
     assert reverse("admin:evaluations_classifier_change", args=[classifier.pk]) in html
     assert "input: “Loved it!”" in html and "input: “Hated it.”" in html
@@ -188,7 +218,7 @@ async def test_classifications_are_stored_linked_to_their_classifier(api, fake, 
     listed = (await db(lambda: admin_client.get("/admin/evaluations/evaluation/?classifier=-"))).content
     assert systemone.headers["x-typesafe-request-id"].encode() in listed and body["id"].encode() not in listed
     dashboard = (await db(lambda: admin_client.get("/admin/evaluations/evaluation/dashboard/"))).content.decode()
-    day = dashboard[dashboard.index("Last 24 hours"):dashboard.index("Last 7 days")]
+    day = dashboard[dashboard.index("Last 24 hours") : dashboard.index("Last 7 days")]
     assert re.search(r'classifications</div><div class="oj-value">4<', day)
     assert re.search(r'evaluations</div><div class="oj-value">5<', day)
     assert re.search(r"\?classifier=sentiment\">sentiment</a></td><td class=\"oj-num\">2<", day)
@@ -225,7 +255,8 @@ async def test_changes_in_the_admin_are_served_at_once(api, fake, admin_client):
     assert second["data"][0]["num_classes"] == 4
     models = (await api.get("/v1/models")).json()
     assert "sentiment" in [d["id"] for d in models["data"]]
-    await db(lambda: admin_client.post(reverse("admin:evaluations_classifier_delete", args=[classifier.pk]),
-                                       {"post": "yes"}))
+    await db(
+        lambda: admin_client.post(reverse("admin:evaluations_classifier_delete", args=[classifier.pk]), {"post": "yes"})
+    )
     gone = await api.post("/v1/classify", json={"model": "sentiment", "input": "ok"})
     assert gone.status_code == 404

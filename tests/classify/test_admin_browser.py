@@ -32,7 +32,10 @@ def test_define_and_try_a_classifier_in_headless_chromium(asgi_server, fake, sto
         page.wait_for_url("**/change/")
         classifier = orm(lambda: Classifier.objects.get(name="sentiment"))
         assert orm(lambda: list(classifier.labels.values_list("position", "name"))) == [
-            (1, "positive"), (2, "negative"), (3, "neutral")]
+            (1, "positive"),
+            (2, "negative"),
+            (3, "neutral"),
+        ]
 
         page.fill("#oj-try textarea", "Loved the new café—coffee was great.")
         page.click("#oj-try input[type=submit]")
@@ -44,9 +47,12 @@ def test_define_and_try_a_classifier_in_headless_chromium(asgi_server, fake, sto
         shot(page, "classifier-try")
         assert page.errors == []
 
-    response = httpx.post(f"{base}/v1/classify", json={"model": "sentiment", "input": "Loved the new café—coffee "
-                                                                                       "was great."})
+    response = httpx.post(
+        f"{base}/v1/classify", json={"model": "sentiment", "input": "Loved the new café—coffee was great."}
+    )
     assert response.status_code == 200 and response.json()["data"][0]["label"] == label
     assert writer_drain(timeout=30)
     assert sorted(orm(lambda: list(Evaluation.objects.values_list("api_key_label", "classifier_name")))) == [
-        ("", "sentiment"), ("admin", "sentiment")]
+        ("", "sentiment"),
+        ("admin", "sentiment"),
+    ]

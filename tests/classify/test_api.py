@@ -123,8 +123,9 @@ async def test_ties_go_to_the_first_label(api, fake, sentiment, monkeypatch):
 
 
 async def test_other_request_fields_are_ignored(api, fake, sentiment):
-    response = await api.post("/v1/classify", json={"model": "sentiment", "input": REVIEW, "user": "u-1",
-                                                    "rid": "abc", "priority": 3})
+    response = await api.post(
+        "/v1/classify", json={"model": "sentiment", "input": REVIEW, "user": "u-1", "rid": "abc", "priority": 3}
+    )
     assert response.status_code == 200
 
 

@@ -53,11 +53,13 @@ async def test_the_input_limit_is_a_setting(api, fake, sentiment, settings):
 
 
 async def test_unknown_classifier_gets_404(api, fake, sentiment):
-    body = assert_classify_error(await api.post("/v1/classify", json={"model": "sentimnet", "input": "x"}),
-                                 404, "not_found")
+    body = assert_classify_error(
+        await api.post("/v1/classify", json={"model": "sentimnet", "input": "x"}), 404, "not_found"
+    )
     assert "'sentimnet'" in body["error"] and "/v1/models" in body["error"]
-    jev = assert_classify_error(await api.post("/v1/classify", json={"model": "jev-latest", "input": "x"}),
-                                404, "not_found")
+    jev = assert_classify_error(
+        await api.post("/v1/classify", json={"model": "jev-latest", "input": "x"}), 404, "not_found"
+    )
     assert "language model" in jev["error"] and "/v1/systemone" in jev["error"]
     assert fake.requests == []
 
@@ -66,8 +68,9 @@ async def test_a_classifier_with_broken_labels_is_not_served(api, fake, classifi
     from tests.classify.conftest import Definition
 
     classifiers(Definition(name="lonely", labels=(("only", ""),)))
-    body = assert_classify_error(await api.post("/v1/classify", json={"model": "lonely", "input": "x"}),
-                                 404, "not_found")
+    body = assert_classify_error(
+        await api.post("/v1/classify", json={"model": "lonely", "input": "x"}), 404, "not_found"
+    )
     assert "2 to 255 labels" in body["error"]
     assert "lonely" not in [d["id"] for d in (await api.get("/v1/models")).json()["data"]]
 
@@ -79,11 +82,15 @@ async def test_token_budgets_apply_per_text_and_over_all_texts_with_400(api, fak
     fake.reset()
     long = assert_classify_error(
         await api.post("/v1/classify", json={"model": "sentiment", "input": ["short", "a much longer text " * 20]}),
-        400, "invalid_request")
+        400,
+        "invalid_request",
+    )
     assert "input[1] is too long" in long["error"]
     total = assert_classify_error(
         await api.post("/v1/classify", json={"model": "sentiment", "input": ["short", "short", "short"]}),
-        400, "invalid_request")
+        400,
+        "invalid_request",
+    )
     assert "over all inputs" in total["error"]
     assert fake.requests == []
 
@@ -94,8 +101,9 @@ async def test_auth_on_requires_the_bearer_key_with_401(api, fake, sentiment, se
         response = await api.post("/v1/classify", json={"model": "sentiment", "input": REVIEW}, headers=headers)
         assert_classify_error(response, 401, "authentication_error")
         assert response.headers["www-authenticate"] == "Bearer"
-    right = await api.post("/v1/classify", json={"model": "sentiment", "input": REVIEW},
-                           headers={"Authorization": "Bearer s3cret"})
+    right = await api.post(
+        "/v1/classify", json={"model": "sentiment", "input": REVIEW}, headers={"Authorization": "Bearer s3cret"}
+    )
     assert right.status_code == 200
     assert fake.generate_calls == 2
 
@@ -107,13 +115,15 @@ async def test_wrong_method_gets_405_in_the_classify_shape(api, fake):
 
 
 async def test_body_guard_errors_use_the_classify_shape_on_this_route(api, fake, sentiment):
-    assert_classify_error(await api.post("/v1/classify", content=b"{}", headers={"Content-Encoding": "br"}),
-                          415, "unsupported_media_type")
+    assert_classify_error(
+        await api.post("/v1/classify", content=b"{}", headers={"Content-Encoding": "br"}), 415, "unsupported_media_type"
+    )
     big = {"model": "sentiment", "input": "x" * (2 * 1024 * 1024 + 10)}
     assert_classify_error(await api.post("/v1/classify", json=big), 413, "request_too_large")
     corrupt = gzip.compress(json.dumps({"model": "sentiment", "input": REVIEW}).encode())[:20]
-    assert_classify_error(await api.post("/v1/classify", content=corrupt, headers={"Content-Encoding": "gzip"}),
-                          400, "invalid_request")
+    assert_classify_error(
+        await api.post("/v1/classify", content=corrupt, headers={"Content-Encoding": "gzip"}), 400, "invalid_request"
+    )
     ok = gzip.compress(json.dumps({"model": "sentiment", "input": REVIEW}).encode())
     headers = {"Content-Encoding": "gzip", "Content-Type": "application/json"}
     assert (await api.post("/v1/classify", content=ok, headers=headers)).status_code == 200
@@ -135,16 +145,18 @@ async def test_backend_errors_get_502(api, fake, sentiment, failure):
         fake.fail_status = 500
     else:
         fake.malformed = "missing_logprobs"
-    assert_classify_error(await api.post("/v1/classify", json={"model": "sentiment", "input": TEXTS}),
-                          502, "backend_error")
+    assert_classify_error(
+        await api.post("/v1/classify", json={"model": "sentiment", "input": TEXTS}), 502, "backend_error"
+    )
 
 
 async def test_one_failing_text_fails_the_request_and_the_worker_aborts_the_others(api, fake, sentiment):
     evaluator_install(fake_evaluator(fake, branch_mode="parallel"))
     fake.delay = 5
     fake.fail_after = 1  # the first warm-up waits (delayed), every later call fails at once
-    assert_classify_error(await api.post("/v1/classify", json={"model": "sentiment", "input": TEXTS}),
-                          502, "backend_error")
+    assert_classify_error(
+        await api.post("/v1/classify", json={"model": "sentiment", "input": TEXTS}), 502, "backend_error"
+    )
     await asyncio.to_thread(fake.wait_idle, 2)  # long before the 5 s delay: the waiting call was cut
     assert fake.disconnected == [fake.requests[0]["body"]["rid"]]
 

@@ -40,11 +40,15 @@ def test_the_sglang_docs_example_with_requests(server, fake):
 
 
 def test_the_same_example_with_a_plain_httpx_client(server, fake):
-    response = httpx.post(server.url + "/v1/classify", headers={"Content-Type": "application/json"},
-                          json={"model": "sentiment", "input": "Loved the new café—coffee was great."})
+    response = httpx.post(
+        server.url + "/v1/classify",
+        headers={"Content-Type": "application/json"},
+        json={"model": "sentiment", "input": "Loved the new café—coffee was great."},
+    )
     assert response.status_code == 200
     assert response.json()["data"][0]["probs"] == pytest.approx(
-        expected_probs(fake, SENTIMENT, "Loved the new café—coffee was great."))
+        expected_probs(fake, SENTIMENT, "Loved the new café—coffee was great.")
+    )
     missing = httpx.post(server.url + "/v1/classify", json={"model": "nope", "input": "x"})
     assert missing.status_code == 404 and missing.json()["code"] == 404
 
@@ -54,8 +58,12 @@ def test_vllms_example_client_finds_the_classifier_in_the_model_list(server, fak
     headers = {"accept": "application/json", "Content-Type": "application/json"}
     models = httpx.get(server.url + "/v1/models", headers=headers).json()
     model = next(d["id"] for d in models["data"] if d["id"] == "sentiment")
-    prompts = ["Hello, my name is", "The president of the United States is", "The capital of France is",
-               "The future of AI is"]
+    prompts = [
+        "Hello, my name is",
+        "The president of the United States is",
+        "The capital of France is",
+        "The future of AI is",
+    ]
     response = httpx.post(server.url + "/v1/classify", headers=headers, json={"model": model, "input": prompts})
     assert response.status_code == 200
     data = response.json()["data"]

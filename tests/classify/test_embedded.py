@@ -19,8 +19,11 @@ from tests.embedded import api_on, bundled_backend
 
 pytestmark = pytest.mark.embedded
 
-SENTIMENT = Definition(name="sentiment", instructions="What is the sentiment of this review?",
-                       labels=(("positive", "Positive"), ("negative", "Negative"), ("neutral", "Neutral")))
+SENTIMENT = Definition(
+    name="sentiment",
+    instructions="What is the sentiment of this review?",
+    labels=(("positive", "Positive"), ("negative", "Negative"), ("neutral", "Neutral")),
+)
 CLEAR = {
     "I absolutely love this phone. Best purchase I have made all year!": "positive",
     "I am so happy with my new bike!": "positive",

@@ -34,7 +34,9 @@ async def test_classify_is_documented_with_every_status_in_the_classify_error_sh
         if status != "200":
             assert example["value"]["code"] == int(status)
     assert {name for name, h in responses["200"]["headers"].items() if h.get("required")} == {
-        "x-typesafe-request-id", "x-openjev-model"}
+        "x-typesafe-request-id",
+        "x-openjev-model",
+    }
     request = document["components"]["schemas"]["ClassifyRequest"]
     assert set(request["required"]) == {"model", "input"}
     assert request["properties"]["input"]["maxItems"] == settings.OPENJEV.max_classify_inputs

@@ -32,8 +32,9 @@ def decision_of(response: httpx.Response) -> Decision:
     return Decision.model_validate(response.json(), strict=True)
 
 
-def assert_openai_error(response: httpx.Response, status: int, *, code: str | None = None,
-                        param: str | None = None) -> dict[str, Any]:
+def assert_openai_error(
+    response: httpx.Response, status: int, *, code: str | None = None, param: str | None = None
+) -> dict[str, Any]:
     """An error in OpenAI's shape, with the request id under both names."""
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/json"

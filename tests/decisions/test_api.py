@@ -33,8 +33,9 @@ TOOL_INPUT = [
 
 def _conversation_text(body: dict) -> str:
     """The shared prefix the model reads for `body`, as the Qwen3 chat template renders it."""
-    request = decisions_request_parse(data=body, limits=Limits(64, 255, 10, ImageLimits(4)),
-                                      models=frozenset({"jev-latest"}))
+    request = decisions_request_parse(
+        data=body, limits=Limits(64, 255, 10, ImageLimits(4)), models=frozenset({"jev-latest"})
+    )
     return prompt_split(tokenizer=qwen3_tokenizer(), conversation=request.evaluation.conversation)[0]
 
 
@@ -48,7 +49,8 @@ async def test_the_same_questions_get_the_same_probabilities_as_on_systemone(api
     assert team.confidence == systemone["team"]["confidence"]
     assert anger.type == "score" and anger.score == systemone["anger"]["score"]
     assert [(p.value, p.label, p.probability) for p in anger.probabilities] == [
-        (int(i), systemone["anger"]["legend"][i], p) for i, p in systemone["anger"]["probabilities"].items()]
+        (int(i), systemone["anger"]["legend"][i], p) for i, p in systemone["anger"]["probabilities"].items()
+    ]
 
 
 async def test_answers_come_in_question_order_with_their_names_and_usage(api, fake):
@@ -66,14 +68,16 @@ async def test_answers_come_in_question_order_with_their_names_and_usage(api, fa
 
 async def test_a_string_and_a_boolean_with_the_same_text_are_different_choices(api, fake):
     choices = [{"value": "true"}, {"value": True}, {"value": False, "description": "Not at all"}]
-    decision = decision_of(await api.post(PATH, json=decision_with(questions=[question_with("choice",
-                                                                                            choices=choices)])))
+    decision = decision_of(
+        await api.post(PATH, json=decision_with(questions=[question_with("choice", choices=choices)]))
+    )
     (answer,) = decision.answers
     assert answer.type == "choice"
     assert [p.value for p in answer.probabilities] == ["true", True, False]
     assert [type(p.value) for p in answer.probabilities] == [str, bool, bool]
-    assert answer.choice in ("true", True, False) and sum(p.probability for p in answer.probabilities) == \
-        pytest.approx(1)
+    assert answer.choice in ("true", True, False) and sum(p.probability for p in answer.probabilities) == pytest.approx(
+        1
+    )
 
 
 async def test_messages_tool_calls_and_outputs_are_answered(api, fake):
@@ -106,7 +110,8 @@ async def test_json_parts_read_as_the_compact_json_system_one_shows(api, fake):
     first = as_parts.answers[0]
     assert first.type == "predicate" and first.probability == as_state["refund"]["noul"]
     assert '{"order":1234,"note":"naïve café","items":[{"sku":"A-1","qty":2}]}' in _conversation_text(
-        decision_with(input=parts))
+        decision_with(input=parts)
+    )
 
 
 async def test_instructions_as_text_and_json_parts_are_one_question(api, fake):
@@ -120,8 +125,10 @@ async def test_instructions_as_text_and_json_parts_are_one_question(api, fake):
 
 async def test_an_http_image_url_is_refused_without_being_fetched(api, fake, settings):
     settings.OPENJEV = replace(settings.OPENJEV, max_images=4)
-    content = [{"type": "input_text", "text": "What is this?"},
-               {"type": "input_image", "image_url": "https://example.com/cat.png"}]
+    content = [
+        {"type": "input_text", "text": "What is this?"},
+        {"type": "input_image", "image_url": "https://example.com/cat.png"},
+    ]
     response = await api.post(PATH, json=decision_with(input=[{"role": "user", "content": content}]))
     error = assert_openai_error(response, 400, code="image_url_not_supported", param="input[0].content[1].image_url")
     assert "data: URL" in error["message"]
@@ -140,31 +147,52 @@ async def test_an_image_in_question_instructions_is_a_clear_400(api, fake):
     assert_openai_error(response, 400, code="unsupported_content", param="questions[0].instructions[0]")
 
 
-@pytest.mark.parametrize(("change", "param", "code"), [
-    ({"questions": [question_with("choice", choices=[{"value": "only"}])]}, "questions[0].choices",
-     "array_below_min_length"),
-    ({"questions": [question_with("choice", choices=[{"value": "a"}, {"value": "a"}])]},
-     "questions[0].choices[1].value", "duplicate_value"),
-    ({"questions": [question_with("choice", choices=[{"value": 1}, {"value": "a"}])]},
-     "questions[0].choices[0].value", "invalid_type"),
-    ({"questions": [question_with("score", levels=[{"label": str(i)} for i in range(11)])]}, "questions[0].levels",
-     "array_above_max_length"),
-    ({"questions": [question_with(type="boolean")]}, "questions[0].type", "invalid_value"),
-    ({"questions": [question_with(instructions="  ")]}, "questions[0].instructions", "string_below_min_length"),
-    ({"questions": [question_with(criteria={"true": "x"})]}, "questions[0].criteria", "unknown_parameter"),
-    ({"questions": [question_with()] * 65}, "questions", "array_above_max_length"),
-    ({"questions": []}, "questions", "array_below_min_length"),
-    ({"temperature": 0}, "temperature", "unknown_parameter"),
-    ({"input": [{"type": "function_call_output", "call_id": "nope", "output": "x"}]}, "input[0].call_id",
-     "invalid_value"),
-    ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role", "invalid_value"),
-    ({"input": [{"role": "system", "content": [{"type": "input_json", "data": {}}]}]}, "input[0].content[0].type",
-     "invalid_value"),
-    ({"input": []}, "input", "invalid_type"),
-    ({"input": None}, "input", "invalid_type"),
-    ({"safety_identifier": "u" * 65}, "safety_identifier", "string_above_max_length"),
-    ({"prompt_cache_options": {"mode": "never"}}, "prompt_cache_options.mode", "invalid_value"),
-])
+@pytest.mark.parametrize(
+    ("change", "param", "code"),
+    [
+        (
+            {"questions": [question_with("choice", choices=[{"value": "only"}])]},
+            "questions[0].choices",
+            "array_below_min_length",
+        ),
+        (
+            {"questions": [question_with("choice", choices=[{"value": "a"}, {"value": "a"}])]},
+            "questions[0].choices[1].value",
+            "duplicate_value",
+        ),
+        (
+            {"questions": [question_with("choice", choices=[{"value": 1}, {"value": "a"}])]},
+            "questions[0].choices[0].value",
+            "invalid_type",
+        ),
+        (
+            {"questions": [question_with("score", levels=[{"label": str(i)} for i in range(11)])]},
+            "questions[0].levels",
+            "array_above_max_length",
+        ),
+        ({"questions": [question_with(type="boolean")]}, "questions[0].type", "invalid_value"),
+        ({"questions": [question_with(instructions="  ")]}, "questions[0].instructions", "string_below_min_length"),
+        ({"questions": [question_with(criteria={"true": "x"})]}, "questions[0].criteria", "unknown_parameter"),
+        ({"questions": [question_with()] * 65}, "questions", "array_above_max_length"),
+        ({"questions": []}, "questions", "array_below_min_length"),
+        ({"temperature": 0}, "temperature", "unknown_parameter"),
+        (
+            {"input": [{"type": "function_call_output", "call_id": "nope", "output": "x"}]},
+            "input[0].call_id",
+            "invalid_value",
+        ),
+        ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role", "invalid_value"),
+        (
+            {"input": [{"role": "system", "content": [{"type": "input_json", "data": {}}]}]},
+            "input[0].content[0].type",
+            "invalid_value",
+        ),
+        ({"input": []}, "input", "invalid_type"),
+        ({"input": None}, "input", "invalid_type"),
+        ({"safety_identifier": "u" * 65}, "safety_identifier", "string_above_max_length"),
+        ({"prompt_cache_options": {"mode": "never"}}, "prompt_cache_options.mode", "invalid_value"),
+    ],
+)
 async def test_invalid_requests_are_400s_that_name_the_field(api, fake, change, param, code):
     response = await api.post(PATH, json=decision_with(**change))
     assert_openai_error(response, 400, code=code, param=param)

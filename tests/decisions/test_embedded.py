@@ -51,22 +51,36 @@ def test_the_readme_questions_are_answered_right_through_the_sdk(server, client)
     systemone = httpx.post(f"{server.url}/v1/systemone", json=README_REQUEST, timeout=600).json()["answers"]
     assert refund.probability == pytest.approx(systemone["refund"]["noul"], abs=1e-6)
     assert [p.probability for p in team.probabilities] == pytest.approx(
-        list(systemone["team"]["probabilities"].values()), abs=1e-6)
+        list(systemone["team"]["probabilities"].values()), abs=1e-6
+    )
     assert anger.score == pytest.approx(systemone["anger"]["score"], abs=1e-6)
 
 
 def test_a_tool_call_and_its_output_are_read_as_evidence(client):
     decision = client.decisions.create(
         model="jev-latest",
-        input=[{"role": "user", "content": "Is my order 1234 delivered?"},
-               {"type": "function_call", "call_id": "c1", "name": "order_status", "arguments": '{"order": 1234}'},
-               {"type": "function_call_output", "call_id": "c1",
-                "output": '{"order": 1234, "status": "delivered", "delivered_at": "2026-11-30"}'}],
-        questions=[{"type": "predicate", "instructions": "Does the tool output say the order was delivered?"},
-                   {"type": "choice", "instructions": "What did the user ask about?",
-                    "choices": [{"value": "delivery", "description": "Where an order is"},
-                                {"value": "refund", "description": "Getting money back"},
-                                {"value": "password", "description": "Logging in"}]}])
+        input=[
+            {"role": "user", "content": "Is my order 1234 delivered?"},
+            {"type": "function_call", "call_id": "c1", "name": "order_status", "arguments": '{"order": 1234}'},
+            {
+                "type": "function_call_output",
+                "call_id": "c1",
+                "output": '{"order": 1234, "status": "delivered", "delivered_at": "2026-11-30"}',
+            },
+        ],
+        questions=[
+            {"type": "predicate", "instructions": "Does the tool output say the order was delivered?"},
+            {
+                "type": "choice",
+                "instructions": "What did the user ask about?",
+                "choices": [
+                    {"value": "delivery", "description": "Where an order is"},
+                    {"value": "refund", "description": "Getting money back"},
+                    {"value": "password", "description": "Logging in"},
+                ],
+            },
+        ],
+    )
     delivered, topic = decision.answers
     assert delivered.type == "predicate" and delivered.probability > 0.5
     assert topic.type == "choice" and topic.choice == "delivery"

@@ -11,17 +11,26 @@ from hypothesis import strategies as st
 from openai.types import Decision
 
 TEXT = st.text(min_size=1, max_size=40).filter(lambda s: s.strip())
-JSON_LEAF = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=10)
-JSON_OBJECT = st.dictionaries(st.text(max_size=8), st.recursive(JSON_LEAF, lambda inner: st.lists(inner, max_size=3)
-                                                                    | st.dictionaries(st.text(max_size=5), inner,
-                                                                                      max_size=3), max_leaves=8),
-                              max_size=4)
-PART = st.one_of(st.builds(lambda t: {"type": "input_text", "text": t}, TEXT),
-                 st.builds(lambda d: {"type": "input_json", "data": d}, JSON_OBJECT))
+JSON_LEAF = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.text(max_size=10)
+JSON_OBJECT = st.dictionaries(
+    st.text(max_size=8),
+    st.recursive(
+        JSON_LEAF,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+        max_leaves=8,
+    ),
+    max_size=4,
+)
+PART = st.one_of(
+    st.builds(lambda t: {"type": "input_text", "text": t}, TEXT),
+    st.builds(lambda d: {"type": "input_json", "data": d}, JSON_OBJECT),
+)
 MESSAGE = st.one_of(
-    st.builds(lambda role, content: {"type": "message", "role": role, "content": content},
-              st.sampled_from(["user", "developer", "system"]), TEXT | st.lists(PART.filter(
-                  lambda p: p["type"] == "input_text"), min_size=1, max_size=3)),
+    st.builds(
+        lambda role, content: {"type": "message", "role": role, "content": content},
+        st.sampled_from(["user", "developer", "system"]),
+        TEXT | st.lists(PART.filter(lambda p: p["type"] == "input_text"), min_size=1, max_size=3),
+    ),
     st.builds(lambda content: {"role": "user", "content": content}, st.lists(PART, min_size=1, max_size=3)),
     st.builds(lambda text: {"type": "message", "role": "assistant", "content": text}, TEXT),
 )
@@ -37,10 +46,19 @@ def _unique(values: list[Any]) -> list[Any]:
     return seen
 
 
-CHOICES = st.lists(VALUE, min_size=2, max_size=6).map(_unique).filter(lambda v: len(v) >= 2).flatmap(
-    lambda values: st.tuples(*[st.one_of(st.just({"value": v}), st.builds(lambda d, v=v: {"value": v,
-                                                                                           "description": d}, TEXT))
-                               for v in values]).map(list))
+CHOICES = (
+    st.lists(VALUE, min_size=2, max_size=6)
+    .map(_unique)
+    .filter(lambda v: len(v) >= 2)
+    .flatmap(
+        lambda values: st.tuples(
+            *[
+                st.one_of(st.just({"value": v}), st.builds(lambda d, v=v: {"value": v, "description": d}, TEXT))
+                for v in values
+            ]
+        ).map(list)
+    )
+)
 LEVELS = st.lists(st.builds(lambda label: {"label": label}, TEXT), min_size=2, max_size=10)
 
 
@@ -56,12 +74,22 @@ def _question(kind: str, instructions: Any, name: str | None, options: Any) -> d
 
 
 QUESTION = st.sampled_from(["predicate", "choice", "score"]).flatmap(
-    lambda kind: st.builds(_question, st.just(kind), TEXT | st.lists(PART, min_size=1, max_size=2),
-                           st.none() | TEXT, CHOICES if kind == "choice" else LEVELS))
-VALID = st.fixed_dictionaries({"model": st.sampled_from(["jev-latest", "jev-2"]),
-                               "input": INPUT, "questions": st.lists(QUESTION, min_size=1, max_size=4)},
-                              optional={"safety_identifier": st.text(max_size=64),
-                                        "prompt_cache_key": st.text(max_size=30)})
+    lambda kind: st.builds(
+        _question,
+        st.just(kind),
+        TEXT | st.lists(PART, min_size=1, max_size=2),
+        st.none() | TEXT,
+        CHOICES if kind == "choice" else LEVELS,
+    )
+)
+VALID = st.fixed_dictionaries(
+    {
+        "model": st.sampled_from(["jev-latest", "jev-2"]),
+        "input": INPUT,
+        "questions": st.lists(QUESTION, min_size=1, max_size=4),
+    },
+    optional={"safety_identifier": st.text(max_size=64), "prompt_cache_key": st.text(max_size=30)},
+)
 ANY_JSON = JSON_LEAF | st.lists(JSON_LEAF, max_size=2) | st.dictionaries(st.text(max_size=4), JSON_LEAF, max_size=2)
 
 
@@ -86,10 +114,12 @@ def _broken(body: dict[str, Any], how: str, junk: Any) -> dict[str, Any]:
     return {**body, "questions": [question, *body["questions"][1:]]}
 
 
-INVALID = st.builds(_broken, VALID, st.sampled_from(["drop", "unknown", "input", "type", "instructions",
-                                                      "options", "role"]), ANY_JSON)
-PROPERTY_SETTINGS = settings(max_examples=40, deadline=None,
-                             suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+INVALID = st.builds(
+    _broken, VALID, st.sampled_from(["drop", "unknown", "input", "type", "instructions", "options", "role"]), ANY_JSON
+)
+PROPERTY_SETTINGS = settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 
 @PROPERTY_SETTINGS

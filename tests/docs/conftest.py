@@ -48,8 +48,11 @@ class WireRecorder:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        record = WireRequest(method=scope["method"], path=scope["path"],
-                             headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]})
+        record = WireRequest(
+            method=scope["method"],
+            path=scope["path"],
+            headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]},
+        )
         self.requests.append(record)
 
         async def recording_receive() -> Message:

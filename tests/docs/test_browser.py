@@ -26,16 +26,27 @@ from testbed.live_server import LiveServer
 pytestmark = pytest.mark.browser
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 ARTIFACTS = BASE_DIR / "test-artifacts"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-OPERATIONS = ["Evaluate typed questions about a state",
-              "Decisions: typed answers about an input (OpenAI's Decisions API)",
-              "Classify texts with a saved classifier",
-              "List the accepted model names", "Readiness: is the backend answering?",
-              "Liveness: is the process running?", "Admission limits of this deployment",
-              "Label a stored answer with the truth"]
+OPERATIONS = [
+    "Evaluate typed questions about a state",
+    "Decisions: typed answers about an input (OpenAI's Decisions API)",
+    "Classify texts with a saved classifier",
+    "List the accepted model names",
+    "Readiness: is the backend answering?",
+    "Liveness: is the process running?",
+    "Admission limits of this deployment",
+    "Label a stored answer with the truth",
+]
 EXAMPLES = {example.name: example.value for example in REQUEST_EXAMPLES}
 
 
@@ -58,8 +69,9 @@ class OfflineContext:
     def __init__(self, browser: Browser) -> None:
         self.blocked: list[str] = []
         self.errors: list[str] = []
-        self.context: BrowserContext = browser.new_context(viewport={"width": 1400, "height": 900},
-                                                           service_workers="block")
+        self.context: BrowserContext = browser.new_context(
+            viewport={"width": 1400, "height": 900}, service_workers="block"
+        )
         self.context.route("**/*", self._route)
 
     def _route(self, route: Route) -> None:
@@ -116,8 +128,9 @@ def _scalar_renders(page: Page, url: str) -> None:
     assert page.get_by_text("Generate SDKs").count() == 0
 
 
-def test_scalar_reference_renders_offline_and_sends_every_example_and_an_edited_one(asgi_server: LiveServer,
-                                                                                   offline: OfflineContext) -> None:
+def test_scalar_reference_renders_offline_and_sends_every_example_and_an_edited_one(
+    asgi_server: LiveServer, offline: OfflineContext
+) -> None:
     page = offline.page()
     _scalar_renders(page, asgi_server.url + "/")
     page.screenshot(path=ARTIFACTS / "docs-scalar-reference.png")
@@ -134,8 +147,11 @@ def test_scalar_reference_renders_offline_and_sends_every_example_and_an_edited_
             page.get_by_text("200 OK").first.wait_for()
             page.screenshot(path=ARTIFACTS / "docs-scalar-test-request.png")
 
-    edited = {"model": "jev-latest", "state": "Edited in the browser: is this a question?",
-              "questions": {"edited": {"type": "noul", "instructions": "Is the state a question?"}}}
+    edited = {
+        "model": "jev-latest",
+        "state": "Edited in the browser: is this a question?",
+        "questions": {"edited": {"type": "noul", "instructions": "Is the state a question?"}},
+    }
     editor = page.locator(".cm-content[contenteditable=true]").first
     editor.click()
     page.keyboard.press("Control+A")
@@ -146,8 +162,9 @@ def test_scalar_reference_renders_offline_and_sends_every_example_and_an_edited_
     page.screenshot(path=ARTIFACTS / "docs-scalar-edited-request.png")
 
 
-def test_swagger_ui_renders_offline_and_executes_the_readme_example(asgi_server: LiveServer,
-                                                                   offline: OfflineContext) -> None:
+def test_swagger_ui_renders_offline_and_executes_the_readme_example(
+    asgi_server: LiveServer, offline: OfflineContext
+) -> None:
     page = offline.page()
     page.goto(asgi_server.url + "/docs", wait_until="networkidle")
     page.locator("#operations-Evaluation-systemone").wait_for()
@@ -167,8 +184,9 @@ def test_swagger_ui_renders_offline_and_executes_the_readme_example(asgi_server:
     page.screenshot(path=ARTIFACTS / "docs-swagger-executed.png", full_page=False)
 
 
-def test_reference_pages_work_under_a_path_prefix(asgi_server: LiveServer, offline: OfflineContext,
-                                                  settings: Any) -> None:
+def test_reference_pages_work_under_a_path_prefix(
+    asgi_server: LiveServer, offline: OfflineContext, settings: Any
+) -> None:
     """A gateway forwarding /jev/... unchanged, with FORCE_SCRIPT_NAME=/jev: every URL follows the prefix."""
     settings.FORCE_SCRIPT_NAME = "/jev"
     page = offline.page()

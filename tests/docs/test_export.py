@@ -42,12 +42,24 @@ async def test_drf_spectacular_command_gives_the_same_document_without_servers(a
 
 def test_export_needs_no_model_and_no_backend(tmp_path):
     """A fresh process pointed at an unreachable backend and a model file that does not exist."""
-    env = {**os.environ, "OPENJEV_BACKEND": "sglang", "OPENJEV_BACKEND_URL": "http://127.0.0.1:9",
-           "OPENJEV_TOKENIZER": str(tmp_path / "no-tokenizer"), "OPENJEV_LOCAL_MODEL": str(tmp_path / "none.gguf"),
-           "OPENJEV_MODEL_CACHE": str(tmp_path / "cache"), "OPENJEV_DATABASE_URL": f"sqlite:///{tmp_path / 'db'}"}
+    env = {
+        **os.environ,
+        "OPENJEV_BACKEND": "sglang",
+        "OPENJEV_BACKEND_URL": "http://127.0.0.1:9",
+        "OPENJEV_TOKENIZER": str(tmp_path / "no-tokenizer"),
+        "OPENJEV_LOCAL_MODEL": str(tmp_path / "none.gguf"),
+        "OPENJEV_MODEL_CACHE": str(tmp_path / "cache"),
+        "OPENJEV_DATABASE_URL": f"sqlite:///{tmp_path / 'db'}",
+    }
     target = tmp_path / "openapi.json"
-    done = subprocess.run([sys.executable, "manage.py", "export_schema", "-o", str(target)], cwd=BASE_DIR, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "export_schema", "-o", str(target)],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     document = json.loads(target.read_text())
     assert "/v1/systemone" in document["paths"]

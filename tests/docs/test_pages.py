@@ -73,8 +73,9 @@ async def test_the_vendored_bundle_is_served_with_debug_off_compressed_and_cache
     assert len(body) < len(raw) / 3 and gzip.decompress(body) == raw
     assert zipped.headers["etag"] != plain.headers["etag"]
 
-    revalidated = await api.get(SCALAR_URL, headers={"If-None-Match": plain.headers["etag"],
-                                                     "Accept-Encoding": "identity"})
+    revalidated = await api.get(
+        SCALAR_URL, headers={"If-None-Match": plain.headers["etag"], "Accept-Encoding": "identity"}
+    )
     assert revalidated.status_code == 304 and revalidated.content == b""
 
 
@@ -88,9 +89,18 @@ async def test_sidecar_and_admin_assets_are_served_but_revalidated_hourly(api):
     assert icon.headers["content-type"] == "image/png" and "vary" not in icon.headers
 
 
-@pytest.mark.parametrize("path", ["/static/%2e%2e/openjev_site/settings.py", "/static/..%2fmanage.py",
-                                  "/static/vendor/../../manage.py", "/static/vendor/.hidden", "/static/vendor/",
-                                  "/static/nope.js", "/static/vendor"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/static/%2e%2e/openjev_site/settings.py",
+        "/static/..%2fmanage.py",
+        "/static/vendor/../../manage.py",
+        "/static/vendor/.hidden",
+        "/static/vendor/",
+        "/static/nope.js",
+        "/static/vendor",
+    ],
+)
 async def test_static_never_escapes_the_static_folders_and_misses_are_json_404(api, path):
     response = await api.get(path)
     assert response.status_code == 404, path

@@ -14,9 +14,16 @@ from api.openapi.fields import ERROR_TYPES
 from tests.conftest import README_REQUEST as TESTS_README_REQUEST
 from tests.docs.conftest import component_validator, openapi
 
-ENDPOINTS = {("/v1/systemone", "post"), ("/v1/decisions", "post"), ("/v1/classify", "post"), ("/v1/feedback", "post"),
-             ("/v1/models", "get"), ("/v1/limits", "get"),
-             ("/health", "get"), ("/health/live", "get")}
+ENDPOINTS = {
+    ("/v1/systemone", "post"),
+    ("/v1/decisions", "post"),
+    ("/v1/classify", "post"),
+    ("/v1/feedback", "post"),
+    ("/v1/models", "get"),
+    ("/v1/limits", "get"),
+    ("/health", "get"),
+    ("/health/live", "get"),
+}
 ID = "x-typesafe-request-id"
 SYSTEMONE_STATUSES = {"200", "400", "401", "408", "413", "415", "422", "429", "500", "502", "503", "504", "529"}
 NAMED_REQUESTS = {"ReadmeRequest", "ChatTranscriptState", "Score10Levels", "StructuredState"}
@@ -50,11 +57,14 @@ async def test_questions_are_a_map_of_caller_ids_to_a_union_discriminated_by_typ
     assert questions["additionalProperties"] == {"$ref": "#/components/schemas/Question"}
     assert questions["propertyNames"] == {"minLength": 1}
     assert (questions["minProperties"], questions["maxProperties"]) == (1, settings.OPENJEV.max_questions)
-    for union, members in (("Question", ("NoulQuestion", "ChoiceQuestion", "ScoreQuestion")),
-                           ("Answer", ("NoulAnswer", "ChoiceAnswer", "ScoreAnswer"))):
+    for union, members in (
+        ("Question", ("NoulQuestion", "ChoiceQuestion", "ScoreQuestion")),
+        ("Answer", ("NoulAnswer", "ChoiceAnswer", "ScoreAnswer")),
+    ):
         assert schemas[union]["discriminator"] == {
             "propertyName": "type",
-            "mapping": {name.removesuffix(union).lower(): f"#/components/schemas/{name}" for name in members}}
+            "mapping": {name.removesuffix(union).lower(): f"#/components/schemas/{name}" for name in members},
+        }
         assert schemas[union]["oneOf"] == [{"$ref": f"#/components/schemas/{name}"} for name in members]
         for name in members:
             assert "type" in schemas[name]["required"]
@@ -70,9 +80,12 @@ async def test_questions_are_a_map_of_caller_ids_to_a_union_discriminated_by_typ
 
 async def test_fields_are_described_and_confidence_is_not_sold_as_calibrated(api):
     schemas = (await openapi(api))["components"]["schemas"]
-    undocumented = [f"{name}.{field}" for name, schema in schemas.items()
-                    for field, spec in schema.get("properties", {}).items()
-                    if not spec.get("description")]
+    undocumented = [
+        f"{name}.{field}"
+        for name, schema in schemas.items()
+        for field, spec in schema.get("properties", {}).items()
+        if not spec.get("description")
+    ]
     assert undocumented == []
     for name in ("ChoiceAnswer", "ScoreAnswer"):
         assert "not** a calibrated" in schemas[name]["properties"]["confidence"]["description"]
@@ -93,7 +106,11 @@ async def test_every_error_status_is_documented_with_its_body_headers_and_an_exa
             assert example["value"]["detail"]["error_type"] in ERROR_TYPES
     headers_200 = responses["200"]["headers"]
     assert {name for name, header in headers_200.items() if header.get("required")} == {
-        "x-typesafe-request-id", "x-openjev-model", "x-openjev-prefix-tokens", "Server-Timing"}
+        "x-typesafe-request-id",
+        "x-openjev-model",
+        "x-openjev-prefix-tokens",
+        "Server-Timing",
+    }
     assert not headers_200["x-openjev-cached-tokens"].get("required")
     assert set(responses["529"]["headers"]) == set(responses["503"]["headers"]) == {"Retry-After", ID}
     assert set(responses["401"]["headers"]) == {"WWW-Authenticate", ID}

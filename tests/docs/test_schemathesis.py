@@ -22,8 +22,13 @@ from inference.runner import Evaluator
 from openjev_site.asgi import application
 
 MAX_EXAMPLES = 40
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance,
-          response_schema_conformance]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
 
 
 # Loaded at collection from the app itself (the document needs no engine). `schemathesis.pytest.from_fixture`
@@ -32,8 +37,17 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", application)
 
 
 @schema.parametrize()
-@settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.filter_too_much, HealthCheck.data_too_large])
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.data_too_large,
+    ],
+)
 def test_generated_requests_get_documented_responses_and_never_a_5xx(case: Any, evaluator: Evaluator) -> None:
     case.call_and_validate(checks=CHECKS)

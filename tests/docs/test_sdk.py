@@ -32,12 +32,16 @@ from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
 
 # Over 2 KiB of state, so the whole body is well over the SDK's 1 KiB compression threshold.
-LONG_STATE = ("Hi, I was charged twice for my March invoice (INV-2031) and the refund still hasn't arrived. "
-              "I have written to you three times. ") * 24
+LONG_STATE = (
+    "Hi, I was charged twice for my March invoice (INV-2031) and the refund still hasn't arrived. "
+    "I have written to you three times. "
+) * 24
 QUESTIONS: dict[str, Noul | Choice | Score] = {
     "refund": Noul(instructions="Is the customer asking for money back?"),
-    "team": Choice(instructions="Which team should handle this?",
-                   criteria={"Billing": "Payments, invoices, refunds", "Technical": "Bugs", "Sales": None}),
+    "team": Choice(
+        instructions="Which team should handle this?",
+        criteria={"Billing": "Payments, invoices, refunds", "Technical": "Bugs", "Sales": None},
+    ),
     "anger": Score(instructions="How frustrated is the customer?", criteria=["Calm", "Annoyed", "Furious"]),
 }
 NO_RETRY = RetryPolicy(max_retries=0)
@@ -143,8 +147,9 @@ async def test_an_overload_that_lasts_ends_in_the_sdks_server_error_after_its_re
     evaluator = fake_evaluator(fake, max_concurrent_requests=1)
     evaluator_install(evaluator)
     with evaluator.gate.admit():
-        async with AsyncTypeSafeClient(api_key="any", base_url=server.url,
-                                       retry=RetryPolicy(max_retries=1, timeout=30)) as client:
+        async with AsyncTypeSafeClient(
+            api_key="any", base_url=server.url, retry=RetryPolicy(max_retries=1, timeout=30)
+        ) as client:
             with pytest.raises(TypeSafeInternalServerError) as caught:
                 await client.system_one(state="x", questions={"q": Noul(instructions="?")})
     assert caught.value.status == 529 and caught.value.headers["retry-after"] == "1"

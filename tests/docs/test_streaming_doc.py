@@ -20,8 +20,9 @@ def python_example() -> str:
 def test_the_documented_stream_client_runs_as_written(asgi_server: LiveServer) -> None:
     env = {**os.environ, "OPENJEV_STREAM_URL": asgi_server.url.replace("http://", "ws://") + "/v1/systemone/stream"}
     env.pop("OPENJEV_API_KEY", None)
-    result = subprocess.run([sys.executable, "-c", python_example()], env=env, capture_output=True, text=True,
-                            timeout=60, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", python_example()], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert sorted(line.split()[0] for line in lines if " done " in line) == ["0", "1", "2"]

@@ -12,13 +12,26 @@ PREFIX = list(range(1000, 1050))
 
 def body(ids: list[Any], labels: list[Any], rid: Any = "r1", **extra: Any) -> dict[str, Any]:
     """The request our SGLang client sends for one branch (loosely typed: tests also send broken ones)."""
-    return {"input_ids": ids, "sampling_params": SAMPLING, "return_logprob": True, "token_ids_logprob": labels,
-            "logprob_start_len": -1, "rid": rid, **extra}
+    return {
+        "input_ids": ids,
+        "sampling_params": SAMPLING,
+        "return_logprob": True,
+        "token_ids_logprob": labels,
+        "logprob_start_len": -1,
+        "rid": rid,
+        **extra,
+    }
 
 
 def batch_body(prompts: list[list[int]], labels: list[list[int]], rids: list[str]) -> dict[str, Any]:
-    return {"input_ids": prompts, "sampling_params": SAMPLING, "return_logprob": True, "token_ids_logprob": labels,
-            "logprob_start_len": -1, "rid": rids}
+    return {
+        "input_ids": prompts,
+        "sampling_params": SAMPLING,
+        "return_logprob": True,
+        "token_ids_logprob": labels,
+        "logprob_start_len": -1,
+        "rid": rids,
+    }
 
 
 def label_logprobs(result: dict[str, Any]) -> dict[int, float]:

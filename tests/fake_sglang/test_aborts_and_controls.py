@@ -46,8 +46,10 @@ def test_abort_finishes_a_slow_request_early(fake: FakeSGLang, client: httpx.Cli
 def test_abort_of_an_unknown_rid_is_recorded_and_harmless(fake: FakeSGLang, client: httpx.Client) -> None:
     assert client.post("/abort_request", json={"rid": "nobody"}).status_code == 200
     assert fake.aborted == ["nobody"]
-    assert client.post("/generate", json=body(PREFIX, [1], rid="nobody")).json()["meta_info"]["finish_reason"][
-        "type"] == "length"
+    assert (
+        client.post("/generate", json=body(PREFIX, [1], rid="nobody")).json()["meta_info"]["finish_reason"]["type"]
+        == "length"
+    )
 
 
 def test_abort_all_ends_every_in_flight_call(fake: FakeSGLang, client: httpx.Client) -> None:

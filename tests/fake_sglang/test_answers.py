@@ -71,8 +71,9 @@ def test_no_logprob_keys_without_return_logprob(client: httpx.Client) -> None:
 def test_input_logprobs_follow_logprob_start_len(client: httpx.Client) -> None:
     ids = [3, 4, 5, 6]
     meta = client.post("/generate", json=body(ids, [1], logprob_start_len=0)).json()["meta_info"]
-    assert meta["input_token_logprobs"] == [[None, 3, None]] + [[fake_logprob(ids[:i], ids[i]), ids[i], None]
-                                                               for i in range(1, 4)]
+    assert meta["input_token_logprobs"] == [[None, 3, None]] + [
+        [fake_logprob(ids[:i], ids[i]), ids[i], None] for i in range(1, 4)
+    ]
 
 
 def test_text_in_logprobs_fills_the_third_field(client: httpx.Client) -> None:
@@ -108,8 +109,9 @@ def test_fake_logprob_is_deterministic_within_range_and_sensitive_to_inputs() ->
 def test_fake_logprob_is_identical_in_another_process() -> None:
     code = "from fake_sglang import fake_logprob; print(repr(fake_logprob([5, 151935, 0], 42)))"
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                         check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True, timeout=60
+    )
     assert float(out.stdout) == fake_logprob([5, 151935, 0], 42)
 
 
@@ -133,44 +135,96 @@ def test_unknown_sampling_key_is_rejected_with_400(client: httpx.Client, key: st
 
 
 def test_every_sglang_sampling_key_is_accepted(client: httpx.Client) -> None:
-    params = {"max_new_tokens": 1, "stop": ["\n"], "stop_token_ids": [2], "temperature": 0.0, "top_p": 1.0,
-              "top_k": -1, "min_p": 0.0, "frequency_penalty": 0.0, "presence_penalty": 0.0,
-              "repetition_penalty": 1.0, "min_new_tokens": 0, "n": 1, "json_schema": None, "regex": None,
-              "ebnf": None, "structural_tag": None, "ignore_eos": False, "skip_special_tokens": True,
-              "spaces_between_special_tokens": True, "no_stop_trim": False, "custom_params": None,
-              "stream_interval": None, "logit_bias": None, "sampling_seed": 7}
+    params = {
+        "max_new_tokens": 1,
+        "stop": ["\n"],
+        "stop_token_ids": [2],
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "top_k": -1,
+        "min_p": 0.0,
+        "frequency_penalty": 0.0,
+        "presence_penalty": 0.0,
+        "repetition_penalty": 1.0,
+        "min_new_tokens": 0,
+        "n": 1,
+        "json_schema": None,
+        "regex": None,
+        "ebnf": None,
+        "structural_tag": None,
+        "ignore_eos": False,
+        "skip_special_tokens": True,
+        "spaces_between_special_tokens": True,
+        "no_stop_trim": False,
+        "custom_params": None,
+        "stream_interval": None,
+        "logit_bias": None,
+        "sampling_seed": 7,
+    }
     assert client.post("/generate", json=body(PREFIX, [1], sampling_params=params)).status_code == 200
 
 
-@pytest.mark.parametrize("params", [{"temperature": -1}, {"top_p": 0}, {"top_k": 0}, {"min_p": 2},
-                                    {"repetition_penalty": 0}, {"max_new_tokens": -1}, {"n": 2},
-                                    {"min_new_tokens": 3, "max_new_tokens": 1}, {"regex": "a", "ebnf": "b"}])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"temperature": -1},
+        {"top_p": 0},
+        {"top_k": 0},
+        {"min_p": 2},
+        {"repetition_penalty": 0},
+        {"max_new_tokens": -1},
+        {"n": 2},
+        {"min_new_tokens": 3, "max_new_tokens": 1},
+        {"regex": "a", "ebnf": "b"},
+    ],
+)
 def test_out_of_range_sampling_values_are_rejected_with_400(client: httpx.Client, params: dict[str, Any]) -> None:
     assert client.post("/generate", json=body(PREFIX, [1], sampling_params=params)).status_code == 400
 
 
-@pytest.mark.parametrize("payload", [
-    [1, 2, 3],
-    {"sampling_params": SAMPLING},
-    body([], [1]),
-    body([1, "2"], [1]),
-    body([1, 2.0], [1]),
-    body([1, True], [1]),
-    body([1, 151936], [1]),
-    body([-1, 2], [1]),
-    body(PREFIX, [151936]),
-    body(PREFIX, [1], text="hello"),
-    {"text": "hello", "sampling_params": SAMPLING},
-    body(PREFIX, [1], stream=True),
-    body(PREFIX, [1], temperature=0),
-    body(PREFIX, [1], input_embeds=[[0.1]]),
-    body(PREFIX, [1], rid=["a"]),
-    body(PREFIX, [1], logprob_start_len=len(PREFIX)),
-    body(PREFIX, [1], return_logprob="yes"),
-    body(PREFIX, [1], sampling_params=[SAMPLING]),
-], ids=["list", "no-ids", "empty", "str-id", "float-id", "bool-id", "id-past-vocab", "negative-id",
-        "label-past-vocab", "text-and-ids", "text-only", "stream", "unknown-top-level", "input-embeds",
-        "list-rid-single", "start-past-end", "non-bool-flag", "sampling-list-single"])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        [1, 2, 3],
+        {"sampling_params": SAMPLING},
+        body([], [1]),
+        body([1, "2"], [1]),
+        body([1, 2.0], [1]),
+        body([1, True], [1]),
+        body([1, 151936], [1]),
+        body([-1, 2], [1]),
+        body(PREFIX, [151936]),
+        body(PREFIX, [1], text="hello"),
+        {"text": "hello", "sampling_params": SAMPLING},
+        body(PREFIX, [1], stream=True),
+        body(PREFIX, [1], temperature=0),
+        body(PREFIX, [1], input_embeds=[[0.1]]),
+        body(PREFIX, [1], rid=["a"]),
+        body(PREFIX, [1], logprob_start_len=len(PREFIX)),
+        body(PREFIX, [1], return_logprob="yes"),
+        body(PREFIX, [1], sampling_params=[SAMPLING]),
+    ],
+    ids=[
+        "list",
+        "no-ids",
+        "empty",
+        "str-id",
+        "float-id",
+        "bool-id",
+        "id-past-vocab",
+        "negative-id",
+        "label-past-vocab",
+        "text-and-ids",
+        "text-only",
+        "stream",
+        "unknown-top-level",
+        "input-embeds",
+        "list-rid-single",
+        "start-past-end",
+        "non-bool-flag",
+        "sampling-list-single",
+    ],
+)
 def test_malformed_bodies_are_rejected_with_400(client: httpx.Client, payload: Any) -> None:
     response = client.post("/generate", json=payload)
     assert response.status_code == 400

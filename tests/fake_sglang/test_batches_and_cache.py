@@ -49,14 +49,29 @@ def test_batch_rids_must_be_distinct_strings(client: httpx.Client, rid: Any) -> 
 
 
 def test_keys_the_gateway_adds_are_accepted(client: httpx.Client) -> None:
-    forwarded = {"model": "unknown", "return_text_in_logprobs": False, "stream": False, "log_metrics": True,
-                 "background": False, "no_logs": False, "return_bytes": False, "return_entropy": False}
+    forwarded = {
+        "model": "unknown",
+        "return_text_in_logprobs": False,
+        "stream": False,
+        "log_metrics": True,
+        "background": False,
+        "no_logs": False,
+        "return_bytes": False,
+        "return_entropy": False,
+    }
     assert client.post("/generate", json=body(PREFIX, [1], **forwarded)).status_code == 200
 
 
-@pytest.mark.parametrize("override", [{"rid": ["a"]}, {"token_ids_logprob": [[1]]},
-                                      {"sampling_params": [SAMPLING]}, {"return_logprob": [True]},
-                                      {"logprob_start_len": [-1, -1, -1]}])
+@pytest.mark.parametrize(
+    "override",
+    [
+        {"rid": ["a"]},
+        {"token_ids_logprob": [[1]]},
+        {"sampling_params": [SAMPLING]},
+        {"return_logprob": [True]},
+        {"logprob_start_len": [-1, -1, -1]},
+    ],
+)
 def test_batch_whose_list_lengths_disagree_is_rejected(client: httpx.Client, override: dict[str, Any]) -> None:
     payload = {**batch_body([[1, 2], [3, 4]], [[1], [2]], ["a", "b"]), **override}
     assert client.post("/generate", json=payload).status_code == 400
@@ -66,8 +81,9 @@ def test_long_prompts_and_large_batches_are_accepted(client: httpx.Client) -> No
     ids = [i % 150000 for i in range(30000)]
     reply = client.post("/generate", json=body(ids, list(range(64))))
     assert reply.status_code == 200 and len(label_logprobs(reply.json())) == 64
-    results = client.post("/generate", json=batch_body([[*PREFIX, i] for i in range(64)], [[1]] * 64,
-                                                        [f"r{i}" for i in range(64)])).json()
+    results = client.post(
+        "/generate", json=batch_body([[*PREFIX, i] for i in range(64)], [[1]] * 64, [f"r{i}" for i in range(64)])
+    ).json()
     assert len(results) == 64
 
 

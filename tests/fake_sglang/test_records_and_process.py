@@ -23,8 +23,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 async def warm_then_branches(url: str, branches: int) -> None:
     async with httpx.AsyncClient(base_url=url, timeout=30) as http:
         assert (await http.post("/generate", json=body(PREFIX, [1], rid="warm"))).status_code == 200
-        replies = await asyncio.gather(*(http.post("/generate", json=body([*PREFIX, i], [1], rid=f"b{i}"))
-                                         for i in range(branches)))
+        replies = await asyncio.gather(
+            *(http.post("/generate", json=body([*PREFIX, i], [1], rid=f"b{i}")) for i in range(branches))
+        )
         assert all(r.status_code == 200 for r in replies)
 
 
@@ -76,8 +77,12 @@ def test_serves_many_concurrent_keep_alive_requests_correctly(fake: FakeSGLang) 
 
 def test_module_runs_as_a_separate_server_process() -> None:
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "fake_sglang", "--port", str(port), "--delay", "0"],
-                               cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fake_sglang", "--port", str(port), "--delay", "0"],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert process.stdout is not None
         assert process.stdout.readline().strip().endswith(f"127.0.0.1:{port}")

@@ -21,15 +21,21 @@ from tests.conftest import README_REQUEST
 CLIENTS = 16
 BRANCH_SECONDS = 3.0
 QUESTIONS = 64
-BODY = {**README_REQUEST, "questions": {f"q{i}": {"type": "noul", "instructions": f"Is point {i} of the ticket true?"}
-                                        for i in range(QUESTIONS)}}
+BODY = {
+    **README_REQUEST,
+    "questions": {
+        f"q{i}": {"type": "noul", "instructions": f"Is point {i} of the ticket true?"} for i in range(QUESTIONS)
+    },
+}
 
 
 def request_send(*, port: int, body: dict[str, object]) -> socket.socket:
     """A client that sends a whole request and then waits, until the test hangs up on its behalf."""
     payload = json.dumps(body).encode()
-    head = (f"POST /v1/systemone HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(payload)}\r\n\r\n").encode()
+    head = (
+        f"POST /v1/systemone HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(payload)}\r\n\r\n"
+    ).encode()
     client = socket.create_connection(("127.0.0.1", port))
     client.sendall(head + payload)
     return client

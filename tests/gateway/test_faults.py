@@ -15,8 +15,16 @@ import signal
 
 from bench.faults import NOISY, Plan, faults_run
 
-PLAN = Plan(quiet_seconds=2, phase_seconds=4, steady_keys=3, rate=3, noisy_rate=3, noisy_limit=30,
-            down_seconds=1, drain_seconds=3)
+PLAN = Plan(
+    quiet_seconds=2,
+    phase_seconds=4,
+    steady_keys=3,
+    rate=3,
+    noisy_rate=3,
+    noisy_limit=30,
+    down_seconds=1,
+    drain_seconds=3,
+)
 """About 40 s of load at 12 requests/s; the noisy key sends 180 a minute against its 30."""
 
 
@@ -27,7 +35,10 @@ def test_faults_keep_answers_stored_and_keys_within_their_limits(tmp_path):
     assert run.problems() == [], report
     assert run.kill_status == 128 + signal.SIGKILL, report  # serve stopped with its SIGKILLed worker
     assert run.stop_status == 0, report
-    assert [w.name for w in run.windows] == ["API worker SIGKILL, serve restarted", "stand-in SIGKILL and restart",
-                                            "Redis restart"], report
+    assert [w.name for w in run.windows] == [
+        "API worker SIGKILL, serve restarted",
+        "stand-in SIGKILL and restart",
+        "Redis restart",
+    ], report
     noisy = [s for s in run.results if s.caller == NOISY]
     assert any(s.status == 429 for s in noisy), report  # the limit was really reached

@@ -38,10 +38,12 @@ def rids_of(worker: FakeSGLang) -> list[str]:
 
 
 async def test_answers_through_the_gateway_equal_a_direct_connection(live_gateway, workers, branch_mode, api_on):
-    via = await api_on(gateway_evaluator(live_gateway, branch_mode=branch_mode)).post("/v1/systemone",
-                                                                                   json=README_REQUEST)
-    direct = await api_on(url_evaluator(workers[0].url, branch_mode=branch_mode)).post("/v1/systemone",
-                                                                                    json=README_REQUEST)
+    via = await api_on(gateway_evaluator(live_gateway, branch_mode=branch_mode)).post(
+        "/v1/systemone", json=README_REQUEST
+    )
+    direct = await api_on(url_evaluator(workers[0].url, branch_mode=branch_mode)).post(
+        "/v1/systemone", json=README_REQUEST
+    )
     assert via.status_code == direct.status_code == 200, via.text
     assert via.json() == direct.json()
     expected = expected_probabilities(workers[0], README_REQUEST)
@@ -72,8 +74,7 @@ async def test_distinct_states_in_flight_together_use_both_workers(live_gateway,
     assert all(w.generate_calls >= 2 for w in workers), [w.generate_calls for w in workers]
 
 
-async def test_every_evaluation_runs_its_branches_on_its_warm_ups_worker(live_gateway, workers, branch_mode,
-                                                                          api_on):
+async def test_every_evaluation_runs_its_branches_on_its_warm_ups_worker(live_gateway, workers, branch_mode, api_on):
     """The cache-aware gateway routes a batch on its first item, which starts with the warm-up's prefix:
     every branch reads the whole prefix from the cache of the worker that prefilled it (a branch on the
     other worker, which never saw this state, would find only the chat template's first tokens)."""
@@ -127,8 +128,13 @@ async def test_a_gateway_without_workers_is_not_ready(empty_gateway: Gateway, ap
 
 def test_waiting_for_a_gateway_waits_for_a_worker(empty_gateway: Gateway, workers):
     with pytest.raises(StartupTimeout, match="last: HTTP 503"):
-        health_wait(url=f"{empty_gateway.url}/readiness", fallback_url=f"{empty_gateway.url}/health", process=None,
-                    timeout=0.5, interval=0.05)
+        health_wait(
+            url=f"{empty_gateway.url}/readiness",
+            fallback_url=f"{empty_gateway.url}/health",
+            process=None,
+            timeout=0.5,
+            interval=0.05,
+        )
     bare = workers[0].url  # a bare SGLang has no /readiness: its /health is the check
     assert health_wait(url=f"{bare}/readiness", fallback_url=f"{bare}/health", process=None, timeout=5) >= 0
 
@@ -153,13 +159,19 @@ async def test_cancelling_an_evaluation_aborts_its_call_on_the_worker(live_gatew
     for worker in workers:
         worker.delay = 1.0
     backend = SGLangBackend(url=live_gateway.url, model=MODEL, tokenizer=qwen3_tokenizer(), branch_mode=branch_mode)
-    task = asyncio.create_task(plan_run(plan=plan_for(README_REQUEST), backend=backend,
-                                        scoring=url_evaluator(live_gateway.url).scoring, timeout=60))
+    task = asyncio.create_task(
+        plan_run(
+            plan=plan_for(README_REQUEST), backend=backend, scoring=url_evaluator(live_gateway.url).scoring, timeout=60
+        )
+    )
     await asyncio.to_thread(wait_until, lambda: sum(w.waiting_calls for w in workers) > 0, what="the warm-up")
     for worker in workers:
         worker.delay = 30  # the warm-up keeps its 1 s; the branches then wait until they are cut
-    await asyncio.to_thread(wait_until, lambda: sum(w.generate_calls for w in workers) >= 2
-                            and sum(w.waiting_calls for w in workers) > 0, what="the branches")
+    await asyncio.to_thread(
+        wait_until,
+        lambda: sum(w.generate_calls for w in workers) >= 2 and sum(w.waiting_calls for w in workers) > 0,
+        what="the branches",
+    )
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

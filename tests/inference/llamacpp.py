@@ -36,13 +36,20 @@ def answer_of(question: Question, generation: Generation) -> Answer:
 
 def plan_of(llama: LlamaCppBackend, labels: Sequence[Label], state: Any, questions: Sequence[Question]) -> Plan:
     """A text or structured state, as the API gives it to the core: one user message."""
-    return plan_compile(conversation=conversation_of_text(text=text_render(state)), questions=questions,
-                        tokenizer=llama.tokenizer(), labels=labels, budget=BUDGET)
+    return plan_compile(
+        conversation=conversation_of_text(text=text_render(state)),
+        questions=questions,
+        tokenizer=llama.tokenizer(),
+        labels=labels,
+        budget=BUDGET,
+    )
 
 
 def calls_of(plan: Plan, tag: str) -> list[BranchCall]:
-    return [BranchCall(rid=f"{tag}-{i}", prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids)
-            for i, b in enumerate(plan.branches)]
+    return [
+        BranchCall(rid=f"{tag}-{i}", prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids)
+        for i, b in enumerate(plan.branches)
+    ]
 
 
 async def evaluate(llama: LlamaCppBackend, plan: Plan, tag: str) -> tuple[Generation, list[Generation]]:
@@ -51,9 +58,11 @@ async def evaluate(llama: LlamaCppBackend, plan: Plan, tag: str) -> tuple[Genera
 
 
 def generations_close(a: Sequence[Generation], b: Sequence[Generation]) -> bool:
-    return all(len(x.label_logprobs) == len(y.label_logprobs)
-               and all(abs(p - q) <= TOLERANCE for p, q in zip(x.label_logprobs, y.label_logprobs, strict=True))
-               for x, y in zip(a, b, strict=True))
+    return all(
+        len(x.label_logprobs) == len(y.label_logprobs)
+        and all(abs(p - q) <= TOLERANCE for p, q in zip(x.label_logprobs, y.label_logprobs, strict=True))
+        for x, y in zip(a, b, strict=True)
+    )
 
 
 def noul(instructions: str, id: str = "q") -> Question:
@@ -63,8 +72,16 @@ def noul(instructions: str, id: str = "q") -> Question:
 REVIEW = {"review": "Absolutely love it, works perfectly, five stars.", "product": "kettle"}
 QUESTIONS = (
     noul("Is the review positive?", "positive"),
-    question_build(id="topic", type="choice", instructions="What is the product?",
-                   criteria={"kettle": "A kettle", "car": "A car", "book": "A book"}),
-    question_build(id="stars", type="score", instructions="How satisfied is the reviewer?",
-                   criteria=["Unhappy", "Neutral", "Delighted"]),
+    question_build(
+        id="topic",
+        type="choice",
+        instructions="What is the product?",
+        criteria={"kettle": "A kettle", "car": "A car", "book": "A book"},
+    ),
+    question_build(
+        id="stars",
+        type="score",
+        instructions="How satisfied is the reviewer?",
+        criteria=["Unhappy", "Neutral", "Delighted"],
+    ),
 )

@@ -24,9 +24,14 @@ QUESTION = question_build(id="refund", type="noul", instructions="Does the custo
 
 def evaluator_for(fake, *, gate: AdmissionGate | None = None, budget: Budget | None = None) -> Evaluator:
     backend = SGLangBackend(url=fake.url, model="m", tokenizer=qwen3_tokenizer())
-    return Evaluator(backend=backend, labels=qwen3_labels(), budget=budget or Budget(32768, 262144),
-                     scoring=SCORING, gate=gate or AdmissionGate(4),
-                     timeout=30)
+    return Evaluator(
+        backend=backend,
+        labels=qwen3_labels(),
+        budget=budget or Budget(32768, 262144),
+        scoring=SCORING,
+        gate=gate or AdmissionGate(4),
+        timeout=30,
+    )
 
 
 def requests_of(*texts: str) -> list[EvaluationRequest]:
@@ -73,9 +78,14 @@ async def test_the_first_failure_is_raised_as_itself_and_cancels_the_others(fake
 
 def test_merged_outcomes_sum_tokens_and_take_the_slowest_times():
     def outcome(tokens: int, prefill: float, cached: int | None) -> Outcome:
-        return Outcome(answers=(), usage=Usage(input_tokens=tokens, output_tokens=2), prefix_tokens=tokens - 1,
-                       cached_tokens=cached, timings=Timings(prepare_ms=1.0, prefill_ms=prefill, branches_ms=prefill),
-                       generations=2)
+        return Outcome(
+            answers=(),
+            usage=Usage(input_tokens=tokens, output_tokens=2),
+            prefix_tokens=tokens - 1,
+            cached_tokens=cached,
+            timings=Timings(prepare_ms=1.0, prefill_ms=prefill, branches_ms=prefill),
+            generations=2,
+        )
 
     merged = outcomes_merge(outcomes=[outcome(10, 5.0, 3), outcome(20, 9.0, 4)])
     assert (merged.usage.input_tokens, merged.usage.output_tokens, merged.prefix_tokens) == (30, 4, 28)

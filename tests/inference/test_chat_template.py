@@ -8,21 +8,26 @@ import pytest
 from inference.chat_template import ChatTemplate
 from inference.errors import RequestInvalid, StartupError
 
-STRICT = ("{% for m in messages %}{% if m.role == 'system' and not loop.first %}"
-          "{{ raise_exception('System message must be at the beginning.') }}{% endif %}"
-          "<{{ m.role }}>{{ m.content }}{% for call in m.tool_calls or [] %}{{ call.function.name | tojson }}"
-          "{% endfor %}{% endfor %}")
+STRICT = (
+    "{% for m in messages %}{% if m.role == 'system' and not loop.first %}"
+    "{{ raise_exception('System message must be at the beginning.') }}{% endif %}"
+    "<{{ m.role }}>{{ m.content }}{% for call in m.tool_calls or [] %}{{ call.function.name | tojson }}"
+    "{% endfor %}{% endfor %}"
+)
 
 
 def test_a_plain_chat_renders():
     assert ChatTemplate(STRICT).render([{"role": "user", "content": "hi"}]) == "<user>hi"
 
 
-@pytest.mark.parametrize("messages, reason", [
-    ([{"role": "user", "content": "hi"}, {"role": "system", "content": "late"}], "System message must be at"),
-    ([{"role": "assistant", "content": "", "tool_calls": [1]}], "has no attribute 'function'"),
-    ([{"role": "assistant", "content": "", "tool_calls": 5}], "not iterable"),
-])
+@pytest.mark.parametrize(
+    "messages, reason",
+    [
+        ([{"role": "user", "content": "hi"}, {"role": "system", "content": "late"}], "System message must be at"),
+        ([{"role": "assistant", "content": "", "tool_calls": [1]}], "has no attribute 'function'"),
+        ([{"role": "assistant", "content": "", "tool_calls": 5}], "not iterable"),
+    ],
+)
 def test_a_transcript_the_template_refuses_is_a_request_problem_at_the_state(messages, reason):
     with pytest.raises(RequestInvalid) as raised:
         ChatTemplate(STRICT).render(messages)

@@ -37,12 +37,21 @@ def test_custom_file_must_be_gguf(tmp_path: Path) -> None:
         LlamaCppBackend(model_path=broken)
 
 
-def _fake_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunks: Sequence[bytes], sha256: str,
-                 modules: int | None = None) -> BundledModel:
+def _fake_bundle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunks: Sequence[bytes], sha256: str, modules: int | None = None
+) -> BundledModel:
     """A tiny bundled model whose part modules are injected into sys.modules (never the real cache)."""
-    model = BundledModel(name="tiny-test", repo="test/tiny", served_name="test/tiny", release_date="unknown",
-                         file_name="tiny.gguf", sha256=sha256, package="openjev-test-tiny-part{n}", version="1.0",
-                         parts=len(chunks))
+    model = BundledModel(
+        name="tiny-test",
+        repo="test/tiny",
+        served_name="test/tiny",
+        release_date="unknown",
+        file_name="tiny.gguf",
+        sha256=sha256,
+        package="openjev-test-tiny-part{n}",
+        version="1.0",
+        parts=len(chunks),
+    )
     for n, chunk in enumerate(chunks[:modules], start=1):
         part = tmp_path / f"part{n}.bin"
         part.write_bytes(chunk)

@@ -68,8 +68,9 @@ def test_warm_then_score_reuses_the_prefix(llama: LlamaCppBackend, labels: tuple
     assert again.cached_tokens == prefix  # the same state twice: the warm-up itself is a cache hit
 
 
-def test_reuse_matches_recomputing_every_branch(llama: LlamaCppBackend, recompute: LlamaCppBackend,
-                                                labels: tuple[Label, ...]) -> None:
+def test_reuse_matches_recomputing_every_branch(
+    llama: LlamaCppBackend, recompute: LlamaCppBackend, labels: tuple[Label, ...]
+) -> None:
     plan = plan_of(llama, labels, REVIEW, QUESTIONS)
     _, reused = run(evaluate(llama, plan, "cmp"))
     warm, fresh = run(evaluate(recompute, plan, "cmp"))
@@ -87,8 +88,9 @@ def test_answers_do_not_depend_on_question_order(llama: LlamaCppBackend, labels:
     assert generations_close(a, b[::-1])
 
 
-def test_split_evaluation_agrees_with_one_shot(llama: LlamaCppBackend, recompute: LlamaCppBackend,
-                                               labels: tuple[Label, ...]) -> None:
+def test_split_evaluation_agrees_with_one_shot(
+    llama: LlamaCppBackend, recompute: LlamaCppBackend, labels: tuple[Label, ...]
+) -> None:
     """A branch with no warm-up is evaluated in one piece; it must tell the same story.
 
     Only roughly: llama.cpp's quantised CPU kernels round differently for different batch shapes.
@@ -98,11 +100,13 @@ def test_split_evaluation_agrees_with_one_shot(llama: LlamaCppBackend, recompute
     one_shot = run(recompute.score(calls=calls_of(plan, "one-shot")))
     for question, a, b in zip(QUESTIONS, split, one_shot, strict=True):
         assert b.cached_tokens == 0
-        assert all(abs(x - y) <= ONE_SHOT_LOGPROB_TOLERANCE
-                   for x, y in zip(a.label_logprobs, b.label_logprobs, strict=True))
+        assert all(
+            abs(x - y) <= ONE_SHOT_LOGPROB_TOLERANCE for x, y in zip(a.label_logprobs, b.label_logprobs, strict=True)
+        )
         p, q = answer_of(question, a), answer_of(question, b)
-        assert all(abs(x - y) <= ONE_SHOT_PROBABILITY_TOLERANCE
-                   for x, y in zip(p.probabilities, q.probabilities, strict=True))
+        assert all(
+            abs(x - y) <= ONE_SHOT_PROBABILITY_TOLERANCE for x, y in zip(p.probabilities, q.probabilities, strict=True)
+        )
 
 
 # -- answers -----------------------------------------------------------------------------------------
@@ -124,8 +128,9 @@ def test_yes_no_orders_positive_above_negative(llama: LlamaCppBackend, labels: t
 
 
 @pytest.mark.parametrize("review", [POSITIVE_REVIEW, NEGATIVE_REVIEW])
-def test_the_probability_lands_on_the_labels_read(llama: LlamaCppBackend, labels: tuple[Label, ...],
-                                                  review: str) -> None:
+def test_the_probability_lands_on_the_labels_read(
+    llama: LlamaCppBackend, labels: tuple[Label, ...], review: str
+) -> None:
     """The labels read are the model's natural next token: they hold nearly all of its probability.
     (With the first release's cue "Answer: " they held about 1 %; the small model's raw answers lean
     towards label A, which the service's debiasing removes: test_embedded_api.py.)"""

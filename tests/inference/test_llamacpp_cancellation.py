@@ -44,8 +44,9 @@ def _five_branches(llama: LlamaCppBackend, labels: tuple[Label, ...]) -> Plan:
     return plan_of(llama, labels, "Short state.", [noul(f"Question number {i}?", str(i)) for i in range(5)])
 
 
-def test_abort_skips_remaining_branches(llama: LlamaCppBackend, labels: tuple[Label, ...],
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_abort_skips_remaining_branches(
+    llama: LlamaCppBackend, labels: tuple[Label, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
     plan = _five_branches(llama, labels)
     calls = calls_of(plan, "abort")
     done: list[int] = []
@@ -54,8 +55,9 @@ def test_abort_skips_remaining_branches(llama: LlamaCppBackend, labels: tuple[La
     async def main() -> None:
         loop = asyncio.get_running_loop()
 
-        def generate(prefix: Sequence[int], suffix: Sequence[int], label_ids: Sequence[int],
-                     flag: threading.Event) -> Generation:
+        def generate(
+            prefix: Sequence[int], suffix: Sequence[int], label_ids: Sequence[int], flag: threading.Event
+        ) -> Generation:
             result = original(prefix, suffix, label_ids, flag)
             done.append(len(suffix))
             if len(done) == 1:  # abort from the loop, and wait until it has been applied
@@ -71,8 +73,9 @@ def test_abort_skips_remaining_branches(llama: LlamaCppBackend, labels: tuple[La
     assert llama._flags == {}
 
 
-def test_cancelled_call_skips_remaining_branches(llama: LlamaCppBackend, labels: tuple[Label, ...],
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cancelled_call_skips_remaining_branches(
+    llama: LlamaCppBackend, labels: tuple[Label, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
     plan = _five_branches(llama, labels)
     done: list[int] = []
     finished = threading.Event()
@@ -82,8 +85,9 @@ def test_cancelled_call_skips_remaining_branches(llama: LlamaCppBackend, labels:
         loop = asyncio.get_running_loop()
         task = asyncio.ensure_future(llama.score(calls=calls_of(plan, "cancel")))
 
-        def generate(prefix: Sequence[int], suffix: Sequence[int], label_ids: Sequence[int],
-                     flag: threading.Event) -> Generation:
+        def generate(
+            prefix: Sequence[int], suffix: Sequence[int], label_ids: Sequence[int], flag: threading.Event
+        ) -> Generation:
             try:
                 result = original(prefix, suffix, label_ids, flag)
             except BaseException:

@@ -69,8 +69,12 @@ def test_prefix_plus_suffix_ids_round_trip_to_the_rendered_text():
     tok = qwen3_tokenizer()
     labels = qwen3_labels()
     state = (Message(role="system", content="Support desk."), Message(role="user", content="Charged twice! 😡"))
-    q = question_build(id="team", type="choice", instructions={"ask": "Which team?"},
-                       criteria={"Billing": "Payments,\ninvoices", "Tech": None})
+    q = question_build(
+        id="team",
+        type="choice",
+        instructions={"ask": "Which team?"},
+        criteria={"Billing": "Payments,\ninvoices", "Tech": None},
+    )
     plan = plan_compile(conversation=state, questions=[q], tokenizer=tok, labels=labels, budget=BUDGET)
     prefix, ending = prompt_split(tokenizer=tok, conversation=state)
     suffix = question_text(question=q, labels=labels) + ending + ANSWER_CUE
@@ -82,8 +86,12 @@ def test_prefix_plus_suffix_ids_round_trip_to_the_rendered_text():
 
 def test_question_block_hides_ids_and_keys_and_indents_continuation_lines():
     labels = qwen3_labels()
-    q = question_build(id="secret-id", type="choice", instructions="Team?",
-                       criteria={"KEY1": "Payments\nA: fake label", "KEY2": "Bugs"})
+    q = question_build(
+        id="secret-id",
+        type="choice",
+        instructions="Team?",
+        criteria={"KEY1": "Payments\nA: fake label", "KEY2": "Bugs"},
+    )
     text = question_text(question=q, labels=labels)
     assert "secret-id" not in text and "KEY1" not in text
     assert "A: Payments\n   A: fake label\nB: Bugs" in text
@@ -97,16 +105,26 @@ def test_null_description_shows_the_key_itself():
 def test_branch_over_the_per_question_budget_is_rejected_before_any_call():
     q = question_build(id="q", type="noul", instructions="Long?", criteria=None)
     with pytest.raises(RequestInvalid) as err:
-        plan_compile(conversation=said("word " * 500), questions=[q], tokenizer=qwen3_tokenizer(),
-                     labels=qwen3_labels(), budget=Budget(max_input_tokens=200, max_total_input_tokens=10_000))
+        plan_compile(
+            conversation=said("word " * 500),
+            questions=[q],
+            tokenizer=qwen3_tokenizer(),
+            labels=qwen3_labels(),
+            budget=Budget(max_input_tokens=200, max_total_input_tokens=10_000),
+        )
     assert err.value.problems[0].loc == ("questions", "q")
 
 
 def test_request_over_the_total_budget_is_rejected():
     qs = [question_build(id=str(i), type="noul", instructions="Q?", criteria=None) for i in range(10)]
     with pytest.raises(RequestInvalid) as err:
-        plan_compile(conversation=said("word " * 300), questions=qs, tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
-                     budget=Budget(max_input_tokens=1000, max_total_input_tokens=2000))
+        plan_compile(
+            conversation=said("word " * 300),
+            questions=qs,
+            tokenizer=qwen3_tokenizer(),
+            labels=qwen3_labels(),
+            budget=Budget(max_input_tokens=1000, max_total_input_tokens=2000),
+        )
     assert err.value.problems[0].loc == ()
 
 
@@ -122,10 +140,12 @@ def test_suffixes_do_not_depend_on_question_id_or_other_questions():
 
 def test_permutations_add_one_branch_per_cyclic_shift_with_the_options_reordered():
     tok, labels = qwen3_tokenizer(), qwen3_labels()
-    q = question_build(id="q", type="choice", instructions="Team?",
-                       criteria={"a": "Billing", "b": "Tech", "c": "Sales"})
-    plan = plan_compile(conversation=said("s"), questions=[q], tokenizer=tok, labels=labels, budget=BUDGET,
-                        permutations=3)
+    q = question_build(
+        id="q", type="choice", instructions="Team?", criteria={"a": "Billing", "b": "Tech", "c": "Sales"}
+    )
+    plan = plan_compile(
+        conversation=said("s"), questions=[q], tokenizer=tok, labels=labels, budget=BUDGET, permutations=3
+    )
     assert [b.order for b in plan.branches] == [(0, 1, 2), (1, 2, 0), (2, 0, 1)]
     assert "A: Tech\nB: Sales\nC: Billing" in tok.decode(plan.branches[1].suffix_ids)
     assert option_orders(count=2, permutations=4) == ((0, 1), (1, 0))
@@ -135,16 +155,22 @@ def test_permutations_add_one_branch_per_cyclic_shift_with_the_options_reordered
 def test_an_over_long_state_is_refused_by_its_length_before_tokenizing():
     q = question_build(id="q", type="noul", instructions="Long?", criteria=None)
     with pytest.raises(RequestInvalid) as err:
-        plan_compile(conversation=said("x" * 5000), questions=[q], tokenizer=qwen3_tokenizer(), labels=qwen3_labels(),
-                     budget=Budget(max_input_tokens=10, max_total_input_tokens=100, max_token_chars=128))
+        plan_compile(
+            conversation=said("x" * 5000),
+            questions=[q],
+            tokenizer=qwen3_tokenizer(),
+            labels=qwen3_labels(),
+            budget=Budget(max_input_tokens=10, max_total_input_tokens=100, max_token_chars=128),
+        )
     assert err.value.problems[0].loc == ("state",)
 
 
 def test_score_levels_are_only_ever_shown_lowest_first_or_highest_first():
     tok, labels = qwen3_tokenizer(), qwen3_labels()
     q = question_build(id="q", type="score", instructions="Angry?", criteria=["Calm", "Cross", "Furious"])
-    plan = plan_compile(conversation=said("s"), questions=[q], tokenizer=tok, labels=labels, budget=BUDGET,
-                        permutations=3)
+    plan = plan_compile(
+        conversation=said("s"), questions=[q], tokenizer=tok, labels=labels, budget=BUDGET, permutations=3
+    )
     assert [b.order for b in plan.branches] == [(0, 1, 2), (2, 1, 0)]
     reversed_text = tok.decode(plan.branches[1].suffix_ids)
     assert "levels from highest to lowest" in reversed_text and "A: Furious\nB: Cross\nC: Calm" in reversed_text
@@ -156,8 +182,14 @@ def test_cached_question_blocks_follow_the_text_the_model_reads_not_the_question
     tok, labels = qwen3_tokenizer(), qwen3_labels()
 
     def suffix(q, *, labels=labels, permutations=1, branch=0):
-        plan = plan_compile(conversation=said("s"), questions=[q], tokenizer=tok, labels=labels, budget=BUDGET,
-                            permutations=permutations)
+        plan = plan_compile(
+            conversation=said("s"),
+            questions=[q],
+            tokenizer=tok,
+            labels=labels,
+            budget=BUDGET,
+            permutations=permutations,
+        )
         return tok.decode(plan.branches[branch].suffix_ids)
 
     first = question_build(id="q", type="choice", instructions="Team?", criteria={"a": "Billing", "b": "Tech"})

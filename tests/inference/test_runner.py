@@ -23,8 +23,13 @@ SCORING = Scoring(confidence="entropy", tuning=tuning_uniform(temperature=1.0, d
 
 def plan_of(n: int):
     questions = [question_build(id=str(i), type="noul", instructions=f"Question {i}?", criteria=None) for i in range(n)]
-    return plan_compile(conversation=conversation_of_text(text="A ticket."), questions=questions,
-                        tokenizer=qwen3_tokenizer(), labels=qwen3_labels(), budget=Budget(32768, 262144))
+    return plan_compile(
+        conversation=conversation_of_text(text="A ticket."),
+        questions=questions,
+        tokenizer=qwen3_tokenizer(),
+        labels=qwen3_labels(),
+        budget=Budget(32768, 262144),
+    )
 
 
 def backend_for(fake, **kw):
@@ -47,8 +52,9 @@ async def test_client_disconnect_cancels_the_evaluation_and_the_worker_aborts_it
 async def test_process_wide_branch_limit_caps_in_flight_backend_calls(fake):
     fake.delay = 0.05
     backend = backend_for(fake, branch_mode="parallel", max_in_flight=4)
-    outcomes = await asyncio.gather(*(plan_run(plan=plan_of(6), backend=backend, scoring=SCORING, timeout=30)
-                                      for _ in range(3)))
+    outcomes = await asyncio.gather(
+        *(plan_run(plan=plan_of(6), backend=backend, scoring=SCORING, timeout=30) for _ in range(3))
+    )
     assert all(len(o.answers) == 6 for o in outcomes)
     assert fake.max_in_flight == 4
 
@@ -90,7 +96,6 @@ async def test_debiasing_measures_each_new_question_once_in_the_same_batch(fake)
     for answer in first.answers:
         branch = answer.branches[0]
         assert branch.prior_logprobs is not None
-        expected = answer_compute(question=answer.question, branches=[branch], temperature=1.0,
-                                  confidence="entropy")
+        expected = answer_compute(question=answer.question, branches=[branch], temperature=1.0, confidence="entropy")
         assert answer.probabilities == expected.probabilities
         assert answer.probabilities != answer.raw_probabilities

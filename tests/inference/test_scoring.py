@@ -17,8 +17,12 @@ from inference.scoring import (
 
 def answer_of(question: Question, logprobs: list[float], temperature: float = 1.0) -> Answer:
     order = tuple(range(len(question.options)))
-    return answer_compute(question=question, branches=[BranchScore(order=order, label_logprobs=tuple(logprobs))],
-                          temperature=temperature, confidence="entropy")
+    return answer_compute(
+        question=question,
+        branches=[BranchScore(order=order, label_logprobs=tuple(logprobs))],
+        temperature=temperature,
+        confidence="entropy",
+    )
 
 
 def test_probabilities_sum_to_one_and_survive_extreme_logprobs():
@@ -75,8 +79,10 @@ def test_score_answer_has_expectation_legend_as_sent_and_string_keys():
 
 def test_noul_answer_is_probability_of_true():
     q = question_build(id="n", type="noul", instructions="Refund?", criteria=None)
-    assert answer_render(answer=answer_of(q, [math.log(0.8), math.log(0.2)])) == {"type": "noul",
-                                                                                  "noul": pytest.approx(0.8)}
+    assert answer_render(answer=answer_of(q, [math.log(0.8), math.log(0.2)])) == {
+        "type": "noul",
+        "noul": pytest.approx(0.8),
+    }
 
 
 def test_typesafe_score_confidence_normalises_by_the_uniform_spread_around_the_middle():
@@ -95,8 +101,11 @@ def test_label_mass_is_the_labels_share_of_the_whole_vocabulary_before_renormali
 def test_debiasing_divides_out_the_content_free_prior():
     q = question_build(id="q", type="choice", instructions=None, criteria={"a": None, "b": None, "c": None})
     # The model prefers the first label 4:1:1 whatever the text; on this text it says 0.5/0.25/0.25.
-    branch = BranchScore(order=(0, 1, 2), label_logprobs=(math.log(0.5), math.log(0.25), math.log(0.25)),
-                         prior_logprobs=(math.log(0.4), math.log(0.1), math.log(0.1)))
+    branch = BranchScore(
+        order=(0, 1, 2),
+        label_logprobs=(math.log(0.5), math.log(0.25), math.log(0.25)),
+        prior_logprobs=(math.log(0.4), math.log(0.1), math.log(0.1)),
+    )
     answer = answer_compute(question=q, branches=[branch], temperature=1.0, confidence="entropy")
     assert answer.probabilities == pytest.approx((0.5 / 0.4 / 6.25, 0.25 / 0.1 / 6.25, 0.25 / 0.1 / 6.25))
     assert answer.raw_probabilities == pytest.approx((0.5, 0.25, 0.25))

@@ -43,7 +43,9 @@ async def test_parallel_branches_each_ask_for_their_own_labels(fake):
     calls = calls_of([10, 11], [12])
     await backend_for(fake.url, branch_mode="parallel").score(calls=calls)
     assert sorted((r["body"]["rid"], r["body"]["token_ids_logprob"]) for r in fake.requests) == [
-        ("e-0", [10, 11]), ("e-1", [12])]
+        ("e-0", [10, 11]),
+        ("e-1", [12]),
+    ]
 
 
 @pytest.mark.parametrize("mode", ["duplicate_logprob", "reversed_batch"])
@@ -53,15 +55,18 @@ async def test_an_answer_that_repeats_a_label_or_reorders_the_batch_is_refused(f
         await backend_for(fake.url).score(calls=calls_of([10, 11], [12]))
 
 
-@pytest.mark.parametrize(("status", "body", "unavailable"), [
-    (503, "", True),
-    (404, {"error": {"code": "model_not_found", "message": "No worker available for model 'unknown'"}}, True),
-    (503, {"error": {"code": "no_models_available"}}, True),
-    (500, {"error": {"code": "call_upstream_connection_failed", "message": "error sending request"}}, True),
-    (500, {"error": {"message": "fake SGLang injected failure"}}, False),
-    (422, "Failed to deserialize the JSON body into the target type", False),
-    (400, {"object": "error", "message": "Token id 999999 is out of vocabulary", "code": 400}, False),
-])
+@pytest.mark.parametrize(
+    ("status", "body", "unavailable"),
+    [
+        (503, "", True),
+        (404, {"error": {"code": "model_not_found", "message": "No worker available for model 'unknown'"}}, True),
+        (503, {"error": {"code": "no_models_available"}}, True),
+        (500, {"error": {"code": "call_upstream_connection_failed", "message": "error sending request"}}, True),
+        (500, {"error": {"message": "fake SGLang injected failure"}}, False),
+        (422, "Failed to deserialize the JSON body into the target type", False),
+        (400, {"object": "error", "message": "Token id 999999 is out of vocabulary", "code": 400}, False),
+    ],
+)
 def test_gateway_answers_for_no_worker_mean_unavailable_anything_else_failed(status, body, unavailable):
     error = failure_classify(status=status, text=body if isinstance(body, str) else json.dumps(body))
     assert isinstance(error, BackendUnavailable if unavailable else BackendFailed)
@@ -80,8 +85,14 @@ async def test_an_unreachable_backend_is_unavailable():
 
 
 def test_a_backend_answer_naming_credentials_is_redacted():
-    text = json.dumps({"error": {"code": "call_upstream_connection_failed",
-                                 "message": "error sending request for url (http://u:secret@worker:30000/generate)"}})
+    text = json.dumps(
+        {
+            "error": {
+                "code": "call_upstream_connection_failed",
+                "message": "error sending request for url (http://u:secret@worker:30000/generate)",
+            }
+        }
+    )
     error = failure_classify(status=500, text=text)
     assert "secret" not in str(error) and "http://***@worker:30000/generate" in str(error)
     cut = failure_classify(status=502, text="x" * 285 + " http://user:secretsecret@worker:30000/")
@@ -105,15 +116,20 @@ async def test_health_of_a_bare_sglang_with_an_api_key_follows_its_health_route(
 
 
 async def test_a_generate_request_merged_once_is_the_one_httpx_would_build_each_time():
-    client = httpx.AsyncClient(base_url="http://gw.internal:30000/sglang", headers={"Authorization": "Bearer k"},
-                               timeout=httpx.Timeout(7.0, connect=2.0), cookies={"route": "w1"})
+    client = httpx.AsyncClient(
+        base_url="http://gw.internal:30000/sglang",
+        headers={"Authorization": "Bearer k"},
+        timeout=httpx.Timeout(7.0, connect=2.0),
+        cookies={"route": "w1"},
+    )
     http = LoopHttp.of(client)
     built = client.build_request("POST", "/generate", content=b'{"a":1}', headers={"Content-Type": "application/json"})
     merged = http.generate_request(b'{"a":1}')
     assert merged.url == built.url == "http://gw.internal:30000/sglang/generate"
     assert merged.headers.multi_items() == built.headers.multi_items()  # defaults, key, JSON, length, cookie
-    assert merged.extensions == built.extensions == {"timeout": {"connect": 2.0, "read": 7.0, "write": 7.0,
-                                                                 "pool": 7.0}}
+    assert (
+        merged.extensions == built.extensions == {"timeout": {"connect": 2.0, "read": 7.0, "write": 7.0, "pool": 7.0}}
+    )
     client.cookies.set("route", "w2")  # a cookie the backend sets later goes with the next request, as before
     assert http.generate_request(b"{}").headers["Cookie"] == "route=w2"
     await client.aclose()
@@ -165,8 +181,13 @@ print("ok")
 def test_a_process_that_used_the_backend_exits_without_reporting_leaked_connections(fake):
     """The pooled connections are closed when the backend goes or the process ends, so operators never
     read an 'Unclosed client session' error at shutdown."""
-    done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, fake.url], capture_output=True, text=True, timeout=60,
-                          cwd=Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT, fake.url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
     assert "Unclosed" not in done.stderr and "never awaited" not in done.stderr, done.stderr
     assert len(fake.requests) == 3

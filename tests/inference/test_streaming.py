@@ -27,11 +27,23 @@ SCORING = Scoring(confidence="entropy", tuning=tuning_uniform(temperature=1.0, d
 
 
 def plan_of(n: int, *, permutations: int = 1) -> Plan:
-    questions = [question_build(id=str(i), type="choice", instructions=f"Question {i}?",
-                                criteria={"Yes": "It is", "No": "It is not", "Maybe": "Unclear"}) for i in range(n)]
-    return plan_compile(conversation=(Message(role="user", content="A ticket."),), questions=questions,
-                        tokenizer=qwen3_tokenizer(), labels=qwen3_labels(), budget=Budget(32768, 262144),
-                        permutations=permutations)
+    questions = [
+        question_build(
+            id=str(i),
+            type="choice",
+            instructions=f"Question {i}?",
+            criteria={"Yes": "It is", "No": "It is not", "Maybe": "Unclear"},
+        )
+        for i in range(n)
+    ]
+    return plan_compile(
+        conversation=(Message(role="user", content="A ticket."),),
+        questions=questions,
+        tokenizer=qwen3_tokenizer(),
+        labels=qwen3_labels(),
+        budget=Budget(32768, 262144),
+        permutations=permutations,
+    )
 
 
 async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -45,10 +57,12 @@ class Streamed:
 
     def __init__(self, *, url: str, plan: Plan, branch_mode: str, priors: Priors | None = None) -> None:
         self.answers: list[Answer] = []
-        backend = SGLangBackend(url=url, model="m", tokenizer=qwen3_tokenizer(),
-                                branch_mode=branch_mode)  # type: ignore[arg-type]
-        self.task: asyncio.Task[Outcome] = asyncio.create_task(plan_run(
-            plan=plan, backend=backend, scoring=SCORING, timeout=30, priors=priors, on_answer=self.answers.append))
+        backend = SGLangBackend(url=url, model="m", tokenizer=qwen3_tokenizer(), branch_mode=branch_mode)  # type: ignore[arg-type]
+        self.task: asyncio.Task[Outcome] = asyncio.create_task(
+            plan_run(
+                plan=plan, backend=backend, scoring=SCORING, timeout=30, priors=priors, on_answer=self.answers.append
+            )
+        )
 
     @property
     def ids(self) -> list[str]:
@@ -87,7 +101,7 @@ async def test_batched_mode_sends_every_answer_together_when_the_batch_returns(f
 def prior_of(plan: Plan, index: int, prefix: tuple[int, ...]) -> Hold:
     """The content-free prior call of branch `index`: the prior's prefix, then that branch's suffix."""
     suffix = ends_with(plan.branches[index].suffix_ids)
-    return lambda body: suffix(body) and tuple(body["input_ids"][:len(prefix)]) == prefix
+    return lambda body: suffix(body) and tuple(body["input_ids"][: len(prefix)]) == prefix
 
 
 async def test_a_new_questions_answer_waits_for_its_prior_and_a_known_one_does_not(fake):
@@ -138,8 +152,7 @@ def test_a_report_after_the_evaluation_ended_is_not_sent():
 @pytest.mark.parametrize("branch_mode", ["batched", "parallel"])
 async def test_streaming_changes_nothing_in_the_outcome(fake, branch_mode):
     plan = plan_of(4)
-    backend = SGLangBackend(url=fake.url, model="m", tokenizer=qwen3_tokenizer(),
-                            branch_mode=branch_mode)  # type: ignore[arg-type]
+    backend = SGLangBackend(url=fake.url, model="m", tokenizer=qwen3_tokenizer(), branch_mode=branch_mode)  # type: ignore[arg-type]
     plain = await plan_run(plan=plan, backend=backend, scoring=SCORING, timeout=30)
     streamed: list[Answer] = []
     fake.reset(controls=False)

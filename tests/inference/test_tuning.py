@@ -54,20 +54,31 @@ async def test_each_shape_is_scored_with_its_own_temperature_debiasing_and_optio
     shapes["choice 3-5"] = ShapeTuning(temperature=0.5, debias=True, permutations=3)
     scoring = Scoring(confidence="entropy", tuning=Tuning(shapes=shapes))
     noul = question_build(id="n", type="noul", instructions="Is it urgent?", criteria=None)
-    plan = plan_compile(conversation=conversation_of_text(text="A ticket."), questions=[noul, _choice(3)],
-                        tokenizer=qwen3_tokenizer(), labels=qwen3_labels(), budget=Budget(32768, 262144),
-                        permutations=scoring.permutations)
+    plan = plan_compile(
+        conversation=conversation_of_text(text="A ticket."),
+        questions=[noul, _choice(3)],
+        tokenizer=qwen3_tokenizer(),
+        labels=qwen3_labels(),
+        budget=Budget(32768, 262144),
+        permutations=scoring.permutations,
+    )
     assert [b.question.id for b in plan.branches] == ["n", "c3", "c3", "c3"]
     backend = SGLangBackend(url=fake.url, model="m", tokenizer=qwen3_tokenizer())
-    outcome = await plan_run(plan=plan, backend=backend, scoring=scoring, timeout=30,
-                             priors=Priors(prefix_ids=content_free_prefix(tokenizer=qwen3_tokenizer())))
+    outcome = await plan_run(
+        plan=plan,
+        backend=backend,
+        scoring=scoring,
+        timeout=30,
+        priors=Priors(prefix_ids=content_free_prefix(tokenizer=qwen3_tokenizer())),
+    )
     assert outcome.generations == 1 + 4 + 3  # the warm-up, four branches, the three choice orders' priors
     served_noul, served_choice = outcome.answers
     assert all(b.prior_logprobs is None for b in served_noul.branches)
     assert served_noul.probabilities == served_noul.raw_probabilities  # temperature 1, no prior
     assert all(b.prior_logprobs is not None for b in served_choice.branches)
-    expected = answer_compute(question=served_choice.question, branches=served_choice.branches, temperature=0.5,
-                              confidence="entropy")
+    expected = answer_compute(
+        question=served_choice.question, branches=served_choice.branches, temperature=0.5, confidence="entropy"
+    )
     assert served_choice.probabilities == expected.probabilities
 
 
@@ -79,8 +90,10 @@ def test_explicit_settings_win_over_every_shape_of_a_tuning() -> None:
 
 def test_a_written_tuning_file_loads_back_and_replaces_only_the_shapes_it_measured(tmp_path: Path) -> None:
     path = tmp_path / "tuning.json"
-    measured: dict[Shape, ShapeTuning] = {"choice 3-5": ShapeTuning(temperature=0.3, debias=False, permutations=3),
-                "noul": ShapeTuning(temperature=0.8, debias=True)}
+    measured: dict[Shape, ShapeTuning] = {
+        "choice 3-5": ShapeTuning(temperature=0.3, debias=False, permutations=3),
+        "noul": ShapeTuning(temperature=0.8, debias=True),
+    }
     tuning_file_write(path=path, model=BUNDLED, shapes=measured, bench={"command": "bench/quality.py", "rows": []})
     loaded = tuning_file_load(path=path)
     assert loaded.model == BUNDLED and dict(loaded.shapes) == measured
@@ -100,23 +113,34 @@ def test_a_tuning_file_measured_on_another_model_is_refused(tmp_path: Path) -> N
 GOOD_SHAPE = {"temperature": 0.5, "debias": True, "permutations": 1}
 
 
-@pytest.mark.parametrize(("body", "message"), [
-    ("{not json", "not JSON"),
-    ([], "the file must be a JSON object"),
-    ({"model": "m", "shapes": {"noul": GOOD_SHAPE}, "tuning": {}}, "unknown field 'tuning'"),
-    ({"shapes": {"noul": GOOD_SHAPE}}, "field 'model' must be the served model's name"),
-    ({"model": "m", "shapes": {}}, "field 'shapes' holds no shape"),
-    ({"model": "m", "shapes": {"choice 3+": GOOD_SHAPE}}, "unknown field 'shapes.choice 3+'"),
-    ({"model": "m", "shapes": {"noul": {"debias": True, "permutations": 1}}},
-     "field 'shapes.noul.temperature' is missing"),
-    ({"model": "m", "shapes": {"noul": {**GOOD_SHAPE, "temperature": -1}}},
-     "field 'shapes.noul.temperature' is -1, not a positive number"),
-    ({"model": "m", "shapes": {"noul": {**GOOD_SHAPE, "debias": "yes"}}},
-     "field 'shapes.noul.debias' is 'yes', not true or false"),
-    ({"model": "m", "shapes": {"noul": {**GOOD_SHAPE, "permutations": True}}},
-     "field 'shapes.noul.permutations' is True, not an integer from 1 to 16"),
-    ({"model": "m", "shapes": {"noul": {**GOOD_SHAPE, "temprature": 1}}}, "unknown field 'shapes.noul.temprature'"),
-])
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("{not json", "not JSON"),
+        ([], "the file must be a JSON object"),
+        ({"model": "m", "shapes": {"noul": GOOD_SHAPE}, "tuning": {}}, "unknown field 'tuning'"),
+        ({"shapes": {"noul": GOOD_SHAPE}}, "field 'model' must be the served model's name"),
+        ({"model": "m", "shapes": {}}, "field 'shapes' holds no shape"),
+        ({"model": "m", "shapes": {"choice 3+": GOOD_SHAPE}}, "unknown field 'shapes.choice 3+'"),
+        (
+            {"model": "m", "shapes": {"noul": {"debias": True, "permutations": 1}}},
+            "field 'shapes.noul.temperature' is missing",
+        ),
+        (
+            {"model": "m", "shapes": {"noul": {**GOOD_SHAPE, "temperature": -1}}},
+            "field 'shapes.noul.temperature' is -1, not a positive number",
+        ),
+        (
+            {"model": "m", "shapes": {"noul": {**GOOD_SHAPE, "debias": "yes"}}},
+            "field 'shapes.noul.debias' is 'yes', not true or false",
+        ),
+        (
+            {"model": "m", "shapes": {"noul": {**GOOD_SHAPE, "permutations": True}}},
+            "field 'shapes.noul.permutations' is True, not an integer from 1 to 16",
+        ),
+        ({"model": "m", "shapes": {"noul": {**GOOD_SHAPE, "temprature": 1}}}, "unknown field 'shapes.noul.temprature'"),
+    ],
+)
 def test_a_bad_tuning_file_names_the_file_and_the_field(tmp_path: Path, body: Any, message: str) -> None:
     path = tmp_path / "tuning.json"
     path.write_text(body if isinstance(body, str) else json.dumps(body), encoding="utf-8")
@@ -137,8 +161,15 @@ def test_the_setting_loads_the_file_and_a_missing_one_is_a_config_error(tmp_path
 def test_a_bad_tuning_file_stops_the_start_with_one_line_and_no_traceback(tmp_path: Path) -> None:
     path = tmp_path / "tuning.json"
     path.write_text(json.dumps({"model": "m", "shapes": {"noul": {**GOOD_SHAPE, "temperature": 0}}}), encoding="utf-8")
-    started = subprocess.run([sys.executable, "manage.py", "check"], cwd=BASE_DIR, capture_output=True, text=True,
-                             timeout=120, env={"PATH": "/usr/bin:/bin", "OPENJEV_TUNING_FILE": str(path)})
+    started = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "OPENJEV_TUNING_FILE": str(path)},
+    )
     assert started.returncode == 1
-    assert started.stderr.strip() == (f"OPENJEV_TUNING_FILE: {path}: field 'shapes.noul.temperature' is 0, "
-                                      "not a positive number")
+    assert started.stderr.strip() == (
+        f"OPENJEV_TUNING_FILE: {path}: field 'shapes.noul.temperature' is 0, not a positive number"
+    )

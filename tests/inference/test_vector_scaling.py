@@ -23,8 +23,7 @@ def _softmax(logits: list[float]) -> list[float]:
     return [x / sum(w) for x in w]
 
 
-def _overconfident(*, n: int, sharpen: float, bias: tuple[float, ...] = (0.0, 0.0, 0.0),
-                   seed: int = 1) -> list[Scored]:
+def _overconfident(*, n: int, sharpen: float, bias: tuple[float, ...] = (0.0, 0.0, 0.0), seed: int = 1) -> list[Scored]:
     """Labels drawn from true probabilities; the served ones are those sharpened by `sharpen`, then biased."""
     rng = random.Random(seed)
     items = []

@@ -33,8 +33,14 @@ PARTS_TEMPLATE = (
 
 def compile_(conversation: tuple[Message, ...], tokenizer: HFTokenizer | None = None, *, questions=(QUESTION,)):
     tokenizer = tokenizer or qwen3_tokenizer()
-    return plan_compile(conversation=conversation, questions=questions, tokenizer=tokenizer, labels=qwen3_labels(),
-                        budget=Budget(32768, 262144), vision=vision_probe(tokenizer=tokenizer))
+    return plan_compile(
+        conversation=conversation,
+        questions=questions,
+        tokenizer=tokenizer,
+        labels=qwen3_labels(),
+        budget=Budget(32768, 262144),
+        vision=vision_probe(tokenizer=tokenizer),
+    )
 
 
 def test_qwen3_tokenizer_has_the_vision_markers_and_a_string_only_template():
@@ -66,14 +72,21 @@ def test_a_template_that_renders_image_parts_places_the_placeholder_itself():
     vision = vision_probe(tokenizer=tokenizer)
     assert vision is not None and vision.template_parts
     plan = compile_((Message(role="user", content=(IMAGE, "What is it?")),), tokenizer)
-    assert "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>What is it?<|im_end|>" in \
-        tokenizer.decode(plan.prefix_ids)
+    assert "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>What is it?<|im_end|>" in tokenizer.decode(
+        plan.prefix_ids
+    )
 
 
 def test_a_model_without_vision_refuses_images_with_images_not_supported():
     with pytest.raises(RequestInvalid) as err:
-        plan_compile(conversation=(Message(role="user", content=(IMAGE,)),), questions=(QUESTION,),
-                     tokenizer=qwen3_tokenizer(), labels=qwen3_labels(), budget=Budget(32768, 262144), vision=None)
+        plan_compile(
+            conversation=(Message(role="user", content=(IMAGE,)),),
+            questions=(QUESTION,),
+            tokenizer=qwen3_tokenizer(),
+            labels=qwen3_labels(),
+            budget=Budget(32768, 262144),
+            vision=None,
+        )
     assert [(p.loc, p.type) for p in err.value.problems] == [(("state",), "images_not_supported")]
 
 

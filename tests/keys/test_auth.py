@@ -119,8 +119,15 @@ async def test_wrong_and_missing_keys_are_refused(api, fake, store, auth):
     issued = await db(lambda: apikey_issue(name="real"))
     wrong_secret = issued.secret[:-1] + ("A" if issued.secret[-1] != "A" else "B")
     unknown_prefix = "oj_zzzzzzzz_" + issued.secret.rsplit("_", 1)[1]
-    for headers in ({}, {"Authorization": "Bearer"}, {"Authorization": f"Basic {issued.secret}"},
-                    bearer(wrong_secret), bearer(unknown_prefix), bearer("not-a-key"), bearer(issued.label)):
+    for headers in (
+        {},
+        {"Authorization": "Bearer"},
+        {"Authorization": f"Basic {issued.secret}"},
+        bearer(wrong_secret),
+        bearer(unknown_prefix),
+        bearer("not-a-key"),
+        bearer(issued.label),
+    ):
         assert_401(await api.post("/v1/systemone", json=README_REQUEST, headers=headers))
     assert fake.generate_calls == 0
     await drained()
@@ -166,8 +173,11 @@ async def test_a_database_outage_during_key_lookup_is_a_retryable_503_not_a_401(
 async def test_the_issue_command_prints_a_working_key_once(api, fake, store, auth):
     auth(required=True)
     out, err = io.StringIO(), io.StringIO()
-    await db(lambda: call_command("issue_api_key", "ci runner", "--owner", "ops", "--expires-in-days", "30",
-                                  stdout=out, stderr=err))
+    await db(
+        lambda: call_command(
+            "issue_api_key", "ci runner", "--owner", "ops", "--expires-in-days", "30", stdout=out, stderr=err
+        )
+    )
     secret = out.getvalue().strip()
     assert secret.startswith("oj_") and "\n" not in secret and secret not in err.getvalue()
     key = await db(lambda: ApiKey.objects.get())

@@ -31,8 +31,10 @@ async def test_answered_evaluations_are_counted_per_key_and_day_at_every_storage
     settings.OPENJEV = replace(settings.OPENJEV, require_api_key=True)
     issued = await db(lambda: apikey_issue(name=f"usage-{uuid.uuid4().hex[:8]}"))
     headers = {"Authorization": f"Bearer {issued.secret}"}
-    answered = [await api.post("/v1/systemone", json=README_REQUEST, headers=headers),
-                await api.post("/v1/decisions", json=DECISIONS_REQUEST, headers=headers)]
+    answered = [
+        await api.post("/v1/systemone", json=README_REQUEST, headers=headers),
+        await api.post("/v1/decisions", json=DECISIONS_REQUEST, headers=headers),
+    ]
     refused = await api.post("/v1/systemone", json={**README_REQUEST, "questions": {}}, headers=headers)
     store("off")
     answered.append(await api.post("/v1/systemone", json=README_REQUEST, headers=headers))

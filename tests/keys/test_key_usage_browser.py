@@ -31,8 +31,9 @@ DRAWN = """() => {
 }"""
 
 
-def test_a_keys_usage_chart_draws_its_30_days_offline(asgi_server: Any, fake: Any, store: Any, settings: Any,
-                                                     tmp_path: Path) -> None:
+def test_a_keys_usage_chart_draws_its_30_days_offline(
+    asgi_server: Any, fake: Any, store: Any, settings: Any, tmp_path: Path
+) -> None:
     get_user_model().objects.create_superuser("admin", "admin@example.com", ADMIN_PASSWORD)
     key = apikey_issue(name="charted")
     settings.OPENJEV = replace(settings.OPENJEV, require_api_key=True)

@@ -76,9 +76,18 @@ def main(argv: list[str]) -> int:
     args, _ = parser.parse_known_args(argv[2:])
     env = os.environ
     if record := env.get("FAKE_SGLANG_RECORD"):
-        Path(record).write_text(json.dumps({
-            "argv": argv, "SGLANG_RUST_SERVER": env.get("SGLANG_RUST_SERVER"), "pid": os.getpid(),
-            "pgid": os.getpgid(0), "sid": os.getsid(0), "parent_pgid": os.getpgid(os.getppid())}))
+        Path(record).write_text(
+            json.dumps(
+                {
+                    "argv": argv,
+                    "SGLANG_RUST_SERVER": env.get("SGLANG_RUST_SERVER"),
+                    "pid": os.getpid(),
+                    "pgid": os.getpgid(0),
+                    "sid": os.getsid(0),
+                    "parent_pgid": os.getpgid(os.getppid()),
+                }
+            )
+        )
     if env.get("FAKE_SGLANG_IGNORE_TERM") == "1":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     child = None
@@ -89,6 +98,7 @@ def main(argv: list[str]) -> int:
         print(f"fake SGLang: exiting with {exit_code} before serving", file=sys.stderr, flush=True)
         return int(exit_code)
     if (crash_code := env.get("FAKE_SGLANG_EXIT_ON_USR1")) is not None:
+
         def crash(*_: object) -> None:
             print(f"fake SGLang: exiting with {crash_code} while serving", file=sys.stderr, flush=True)
             os._exit(int(crash_code))
@@ -98,8 +108,14 @@ def main(argv: list[str]) -> int:
 
     from fake_sglang import FakeSGLang
 
-    server = FakeSGLang(host=args.host, port=args.port, served_model_name=args.served_model_name,
-                        model_path=args.model_path or "fake", context_length=args.context_length, keep_records=False)
+    server = FakeSGLang(
+        host=args.host,
+        port=args.port,
+        served_model_name=args.served_model_name,
+        model_path=args.model_path or "fake",
+        context_length=args.context_length,
+        keep_records=False,
+    )
     if words := env.get("FAKE_SGLANG_FAVOR_WORDS"):
         server.logprob_fn = keyword_model(words.split(","))
     stopping = threading.Event()

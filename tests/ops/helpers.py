@@ -31,9 +31,14 @@ def serve_env(**extra: str) -> dict[str, str]:
     """The environment of a served API: no stray OPENJEV_* from the caller, the offline Qwen3 tokenizer,
     storage off (no database needed)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENJEV_", "FAKE_SGLANG_"))}
-    env |= {"OPENJEV_TOKENIZER": str(qwen3_dir()), "OPENJEV_STORE_EVALUATIONS": "off",
-            "OPENJEV_SECRET_KEY": "tests-serve-secret-key-not-the-public-default",
-            "DJANGO_SETTINGS_MODULE": "openjev_site.settings", "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    env |= {
+        "OPENJEV_TOKENIZER": str(qwen3_dir()),
+        "OPENJEV_STORE_EVALUATIONS": "off",
+        "OPENJEV_SECRET_KEY": "tests-serve-secret-key-not-the-public-default",
+        "DJANGO_SETTINGS_MODULE": "openjev_site.settings",
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+    }
     return env | extra
 
 
@@ -54,8 +59,13 @@ class Serve:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log
         self._log = log.open("wb")
-        self.process = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(self.port), *args],
-                                        cwd=ROOT, env=env or serve_env(), stdout=self._log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--port", str(self.port), *args],
+            cwd=ROOT,
+            env=env or serve_env(),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
 
     @property
     def log(self) -> str:

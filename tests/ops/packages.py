@@ -50,9 +50,11 @@ def sync_packages(*, args: Iterable[str]) -> frozenset[str]:
         groups |= set(root.get("dev-dependencies", {}))
     elif "--no-dev" not in args and "--no-default-groups" not in args:
         groups |= set(pyproject()["tool"]["uv"].get("default-groups", ["dev"]))
-    wanted = [*root.get("dependencies", []),
-              *(r for extra in extras for r in root.get("optional-dependencies", {})[extra]),
-              *(r for group in groups for r in root.get("dev-dependencies", {})[group])]
+    wanted = [
+        *root.get("dependencies", []),
+        *(r for extra in extras for r in root.get("optional-dependencies", {})[extra]),
+        *(r for group in groups for r in root.get("dev-dependencies", {})[group]),
+    ]
     seen: set[tuple[str, tuple[str, ...]]] = set()
     while wanted:
         requirement = wanted.pop()
@@ -61,12 +63,15 @@ def sync_packages(*, args: Iterable[str]) -> frozenset[str]:
             continue
         seen.add(key)
         for package in _locked()[requirement["name"]]:
-            wanted += [*package.get("dependencies", []),
-                       *(r for e in key[1] for r in package.get("optional-dependencies", {}).get(e, []))]
+            wanted += [
+                *package.get("dependencies", []),
+                *(r for e in key[1] for r in package.get("optional-dependencies", {}).get(e, [])),
+            ]
     return frozenset(name for name, _ in seen)
 
 
 def _flag_values(*, args: list[str], flag: str) -> set[str]:
     """The values of a repeatable option, given as `FLAG VALUE` or `FLAG=VALUE`."""
-    return ({value for option, value in itertools.pairwise(args) if option == flag}
-            | {arg.removeprefix(f"{flag}=") for arg in args if arg.startswith(f"{flag}=")})
+    return {value for option, value in itertools.pairwise(args) if option == flag} | {
+        arg.removeprefix(f"{flag}=") for arg in args if arg.startswith(f"{flag}=")
+    }

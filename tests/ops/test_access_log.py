@@ -23,8 +23,9 @@ async def test_the_access_log_keeps_each_line_without_query_strings_or_keys(fake
     with Serve(["--connect", fake.url, "--server", server, "--access-log"], log=tmp_path / "serve.log") as serve:
         serve.wait_healthy()
         async with httpx.AsyncClient(base_url=serve.url) as client:
-            models = await client.get(f"/v1/models?api_key={QUERY_KEY}",
-                                      headers={"Authorization": f"Bearer {HEADER_KEY}"})
+            models = await client.get(
+                f"/v1/models?api_key={QUERY_KEY}", headers={"Authorization": f"Bearer {HEADER_KEY}"}
+            )
             assert models.status_code == 200
         stream = serve.url.replace("http://", "ws://") + f"/v1/systemone/stream?api_key={STREAM_KEY}"
         async with connect(stream, additional_headers={"Authorization": f"Bearer {HEADER_KEY}"}) as ws:
@@ -39,17 +40,26 @@ async def test_the_access_log_keeps_each_line_without_query_strings_or_keys(fake
         assert key not in log, key
 
 
-@pytest.mark.parametrize(("line", "redacted"), [
-    ('127.0.0.1:5 - "GET /v1/models?api_key=k1 HTTP/1.1" 200', '127.0.0.1:5 - "GET /v1/models?*** HTTP/1.1" 200'),
-    ('127.0.0.1:5 - "WebSocket /v1/systemone/stream?api_key=k2&x=1" [accepted]',
-     '127.0.0.1:5 - "WebSocket /v1/systemone/stream?***" [accepted]'),
-    ('WebSocket HANDSHAKING /jev/v1/systemone/stream?a"key=k3 [127.0.0.1:4]',
-     "WebSocket HANDSHAKING /jev/v1/systemone/stream?*** [127.0.0.1:4]"),
-    ("backend http://sglang:30000/generate?token=k4 failed", "backend http://sglang:30000/generate?*** failed"),
-    ('{"Authorization": "Bearer oj_abc_k5", "authorization": "k6"}',
-     '{"Authorization": "Bearer ***", "authorization": "***"}'),
-    ("Authorization: Basic dXNlcjprNw==", "Authorization: Basic ***"),
-    ("is the backend ready? not yet", "is the backend ready? not yet"),
-])
+@pytest.mark.parametrize(
+    ("line", "redacted"),
+    [
+        ('127.0.0.1:5 - "GET /v1/models?api_key=k1 HTTP/1.1" 200', '127.0.0.1:5 - "GET /v1/models?*** HTTP/1.1" 200'),
+        (
+            '127.0.0.1:5 - "WebSocket /v1/systemone/stream?api_key=k2&x=1" [accepted]',
+            '127.0.0.1:5 - "WebSocket /v1/systemone/stream?***" [accepted]',
+        ),
+        (
+            'WebSocket HANDSHAKING /jev/v1/systemone/stream?a"key=k3 [127.0.0.1:4]',
+            "WebSocket HANDSHAKING /jev/v1/systemone/stream?*** [127.0.0.1:4]",
+        ),
+        ("backend http://sglang:30000/generate?token=k4 failed", "backend http://sglang:30000/generate?*** failed"),
+        (
+            '{"Authorization": "Bearer oj_abc_k5", "authorization": "k6"}',
+            '{"Authorization": "Bearer ***", "authorization": "***"}',
+        ),
+        ("Authorization: Basic dXNlcjprNw==", "Authorization: Basic ***"),
+        ("is the backend ready? not yet", "is the backend ready? not yet"),
+    ],
+)
 def test_query_strings_and_credentials_are_replaced_and_the_rest_of_the_line_kept(line, redacted):
     assert log_line_redact(line=line) == redacted

@@ -21,13 +21,18 @@ def test_the_installed_release_is_the_one_the_compat_module_was_read_against(pac
     installed = _release(package=package, parts=len(pinned.split(".")))
     assert installed == pinned, (
         f"{package} {importlib.metadata.version(package)} is installed but serving/compat.py was read against "
-        f"{pinned}: re-read each piece there against the new release's source, then update WRITTEN_FOR")
+        f"{pinned}: re-read each piece there against the new release's source, then update WRITTEN_FOR"
+    )
 
 
 def test_nothing_outside_the_compat_module_touches_the_internals_it_wraps():
     internals = ("_has_been_logged", "_middleware_chain", "site._registry", "def async_dispatch")
-    found = [f"{path.relative_to(BASE_DIR)}: {name}"
-             for package in ("api", "audit", "calibration", "serving", "openjev_site")
-             for path in (BASE_DIR / package).rglob("*.py") if path.name != "compat.py"
-             for name in internals if name in path.read_text()]
+    found = [
+        f"{path.relative_to(BASE_DIR)}: {name}"
+        for package in ("api", "audit", "calibration", "serving", "openjev_site")
+        for path in (BASE_DIR / package).rglob("*.py")
+        if path.name != "compat.py"
+        for name in internals
+        if name in path.read_text()
+    ]
     assert found == []

@@ -13,10 +13,13 @@ from serving.config import BASE_DIR, ConfigError, OpenJevConfig, SettingRule, co
 
 
 def test_loading_settings_imports_no_backend_and_no_http_client():
-    probe = ("import sys, serving.config; "
-             "print(' '.join(m for m in ('inference.backends.sglang', 'httpx', 'aiohttp') if m in sys.modules))")
-    loaded = subprocess.run([sys.executable, "-c", probe], cwd=BASE_DIR, capture_output=True, text=True, timeout=60,
-                            check=True)
+    probe = (
+        "import sys, serving.config; "
+        "print(' '.join(m for m in ('inference.backends.sglang', 'httpx', 'aiohttp') if m in sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=BASE_DIR, capture_output=True, text=True, timeout=60, check=True
+    )
     assert loaded.stdout.strip() == ""
 
 
@@ -28,13 +31,19 @@ def test_every_field_is_a_setting_and_an_empty_environment_gives_its_table_defau
             assert getattr(config, spec.name) == spec.default, spec.name
 
 
-@pytest.mark.parametrize(("name", "raw", "message"), [
-    ("OPENJEV_HEADER_TIMEOUT", "0", "OPENJEV_HEADER_TIMEOUT='0' is not valid: a positive number of seconds"),
-    ("OPENJEV_LABEL_MASS_WARN", "x", "OPENJEV_LABEL_MASS_WARN='x' is not valid: a number from 0 to 1"),
-    ("OPENJEV_CALIBRATION", "maybe", "OPENJEV_CALIBRATION='maybe' is not valid: on or off"),
-    ("OPENJEV_MAX_IMAGE_BYTES", "5000", "OPENJEV_MAX_IMAGE_BYTES='5000' is not valid: a positive integer up to "
-                                        "OPENJEV_MAX_BODY_BYTES (4096)"),
-])
+@pytest.mark.parametrize(
+    ("name", "raw", "message"),
+    [
+        ("OPENJEV_HEADER_TIMEOUT", "0", "OPENJEV_HEADER_TIMEOUT='0' is not valid: a positive number of seconds"),
+        ("OPENJEV_LABEL_MASS_WARN", "x", "OPENJEV_LABEL_MASS_WARN='x' is not valid: a number from 0 to 1"),
+        ("OPENJEV_CALIBRATION", "maybe", "OPENJEV_CALIBRATION='maybe' is not valid: on or off"),
+        (
+            "OPENJEV_MAX_IMAGE_BYTES",
+            "5000",
+            "OPENJEV_MAX_IMAGE_BYTES='5000' is not valid: a positive integer up to OPENJEV_MAX_BODY_BYTES (4096)",
+        ),
+    ],
+)
 def test_a_bad_value_names_its_variable_and_the_rule(name, raw, message):
     with pytest.raises(ConfigError) as caught:
         config_from_env({"OPENJEV_MAX_BODY_BYTES": "4096", name: raw})

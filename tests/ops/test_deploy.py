@@ -37,8 +37,16 @@ def test_workers_launch_exactly_the_default_profiles_command(compose):
     workers = _workers(compose)
     assert len(workers) >= 2
     profile = PROFILES[DEFAULT_PROFILE]
-    argv, env = sglang_command(profile=profile, python="python3", model=profile.weights, served_name=profile.model,
-                               context_length=32768, port=30000, host="0.0.0.0", frontend="rust")
+    argv, env = sglang_command(
+        profile=profile,
+        python="python3",
+        model=profile.weights,
+        served_name=profile.model,
+        context_length=32768,
+        port=30000,
+        host="0.0.0.0",
+        frontend="rust",
+    )
     devices = set()
     for service in workers.values():
         assert service["command"] == argv
@@ -60,7 +68,7 @@ def test_the_gateway_routes_cache_aware_over_http_to_every_worker(compose):
     command = gateway["command"]
     assert command[0] == "launch" and _flag(command, "--policy") == "cache_aware"
     assert "--cache-threshold" not in command  # the default keeps a batch on its warm-up's worker (tests/gateway)
-    urls = command[command.index("--worker-urls") + 1:]
+    urls = command[command.index("--worker-urls") + 1 :]
     assert urls == [f"http://{name}:30000" for name in _workers(compose)]
     assert set(gateway["depends_on"]) == set(_workers(compose))
     assert gateway["healthcheck"]["test"][-1].endswith(":30000/readiness')")

@@ -24,8 +24,9 @@ PRESPLIT = Path(__file__).parent / "data" / "presplit.sqlite3.gz"
 
 def _manage(*args: str, database: Path) -> subprocess.CompletedProcess[str]:
     env = os.environ | {"OPENJEV_DATABASE_URL": f"sqlite:///{database}"}
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_a_database_migrated_before_the_split_has_no_migration_left_and_its_rows_read_back(tmp_path):
@@ -35,9 +36,11 @@ def test_a_database_migrated_before_the_split_has_no_migration_left_and_its_rows
     check = _manage("migrate", "--check", "--no-input", database=database)
     assert check.returncode == 0, check.stdout + check.stderr
 
-    probe = ("from audit.models import ApiKey, Evaluation; "
-             "e = Evaluation.objects.select_related('api_key').get(request_id='before-the-split'); "
-             "print(e.api_key.name, e.served_model, e.api, ApiKey.objects.count())")
+    probe = (
+        "from audit.models import ApiKey, Evaluation; "
+        "e = Evaluation.objects.select_related('api_key').get(request_id='before-the-split'); "
+        "print(e.api_key.name, e.served_model, e.api, ApiKey.objects.count())"
+    )
     read = _manage("shell", "-c", probe, database=database)
     assert read.returncode == 0, read.stderr
     assert read.stdout.strip().splitlines()[-1] == "before the split Qwen/Qwen3-4B systemone 1"
@@ -47,4 +50,8 @@ def test_the_models_app_keeps_the_label_its_tables_and_admin_urls_are_named_by()
     config = apps.get_app_config("evaluations")
     assert config.name == "audit"
     assert {model._meta.db_table for model in config.get_models()} >= {
-        "evaluations_evaluation", "evaluations_evaluationanswer", "evaluations_apikey", "evaluations_calibration"}
+        "evaluations_evaluation",
+        "evaluations_evaluationanswer",
+        "evaluations_apikey",
+        "evaluations_calibration",
+    }

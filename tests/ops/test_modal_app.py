@@ -28,6 +28,7 @@ def loaded(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, dict[str, Any]]:
         def record(*args: Any, **kwargs: Any) -> Any:
             calls[name] = kwargs | ({"args": args[1:]} if name.startswith("App.") else {"args": args})
             return original(*args, **kwargs)
+
         return record
 
     monkeypatch.setattr(modal.App, "function", recording("App.function", modal.App.function))
@@ -103,7 +104,10 @@ def test_the_image_installs_no_model_package(loaded):
     _, calls = loaded
     sync = calls["Image.uv_sync"]
     assert sync["frozen"] is True
-    args = [*(f"--group={g}" for g in sync.get("groups") or []), *(f"--extra={e}" for e in sync.get("extras") or []),
-            *shlex.split(sync.get("extra_options", ""))]
+    args = [
+        *(f"--group={g}" for g in sync.get("groups") or []),
+        *(f"--extra={e}" for e in sync.get("extras") or []),
+        *shlex.split(sync.get("extra_options", "")),
+    ]
     assert "--no-dev" in args
     assert not sync_packages(args=args) & embedded_only_packages()

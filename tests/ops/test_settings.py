@@ -14,16 +14,26 @@ SETTINGS_LOAD = "import django; django.setup(); from django.conf import settings
 
 
 def settings_load(**env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", SETTINGS_LOAD], cwd=ROOT, env=serve_env(**env),
-                          capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", SETTINGS_LOAD],
+        cwd=ROOT,
+        env=serve_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
-@pytest.mark.parametrize(("name", "value", "rule"), [
-    ("OPENJEV_ADMIN_LOGIN_FAILURES", "0", "a positive integer"),
-    ("OPENJEV_ADMIN_LOCKOUT_SECONDS", "soon", "a positive number of seconds"),
-    ("OPENJEV_STREAM_AUTH_TIMEOUT", "-1", "a positive number of seconds"),
-    ("OPENJEV_MAX_WEBSOCKETS", "1.5", "a positive integer"),
-])
+@pytest.mark.parametrize(
+    ("name", "value", "rule"),
+    [
+        ("OPENJEV_ADMIN_LOGIN_FAILURES", "0", "a positive integer"),
+        ("OPENJEV_ADMIN_LOCKOUT_SECONDS", "soon", "a positive number of seconds"),
+        ("OPENJEV_STREAM_AUTH_TIMEOUT", "-1", "a positive number of seconds"),
+        ("OPENJEV_MAX_WEBSOCKETS", "1.5", "a positive integer"),
+    ],
+)
 def test_an_invalid_value_stops_the_process_naming_the_variable(name, value, rule):
     loaded = settings_load(**{name: value})
     assert loaded.returncode != 0

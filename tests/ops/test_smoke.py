@@ -49,9 +49,11 @@ def test_smoke_passes_on_the_fake_backend_and_writes_its_report(right, asgi_serv
     biggest = report["requests"]["max_choice"]
     assert biggest["status"] == 200 and len(biggest["response"]["answers"]["department"]["probabilities"]) == 255
     assert report["requests"]["too_many"]["status"] == 422
-    assert {c["name"] for c in report["checks"]} >= {"semantic: a refund request is a refund",
-                                                     "semantic: billing beats technical",
-                                                     "choice with 256 options is refused with 422"}
+    assert {c["name"] for c in report["checks"]} >= {
+        "semantic: a refund request is a refund",
+        "semantic: billing beats technical",
+        "choice with 256 options is refused with 422",
+    }
     assert any(line.startswith("PASS semantic: billing beats technical") for line in lines)
 
 
@@ -115,8 +117,10 @@ def test_startup_retries_gateway_errors_and_refused_connections():
 
 @pytest.mark.parametrize(("statuses", "message"), [([404], "answered 404"), ([503] * 50, "did not become healthy")])
 def test_startup_gives_up_on_a_wrong_url_at_once_and_on_a_server_that_never_starts(statuses, message):
-    with httpx.Client(base_url="http://api", transport=_mock(statuses)) as client, \
-            pytest.raises(SmokeFailed, match=message):
+    with (
+        httpx.Client(base_url="http://api", transport=_mock(statuses)) as client,
+        pytest.raises(SmokeFailed, match=message),
+    ):
         startup_wait(client=client, timeout=0.2, say=_quiet, interval=0.01)
 
 
@@ -125,12 +129,18 @@ def test_smoke_command_waits_for_serve_to_start_and_passes(tmp_path):
     started at the same moment, waiting through refused connections until the API is up."""
     python = fake_python_write(tmp_path)
     env = serve_env(FAKE_SGLANG_START_DELAY="3", FAKE_SGLANG_FAVOR_WORDS="Payments,Yes")
-    with Serve(["--sglang-python", str(python), "--sglang-port", str(free_port())], log=tmp_path / "serve.log",
-               env=env) as serve:
+    with Serve(
+        ["--sglang-python", str(python), "--sglang-port", str(free_port())], log=tmp_path / "serve.log", env=env
+    ) as serve:
         output = tmp_path / "smoke-result.json"
-        smoke = subprocess.run([sys.executable, "manage.py", "smoke", serve.url, "--output", str(output),
-                                "--timeout", "120"], cwd=ROOT, env=serve_env(), capture_output=True, text=True,
-                               timeout=300)
+        smoke = subprocess.run(
+            [sys.executable, "manage.py", "smoke", serve.url, "--output", str(output), "--timeout", "120"],
+            cwd=ROOT,
+            env=serve_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert smoke.returncode == 0, smoke.stdout + smoke.stderr + serve.log
         report = json.loads(output.read_text())
         assert report["ok"] and report["startup_wait_seconds"] > 0
@@ -150,9 +160,14 @@ def test_smoke_passes_on_the_embedded_engine(tmp_path):
     with Serve([], log=tmp_path / "serve.log", env=env) as serve:
         serve.wait_healthy(timeout=300)
         output = tmp_path / "smoke-result.json"
-        smoke = subprocess.run([sys.executable, "manage.py", "smoke", serve.url, "--output", str(output),
-                                "--request-timeout", "900"], cwd=ROOT, env=serve_env(), capture_output=True,
-                               text=True, timeout=1200)
+        smoke = subprocess.run(
+            [sys.executable, "manage.py", "smoke", serve.url, "--output", str(output), "--request-timeout", "900"],
+            cwd=ROOT,
+            env=serve_env(),
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
         assert smoke.returncode == 0, smoke.stdout + smoke.stderr
         report = json.loads(output.read_text())
         assert report["ok"] and report["health"]["backend"] == "local"

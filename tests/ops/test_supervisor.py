@@ -102,8 +102,12 @@ def test_health_wait_falls_back_from_readiness_on_a_server_without_it(fake):
     fake.api_key = "sekrit"  # /readiness: 401 from the key middleware, like 404 without one
     fake.healthy = False
     threading.Timer(0.3, lambda: setattr(fake, "healthy", True)).start()
-    assert health_wait(url=f"{fake.url}/readiness", fallback_url=f"{fake.url}/health", process=None, timeout=10,
-                       interval=0.05) >= 0.2
+    assert (
+        health_wait(
+            url=f"{fake.url}/readiness", fallback_url=f"{fake.url}/health", process=None, timeout=10, interval=0.05
+        )
+        >= 0.2
+    )
 
 
 def test_watch_reports_the_exit_status():
@@ -113,8 +117,9 @@ def test_watch_reports_the_exit_status():
     assert seen == [3]
 
 
-@pytest.mark.parametrize(("returncode", "status", "text"), [(7, 7, "status 7"), (0, 1, "status 0"),
-                                                              (-9, 137, "signal 9 (SIGKILL)")])
+@pytest.mark.parametrize(
+    ("returncode", "status", "text"), [(7, 7, "status 7"), (0, 1, "status 0"), (-9, 137, "signal 9 (SIGKILL)")]
+)
 def test_the_api_never_exits_zero_for_a_dead_child(returncode, status, text):
     assert exit_status(returncode=returncode) == status
     assert returncode_describe(returncode=returncode) == text

@@ -29,11 +29,15 @@ def served(settings) -> Iterator[int]:
     from openjev_site.asgi import _is_api, router
 
     settings.OPENJEV = replace(settings.OPENJEV, header_timeout=HEADER_TIMEOUT)
-    app = RequestIds(RequestBodyReader(router, max_bytes=django_settings.OPENJEV.max_body_bytes,
-                                       read_timeout=BODY_TIMEOUT), applies=_is_api)
+    app = RequestIds(
+        RequestBodyReader(router, max_bytes=django_settings.OPENJEV.max_body_bytes, read_timeout=BODY_TIMEOUT),
+        applies=_is_api,
+    )
     port = free_port()
-    options = server_options(config=django_settings.OPENJEV, options={"host": "127.0.0.1", "port": port, "drain": 1,
-                                                                      "keep_alive": KEEP_ALIVE, "access_log": False})
+    options = server_options(
+        config=django_settings.OPENJEV,
+        options={"host": "127.0.0.1", "port": port, "drain": 1, "keep_alive": KEEP_ALIVE, "access_log": False},
+    )
     server = server_create(kind="uvicorn", app=app, options=options)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -116,8 +116,10 @@ def test_two_processes_share_the_counts_through_redis(evaluator, fake, limit, re
     """Two servers, each on its own event loop with its own Redis connection, count one limit together."""
     limit(key_requests_per_minute=3, redis_url=redis_counts)
     with LiveServer() as one, LiveServer() as two:
-        statuses = [httpx.post(f"{server.url}/v1/systemone", json=README_REQUEST, timeout=30).status_code
-                    for server in (one, two, one, two)]
+        statuses = [
+            httpx.post(f"{server.url}/v1/systemone", json=README_REQUEST, timeout=30).status_code
+            for server in (one, two, one, two)
+        ]
     assert statuses == [200, 200, 200, 429]
 
 
@@ -153,9 +155,14 @@ async def test_a_keys_own_limits_win_and_other_keys_keep_theirs(api, fake, setti
 async def test_an_address_sending_wrong_keys_gets_429_before_any_key_lookup(api, fake, limit, monkeypatch):
     limit(require_api_key=True, bad_keys_per_minute=3)
     good = await db(lambda: apikey_issue(name=f"good-{uuid.uuid4().hex[:8]}"))
-    wrong = [await api.post("/v1/systemone", json=README_REQUEST,
-                            headers={"Authorization": f"Bearer oj_{uuid.uuid4().hex[:8]}_nope"}) for _ in range(3)]
+    wrong = [
+        await api.post(
+            "/v1/systemone", json=README_REQUEST, headers={"Authorization": f"Bearer oj_{uuid.uuid4().hex[:8]}_nope"}
+        )
+        for _ in range(3)
+    ]
     assert [r.status_code for r in wrong] == [401, 401, 401]
+
     async def looked_up(**kwargs):
         raise AssertionError("a refused address must not cost a key lookup")
 

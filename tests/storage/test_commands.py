@@ -40,9 +40,15 @@ def test_prune_refuses_bad_arguments(args):
         call_command("prune_evaluations", *args)
 
 
-@pytest.mark.parametrize("args", [["--expires-in-days", "0"], ["--expires-at", "yesterday"],
-                                  ["--expires-at", "2001-01-01T00:00:00Z"],
-                                  ["--expires-in-days", "1", "--expires-at", "2999-01-01T00:00:00Z"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--expires-in-days", "0"],
+        ["--expires-at", "yesterday"],
+        ["--expires-at", "2001-01-01T00:00:00Z"],
+        ["--expires-in-days", "1", "--expires-at", "2999-01-01T00:00:00Z"],
+    ],
+)
 def test_issue_command_refuses_bad_expiry(args):
     with pytest.raises(CommandError):
         call_command("issue_api_key", "name", *args, stdout=io.StringIO(), stderr=io.StringIO())

@@ -21,9 +21,13 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 CHOICES = [{"value": "true"}, {"value": True}, {"value": False}]
 BODY: dict[str, Any] = {
-    **DECISIONS_REQUEST, "safety_identifier": "user-4711", "prompt_cache_key": "tenant-a",
-    "questions": [*DECISIONS_REQUEST["questions"],
-                  {"type": "choice", "instructions": "Which is it?", "choices": CHOICES}],
+    **DECISIONS_REQUEST,
+    "safety_identifier": "user-4711",
+    "prompt_cache_key": "tenant-a",
+    "questions": [
+        *DECISIONS_REQUEST["questions"],
+        {"type": "choice", "instructions": "Which is it?", "choices": CHOICES},
+    ],
 }
 
 
@@ -43,7 +47,10 @@ async def test_a_decision_is_stored_with_its_api_end_user_and_question_names(api
     request_id = await decided(api)
     evaluation, answers = await db(lambda: stored(request_id))
     assert (evaluation.api, evaluation.safety_identifier, evaluation.prompt_cache_key) == (
-        "decisions", "user-4711", "tenant-a")
+        "decisions",
+        "user-4711",
+        "tenant-a",
+    )
     assert evaluation.questions == BODY["questions"] and evaluation.state == BODY["input"]
     assert [a.question_id for a in answers] == ["refund", "team", "anger", "3"]
     assert [a.type for a in answers] == ["noul", "choice", "score", "choice"]
@@ -72,7 +79,11 @@ async def test_feedback_finds_a_decision_by_name_or_index_and_reads_labels_in_th
     assert (await label("refund", True)).json()["label"] == "true"
     assert (await label("team", "Sales")).json()["label"] == "Sales"
     assert (await label(2, 1)).json() | {"labelled_at": None} == {
-        "request_id": request_id, "question_id": "anger", "label": "1", "labelled_at": None}
+        "request_id": request_id,
+        "question_id": "anger",
+        "label": "1",
+        "labelled_at": None,
+    }
     assert (await label(3, True)).json()["label"] == "true (boolean)"
     assert (await label(3, "true")).json()["label"] == "true"
     assert (await label(3, "maybe")).status_code == 422
@@ -86,8 +97,7 @@ async def test_feedback_refuses_an_overlong_request_id_without_echoing_it(api, f
     assert response.status_code == 422 and len(response.content) < 1000
 
 
-async def test_a_calibration_fitted_on_one_route_applies_to_the_same_question_on_the_other(api, fake, store,
-                                                                                          settings):
+async def test_a_calibration_fitted_on_one_route_applies_to_the_same_question_on_the_other(api, fake, store, settings):
     from audit.models import Calibration
     from calibration.applied import calibration_cache_forget
 
@@ -97,9 +107,17 @@ async def test_a_calibration_fitted_on_one_route_applies_to_the_same_question_on
     team = answers[1]
 
     def activate() -> None:
-        Calibration.objects.create(key=team.question_key, subject="team", question_type="choice",
-                                   option_keys=team.option_keys, method="temperature", temperature=4.0, biases=None,
-                                   report={}, active=True)
+        Calibration.objects.create(
+            key=team.question_key,
+            subject="team",
+            question_type="choice",
+            option_keys=team.option_keys,
+            method="temperature",
+            temperature=4.0,
+            biases=None,
+            report={},
+            active=True,
+        )
 
     await db(activate)
     calibration_cache_forget()
@@ -107,7 +125,8 @@ async def test_a_calibration_fitted_on_one_route_applies_to_the_same_question_on
     decision = await api.post("/v1/decisions", json=DECISIONS_REQUEST)
     assert systemone.headers["x-openjev-calibrated"] == "team" == decision.headers["x-openjev-calibrated"]
     assert [p["probability"] for p in decision.json()["answers"][1]["probabilities"]] == list(
-        systemone.json()["answers"]["team"]["probabilities"].values())
+        systemone.json()["answers"]["team"]["probabilities"].values()
+    )
 
 
 async def test_the_admin_filters_evaluations_by_api_and_shows_the_end_user(api, fake, store, admin_client):
@@ -116,8 +135,10 @@ async def test_the_admin_filters_evaluations_by_api_and_shows_the_end_user(api, 
     await drained()
     listing = await db(lambda: admin_client.get("/admin/evaluations/evaluation/?api__exact=decisions"))
     assert listing.status_code == 200
-    assert decision_id in listing.content.decode() and systemone.headers["x-typesafe-request-id"] not in \
-        listing.content.decode()
+    assert (
+        decision_id in listing.content.decode()
+        and systemone.headers["x-typesafe-request-id"] not in listing.content.decode()
+    )
     pk = await db(lambda: Evaluation.objects.get(request_id=decision_id).pk)
     page = (await db(lambda: admin_client.get(f"/admin/evaluations/evaluation/{pk}/change/"))).content.decode()
     assert "user-4711" in page and "Payments, invoices, refunds" in page
@@ -135,5 +156,7 @@ def test_existing_classify_rows_are_marked_as_such_by_the_migration():
     Old.objects.create(request_id="old-classify", classifier_name="sentiment", **common)
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
-    assert dict(Evaluation.objects.values_list("request_id", "api")) == {"old-systemone": "systemone",
-                                                                         "old-classify": "classify"}
+    assert dict(Evaluation.objects.values_list("request_id", "api")) == {
+        "old-systemone": "systemone",
+        "old-classify": "classify",
+    }

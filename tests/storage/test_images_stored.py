@@ -22,22 +22,32 @@ B64 = base64.b64encode(PNG).decode()
 
 
 @pytest.mark.parametrize("level", ["full", "metadata"])
-async def test_image_metadata_is_stored_at_every_level_and_the_bytes_never(api, fake, store, settings, level,
-                                                                          admin_client):
+async def test_image_metadata_is_stored_at_every_level_and_the_bytes_never(
+    api, fake, store, settings, level, admin_client
+):
     store(level)
     settings.OPENJEV = replace(settings.OPENJEV, max_images=2)
     evaluator_install(fake_evaluator(fake, max_images=2))
-    state = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{B64}"}},
-                                          {"type": "image_url", "image_url": {"url": "https://example.com/x.jpg"}}]}]
-    response = await api.post("/v1/systemone", json={"model": "jev-latest", "state": state,
-                                                     "questions": {"q": {"type": "noul"}}})
+    state = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{B64}"}},
+                {"type": "image_url", "image_url": {"url": "https://example.com/x.jpg"}},
+            ],
+        }
+    ]
+    response = await api.post(
+        "/v1/systemone", json={"model": "jev-latest", "state": state, "questions": {"q": {"type": "noul"}}}
+    )
     assert response.status_code == 200, response.text
     await drained()
     row = await db(lambda: Evaluation.objects.get(request_id=response.headers["x-typesafe-request-id"]))
     assert row.image_count == 2
     assert row.images == [
         {"source": "data", "format": "png", "size": len(PNG), "sha256": hashlib.sha256(PNG).hexdigest()},
-        {"source": "url", "format": None, "size": None, "sha256": None}]
+        {"source": "url", "format": None, "size": None, "sha256": None},
+    ]
     stored = await db(lambda: Evaluation.objects.filter(pk=row.pk).values_list("state", flat=True).get())
     assert B64[:40] not in str(stored)
     if level == "full":

@@ -13,8 +13,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 def test_every_evaluation_under_load_is_stored_exactly_once(asgi_server, fake, store, settings):
     limit = settings.OPENJEV.max_concurrent_requests
-    report = storage_load_check(url=asgi_server.url, fake=fake, evaluations=80, concurrency=limit + 8, serial=20,
-                                delay=0.02)  # evaluations last >= 40 ms, so more than `limit` overlap
+    report = storage_load_check(
+        url=asgi_server.url, fake=fake, evaluations=80, concurrency=limit + 8, serial=20, delay=0.02
+    )  # evaluations last >= 40 ms, so more than `limit` overlap
     for line in report.lines():
         print(line)
     load = report.load

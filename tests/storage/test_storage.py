@@ -73,7 +73,10 @@ async def test_an_answered_evaluation_is_stored_with_everything_the_client_got(a
     assert row.total_ms >= row.prefill_ms + row.branches_ms
 
     assert [(a.position, a.question_id, a.type) for a in answers] == [
-        (0, "refund", "noul"), (1, "team", "choice"), (2, "anger", "score")]
+        (0, "refund", "noul"),
+        (1, "team", "choice"),
+        (2, "anger", "score"),
+    ]
     refund, team, anger = answers
     sent = body["answers"]
     assert refund.noul == sent["refund"]["noul"] and refund.confidence is None
@@ -96,8 +99,11 @@ async def test_per_question_results_can_be_queried_across_evaluations(api, fake,
     threshold = sorted(confidences.values())[1] + 1e-12  # two of the three are under it
 
     def query() -> set[str]:
-        return set(EvaluationAnswer.objects.filter(type="choice", question_id="team", confidence__lt=threshold)
-                   .values_list("evaluation__request_id", flat=True))
+        return set(
+            EvaluationAnswer.objects.filter(type="choice", question_id="team", confidence__lt=threshold).values_list(
+                "evaluation__request_id", flat=True
+            )
+        )
 
     assert await db(query) == {rid for rid, c in confidences.items() if c < threshold}
     assert len(await db(query)) == 2
@@ -138,12 +144,20 @@ async def test_a_validation_failure_is_stored_as_422_with_its_problems(api, fake
     assert await db(lambda: EvaluationAnswer.objects.count()) == 0
 
 
-@pytest.mark.parametrize("text, loc", [
-    ('{"model": "jev-latest", "state": "Refund \\ud800", "questions": {"q\\udc00": {"type": "noul"}}}',
-     ["body", "questions", "q\ufffd"]),
-    ('{"model": "jev-latest", "state": "x", "questions": {"q": {"type": "score", "criteria": ["a", {"v": 1e400}]}}}',
-     ["body", "questions", "q", "criteria", 1, "v"]),
-])
+@pytest.mark.parametrize(
+    "text, loc",
+    [
+        (
+            '{"model": "jev-latest", "state": "Refund \\ud800", "questions": {"q\\udc00": {"type": "noul"}}}',
+            ["body", "questions", "q\ufffd"],
+        ),
+        (
+            '{"model": "jev-latest", "state": "x", '
+            '"questions": {"q": {"type": "score", "criteria": ["a", {"v": 1e400}]}}}',
+            ["body", "questions", "q", "criteria", 1, "v"],
+        ),
+    ],
+)
 async def test_input_no_text_or_number_can_hold_is_stored_as_the_422_the_client_got(api, fake, store, text, loc):
     response = await api.post("/v1/systemone", content=text.encode(), headers={"Content-Type": "application/json"})
     assert response.status_code == 422
@@ -161,27 +175,33 @@ async def test_input_no_text_or_number_can_hold_is_stored_as_the_422_the_client_
 async def test_a_failed_request_stores_a_capped_state_and_problem_list_with_a_marker(api, fake, store):
     state = "word " * 350_000  # 1.75 MB of JSON
     options = {str(i): i for i in range(255)}  # every description a number: 255 problems per question
-    body = {"model": "jev-latest", "state": state,
-            "questions": {f"q{i}": {"type": "choice", "criteria": options} for i in range(64)}}
+    body = {
+        "model": "jev-latest",
+        "state": state,
+        "questions": {f"q{i}": {"type": "choice", "criteria": options} for i in range(64)},
+    }
     response = await api.post("/v1/systemone", json=body)
     assert response.status_code == 422 and len(response.json()["detail"]) == 64 * 255
     await drained()
     row = await db(lambda: evaluation_get(response.headers["x-typesafe-request-id"]))
     assert row.state is not None and row.questions is not None and row.error_detail is not None
     kept = row.state[rows.TRUNCATED_KEY]
-    assert kept["json_chars"] == len(json.dumps(state)) and kept["head"] == json.dumps(state)[:rows.FAILED_JSON_MAX]
+    assert kept["json_chars"] == len(json.dumps(state)) and kept["head"] == json.dumps(state)[: rows.FAILED_JSON_MAX]
     assert row.questions[rows.TRUNCATED_KEY]["json_chars"] > rows.FAILED_JSON_MAX
     assert len(row.error_detail[rows.TRUNCATED_KEY]["head"]) == rows.FAILED_JSON_MAX
     assert row.question_count == 64 and row.error_message
 
 
-@pytest.mark.parametrize("failure, status, error_type", [
-    ("backend_status", 502, "backend_error"),
-    ("dead", 503, "backend_unavailable"),
-    ("timeout", 504, "timeout"),
-    ("overloaded", 529, "overloaded"),
-    ("budget", 422, "validation_error"),
-])
+@pytest.mark.parametrize(
+    "failure, status, error_type",
+    [
+        ("backend_status", 502, "backend_error"),
+        ("dead", 503, "backend_unavailable"),
+        ("timeout", 504, "timeout"),
+        ("overloaded", 529, "overloaded"),
+        ("budget", 422, "validation_error"),
+    ],
+)
 async def test_failures_are_stored_with_the_status_the_client_got(api, fake, store, failure, status, error_type):
     if failure == "backend_status":
         fake.fail_status = 500

@@ -21,14 +21,30 @@ from tests.stream.conftest import of, send, until_ended
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-COMPARED = ("status_code", "requested_model", "served_model", "backend", "api_key_label", "question_count",
-            "question_types", "input_tokens", "output_tokens", "prefix_tokens", "state", "questions", "store_level")
+COMPARED = (
+    "status_code",
+    "requested_model",
+    "served_model",
+    "backend",
+    "api_key_label",
+    "question_count",
+    "question_types",
+    "input_tokens",
+    "output_tokens",
+    "prefix_tokens",
+    "state",
+    "questions",
+    "store_level",
+)
 
 
 def stored(request_id: str) -> tuple[Evaluation, list[tuple]]:
     row = Evaluation.objects.get(request_id=request_id)
-    answers = list(EvaluationAnswer.objects.filter(evaluation=row).order_by("position")
-                   .values_list("question_id", "type", "noul", "choice", "score", "probabilities", "label_mass"))
+    answers = list(
+        EvaluationAnswer.objects.filter(evaluation=row)
+        .order_by("position")
+        .values_list("question_id", "type", "noul", "choice", "score", "probabilities", "label_mass")
+    )
     return row, answers
 
 

@@ -68,8 +68,9 @@ async def test_a_slow_database_does_not_delay_the_answer(api, fake, store, monke
 async def test_a_failed_batch_is_retried_row_by_row_so_one_bad_row_loses_nothing_else(api, fake, store):
     # PostgreSQL refuses NUL characters in text and jsonb: that row is stored scrubbed, the others untouched.
     nul_key = {**README_REQUEST, "questions": {"pick": {"type": "choice", "criteria": {"a\x00b": None, "c": None}}}}
-    responses = await asyncio.gather(*(api.post("/v1/systemone", json=body)
-                                       for body in (README_REQUEST, nul_key, README_REQUEST)))
+    responses = await asyncio.gather(
+        *(api.post("/v1/systemone", json=body) for body in (README_REQUEST, nul_key, README_REQUEST))
+    )
     assert [r.status_code for r in responses] == [200, 200, 200]
     await drained()
     assert await db(lambda: Evaluation.objects.count()) == 3
@@ -116,9 +117,18 @@ def test_storage_errors_never_escape_evaluation_store(monkeypatch, settings):
 
     before = storing.storage_stats()["failed"]
     monkeypatch.setattr(storing.writer, "submit", broken_submit)
-    storing.evaluation_store(record=StoredEvaluation(
-        request_id="req_x", created_at=timezone.now(), level="full", caller=None, received=received_of_body(data={}),
-        served_model="m", backend="sglang", total_ms=1.0))
+    storing.evaluation_store(
+        record=StoredEvaluation(
+            request_id="req_x",
+            created_at=timezone.now(),
+            level="full",
+            caller=None,
+            received=received_of_body(data={}),
+            served_model="m",
+            backend="sglang",
+            total_ms=1.0,
+        )
+    )
     assert storing.storage_stats()["failed"] == before + 1
 
 

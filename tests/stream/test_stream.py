@@ -53,8 +53,9 @@ async def test_a_batch_job_pipelines_many_evaluations_over_one_socket(stream_url
     assert len({m["request_id"] for m in messages if m["type"] == "done"}) == len(ids)
 
 
-async def test_in_parallel_branch_mode_an_answer_arrives_while_another_branch_is_unanswered(fake, evaluator,
-                                                                                          asgi_server):
+async def test_in_parallel_branch_mode_an_answer_arrives_while_another_branch_is_unanswered(
+    fake, evaluator, asgi_server
+):
     held = {"type": "noul", "instructions": "Is the customer asking for money back before Friday?"}
     body = {**README_REQUEST, "questions": {**README_REQUEST["questions"], "held": held}}
     with holding_proxy(upstream=fake.url, hold=ends_with(branch_suffix(evaluator, body, "held"))) as (proxy, url):
@@ -71,10 +72,16 @@ async def test_in_parallel_branch_mode_an_answer_arrives_while_another_branch_is
 
 def branch_suffix(evaluator: Evaluator, body: dict[str, Any], question_id: str) -> tuple[int, ...]:
     """The token ids that end the branch of `question_id` in the plan `evaluator` compiles for `body`."""
-    request = systemone_request_parse(data=body, limits=Limits(64, 255),
-                                      models=settings.OPENJEV.language_model_names).evaluation
-    plan = plan_compile(conversation=request.conversation, questions=request.questions,
-                        tokenizer=evaluator.backend.tokenizer(), labels=evaluator.labels, budget=evaluator.budget)
+    request = systemone_request_parse(
+        data=body, limits=Limits(64, 255), models=settings.OPENJEV.language_model_names
+    ).evaluation
+    plan = plan_compile(
+        conversation=request.conversation,
+        questions=request.questions,
+        tokenizer=evaluator.backend.tokenizer(),
+        labels=evaluator.labels,
+        budget=evaluator.budget,
+    )
     return next(b.suffix_ids for b in plan.branches if b.question.id == question_id)
 
 
@@ -101,14 +108,18 @@ async def test_the_key_is_accepted_on_the_upgrade_or_as_the_first_message(stream
         assert of(await until_ended(ws, ["message"]), "message", "done")
 
 
-@pytest.mark.parametrize(("headers", "first", "reason"), [
-    ({}, {"id": 1, **README_REQUEST}, "authenticate first"),
-    ({"Authorization": "Bearer wrong-key"}, None, "invalid API key"),
-    ({}, {"type": "auth", "api_key": "wrong-key"}, "invalid API key"),
-    ({}, {"type": "auth"}, "needs an api_key"),
-])
-async def test_a_missing_or_wrong_key_closes_the_socket_with_4401_and_a_reason(stream_url, key_required, headers,
-                                                                               first, reason):
+@pytest.mark.parametrize(
+    ("headers", "first", "reason"),
+    [
+        ({}, {"id": 1, **README_REQUEST}, "authenticate first"),
+        ({"Authorization": "Bearer wrong-key"}, None, "invalid API key"),
+        ({}, {"type": "auth", "api_key": "wrong-key"}, "invalid API key"),
+        ({}, {"type": "auth"}, "needs an api_key"),
+    ],
+)
+async def test_a_missing_or_wrong_key_closes_the_socket_with_4401_and_a_reason(
+    stream_url, key_required, headers, first, reason
+):
     async with connect(stream_url, additional_headers=headers) as ws:
         if first is not None:
             await send(ws, first)
@@ -213,8 +224,7 @@ async def test_the_stream_follows_the_asgi_root_path(evaluator):
             assert of(await until_ended(ws, [1]), 1, "done")
 
 
-async def test_the_stream_follows_a_forced_script_name_and_unknown_paths_are_closed_with_4404(asgi_server,
-                                                                                            settings):
+async def test_the_stream_follows_a_forced_script_name_and_unknown_paths_are_closed_with_4404(asgi_server, settings):
     settings.FORCE_SCRIPT_NAME = "/jev"
     async with connect(ws_url(asgi_server, "/jev/v1/systemone/stream")) as ws:
         await send(ws, {"id": 1, **README_REQUEST})
@@ -223,9 +233,9 @@ async def test_the_stream_follows_a_forced_script_name_and_unknown_paths_are_clo
         assert await closed_with(ws) == (4404, "no WebSocket route for /v1/systemone/streams")
 
 
-async def test_a_socket_that_does_not_authenticate_in_time_is_closed_with_4401_whatever_it_sends(stream_url,
-                                                                                                key_required,
-                                                                                                settings):
+async def test_a_socket_that_does_not_authenticate_in_time_is_closed_with_4401_whatever_it_sends(
+    stream_url, key_required, settings
+):
     settings.OPENJEV = replace(settings.OPENJEV, stream_auth_timeout=0.5)
     loop = asyncio.get_running_loop()
     async with connect(stream_url) as ws:

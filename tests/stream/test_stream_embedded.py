@@ -23,11 +23,25 @@ from tests.stream.conftest import of, receive, send, until_ended, ws_url
 
 pytestmark = pytest.mark.embedded
 
-TOPICS = ("billing", "a refund", "a bug", "an outage", "pricing", "an upgrade", "a password", "shipping",
-          "an invoice", "a contract")
-BODY = {"model": "jev-latest", "state": "Hi, I was charged twice for March and the refund has not arrived.",
-        "questions": {f"q{i}": {"type": "noul", "instructions": f"Is the ticket about {topic}?"}
-                      for i, topic in enumerate(TOPICS)}}
+TOPICS = (
+    "billing",
+    "a refund",
+    "a bug",
+    "an outage",
+    "pricing",
+    "an upgrade",
+    "a password",
+    "shipping",
+    "an invoice",
+    "a contract",
+)
+BODY = {
+    "model": "jev-latest",
+    "state": "Hi, I was charged twice for March and the refund has not arrived.",
+    "questions": {
+        f"q{i}": {"type": "noul", "instructions": f"Is the ticket about {topic}?"} for i, topic in enumerate(TOPICS)
+    },
+}
 
 
 @pytest.fixture(scope="module")

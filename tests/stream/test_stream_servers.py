@@ -17,8 +17,7 @@ BODY_LIMIT = 2 * 1024 * 1024
 async def test_serve_streams_answers_and_takes_messages_up_to_the_body_limit(fake, tmp_path, server):
     with Serve(["--connect", fake.url, "--server", server], log=tmp_path / "serve.log") as serve:
         serve.wait_healthy()
-        async with connect(serve.url.replace("http://", "ws://") + "/v1/systemone/stream",
-                           max_size=None) as ws:
+        async with connect(serve.url.replace("http://", "ws://") + "/v1/systemone/stream", max_size=None) as ws:
             await send(ws, {"id": "plain", **README_REQUEST})
             messages = await until_ended(ws, ["plain"])
             assert [m["type"] for m in messages] == ["answer"] * 3 + ["done"]

@@ -40,8 +40,10 @@ class Command(BaseCommand):
         if settings.OPENJEV.store_evaluations == "off":
             raise CommandError("OPENJEV_STORE_EVALUATIONS=off: a dataset run is kept as stored evaluations")
         if not 1 <= options["concurrency"] <= settings.OPENJEV.max_concurrent_requests:
-            raise CommandError(f"--concurrency must be from 1 to OPENJEV_MAX_CONCURRENT_REQUESTS "
-                               f"({settings.OPENJEV.max_concurrent_requests}): more would be refused as overloaded")
+            raise CommandError(
+                f"--concurrency must be from 1 to OPENJEV_MAX_CONCURRENT_REQUESTS "
+                f"({settings.OPENJEV.max_concurrent_requests}): more would be refused as overloaded"
+            )
         try:
             question = None if options["question"] is None else json.loads(options["question"])
         except json.JSONDecodeError as exc:
@@ -55,8 +57,15 @@ class Command(BaseCommand):
         run, _ = DatasetRun.objects.get_or_create(name=options["name"] or path.name, defaults={"source": str(path)})
         pending = run_pending(run=run, items=items)
         with tqdm(total=len(items), initial=len(items) - len(pending), unit="item", disable=options["json"]) as bar:
-            failures = asyncio.run(items_evaluate(run=run, items=items, indices=pending,
-                                                  concurrency=options["concurrency"], progress=lambda _: bar.update()))
+            failures = asyncio.run(
+                items_evaluate(
+                    run=run,
+                    items=items,
+                    indices=pending,
+                    concurrency=options["concurrency"],
+                    progress=lambda _: bar.update(),
+                )
+            )
         try:
             metrics = run_finish(run=run, items=items)
         except DatasetInvalid as exc:
@@ -71,15 +80,19 @@ class Command(BaseCommand):
             value = metrics[name]
             return "n/a" if value is None else f"{value:.4f}"
 
-        self.stdout.write(f"dataset run {run.name!r}: {metrics['n']} of {items} items answered"
-                          + (f", {failures} failed (rerun to retry)" if failures else ""))
+        self.stdout.write(
+            f"dataset run {run.name!r}: {metrics['n']} of {items} items answered"
+            + (f", {failures} failed (rerun to retry)" if failures else "")
+        )
         for name in ("accuracy", "log_loss", "brier", "ece", "label_mass"):
             self.stdout.write(f"  {name:<10} {figure(name)}")
         for question in metrics["questions"]:
             keys = question["option_keys"]
             width = max(8, *(len(k) for k in keys)) + 1
-            self.stdout.write(f"confusion of {question['question_id']} ({question['type']}, {question['n']} items; "
-                              "rows: true, columns: answered)")
+            self.stdout.write(
+                f"confusion of {question['question_id']} ({question['type']}, {question['n']} items; "
+                "rows: true, columns: answered)"
+            )
             self.stdout.write(" " * width + "".join(k.rjust(width) for k in keys))
             for key, row in zip(keys, question["confusion"], strict=True):
                 self.stdout.write(key.rjust(width) + "".join(str(c).rjust(width) for c in row))

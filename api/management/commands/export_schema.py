@@ -24,9 +24,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--output", "-o", default="-", help="File to write; `-` (the default) is stdout.")
-        parser.add_argument("--server-url", default="/",
-                            help="The document's servers[0].url: `/` (default), a path prefix such as `/jev`, "
-                                 "or an absolute URL such as https://api.example.com/jev.")
+        parser.add_argument(
+            "--server-url",
+            default="/",
+            help="The document's servers[0].url: `/` (default), a path prefix such as `/jev`, "
+            "or an absolute URL such as https://api.example.com/jev.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         url = str(options["server_url"])

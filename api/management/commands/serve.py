@@ -87,11 +87,16 @@ def environment_reexec(*, overrides: dict[str, str]) -> None:
 def server_options(*, config: OpenJevConfig, options: dict[str, Any]) -> ServerOptions:
     """The ASGI server's options: the command line's, and the header deadline with its 408 in the API's shape."""
     late = ApiError(408, "request_timeout", f"the request headers did not arrive within {config.header_timeout:g} s")
-    return ServerOptions(host=options["host"], port=options["port"], drain=options["drain"],
-                         keep_alive=options["keep_alive"], access_log=options["access_log"],
-                         header_timeout=config.header_timeout,
-                         header_timeout_body=json_bytes(error_body(late, shape="detail")),
-                         websocket_max_bytes=stream_transport_limit(max_body_bytes=config.max_body_bytes))
+    return ServerOptions(
+        host=options["host"],
+        port=options["port"],
+        drain=options["drain"],
+        keep_alive=options["keep_alive"],
+        access_log=options["access_log"],
+        header_timeout=config.header_timeout,
+        header_timeout_body=json_bytes(error_body(late, shape="detail")),
+        websocket_max_bytes=stream_transport_limit(max_body_bytes=config.max_body_bytes),
+    )
 
 
 class Command(BaseCommand):
@@ -101,34 +106,62 @@ class Command(BaseCommand):
         """`serve [options] -- ARGS`: everything after `--` goes to SGLang untouched."""
         if "--" in argv:
             cut = argv.index("--")
-            argv = [*argv[:cut], *(f"--sglang-arg={arg}" for arg in argv[cut + 1:])]
+            argv = [*argv[:cut], *(f"--sglang-arg={arg}" for arg in argv[cut + 1 :])]
         super().run_from_argv(argv)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1", help="address the API listens on (0.0.0.0 in containers)")
         parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument("--server", choices=SERVERS, default=DEFAULT_SERVER,
-                            help=f"ASGI server (default {DEFAULT_SERVER}, the faster on bench/server.py)")
+        parser.add_argument(
+            "--server",
+            choices=SERVERS,
+            default=DEFAULT_SERVER,
+            help=f"ASGI server (default {DEFAULT_SERVER}, the faster on bench/server.py)",
+        )
         source_arguments_add(parser=parser)
-        parser.add_argument("--sglang-arg", dest="sglang_args", action="append", default=[], metavar="ARG",
-                            help="one extra SGLang argument (repeatable); or put them all after --")
-        parser.add_argument("--startup-timeout", type=float, default=1800.0,
-                            help="seconds to wait for the backend's /health (first start downloads weights)")
-        parser.add_argument("--grace", type=float, default=30.0,
-                            help="seconds SGLang's process group gets after SIGTERM before SIGKILL")
-        parser.add_argument("--drain", type=float, default=30.0,
-                            help="seconds in-flight requests get to finish on shutdown")
-        parser.add_argument("--keep-alive", type=int, default=75,
-                            help="idle keep-alive seconds; keep it above the load balancer's idle timeout")
+        parser.add_argument(
+            "--sglang-arg",
+            dest="sglang_args",
+            action="append",
+            default=[],
+            metavar="ARG",
+            help="one extra SGLang argument (repeatable); or put them all after --",
+        )
+        parser.add_argument(
+            "--startup-timeout",
+            type=float,
+            default=1800.0,
+            help="seconds to wait for the backend's /health (first start downloads weights)",
+        )
+        parser.add_argument(
+            "--grace", type=float, default=30.0, help="seconds SGLang's process group gets after SIGTERM before SIGKILL"
+        )
+        parser.add_argument(
+            "--drain", type=float, default=30.0, help="seconds in-flight requests get to finish on shutdown"
+        )
+        parser.add_argument(
+            "--keep-alive",
+            type=int,
+            default=75,
+            help="idle keep-alive seconds; keep it above the load balancer's idle timeout",
+        )
         parser.add_argument("--access-log", action="store_true", help="log every request (costs CPU)")
-        parser.add_argument("--workers", type=int, default=1, metavar="N",
-                            help="API processes on the one port (uvicorn), each with its own admission limit and "
-                                 "backend connection pool; 0 = one per core (default 1)")
+        parser.add_argument(
+            "--workers",
+            type=int,
+            default=1,
+            metavar="N",
+            help="API processes on the one port (uvicorn), each with its own admission limit and "
+            "backend connection pool; 0 = one per core (default 1)",
+        )
         parser.add_argument("--worker-process", action="store_true", help=argparse.SUPPRESS)
         parser.add_argument("--migrate", action="store_true", help="apply database migrations before serving")
-        parser.add_argument("--print-sglang-command", action="store_true",
-                            help="print the SGLang command --sglang-python would launch, and exit (for workers "
-                                 "started elsewhere, e.g. behind a gateway)")
+        parser.add_argument(
+            "--print-sglang-command",
+            action="store_true",
+            help="print the SGLang command --sglang-python would launch, and exit (for workers "
+            "started elsewhere, e.g. behind a gateway)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         started = time.monotonic()
@@ -138,20 +171,29 @@ class Command(BaseCommand):
         extra: list[str] = options["sglang_args"]
         if extra and not sglang_python:
             raise CommandError("extra SGLang arguments only apply with --sglang-python")
-        environment_reexec(overrides=source_environment(
-            connect=connect, sglang_python=sglang_python, profile=options["profile"],
-            sglang_host=options["sglang_host"], sglang_port=options["sglang_port"]))
+        environment_reexec(
+            overrides=source_environment(
+                connect=connect,
+                sglang_python=sglang_python,
+                profile=options["profile"],
+                sglang_host=options["sglang_host"],
+                sglang_port=options["sglang_port"],
+            )
+        )
         if options["workers"] < 0:
             raise CommandError("--workers must be 0 (one per core) or more")
         if workers_count(requested=options["workers"]) > 1 and options["server"] != "uvicorn":
-            raise CommandError("--workers above 1 needs --server uvicorn "
-                               "(each worker binds the port with SO_REUSEPORT)")
+            raise CommandError(
+                "--workers above 1 needs --server uvicorn (each worker binds the port with SO_REUSEPORT)"
+            )
         stop = StopSignal()
         stop.install()
         if config.secret_key == DEFAULT_SECRET_KEY and not config.debug and not options["print_sglang_command"]:
-            raise CommandError("OPENJEV_SECRET_KEY is not set: serve will not run with the public development key "
-                               "(it signs admin sessions). Set it to a long random value, the same on every replica, "
-                               "e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'")
+            raise CommandError(
+                "OPENJEV_SECRET_KEY is not set: serve will not run with the public development key "
+                "(it signs admin sessions). Set it to a long random value, the same on every replica, "
+                "e.g. python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+            )
         if options["migrate"] and not options["print_sglang_command"]:
             call_command("migrate", interactive=False, verbosity=0)
 
@@ -160,10 +202,17 @@ class Command(BaseCommand):
             try:
                 profile = profile_get(name=config.profile)
                 argv, env = sglang_command(
-                    profile=profile, python=sglang_python, model=config.model_path or profile.weights,
-                    served_name=config.served_model_name, context_length=config.max_input_tokens,
-                    port=options["sglang_port"], host=options["sglang_host"], frontend=config.frontend,
-                    extra_args=extra, revision=config.revision)
+                    profile=profile,
+                    python=sglang_python,
+                    model=config.model_path or profile.weights,
+                    served_name=config.served_model_name,
+                    context_length=config.max_input_tokens,
+                    port=options["sglang_port"],
+                    host=options["sglang_host"],
+                    frontend=config.frontend,
+                    extra_args=extra,
+                    revision=config.revision,
+                )
             except StartupError as exc:
                 raise CommandError(str(exc)) from None
             if options["print_sglang_command"]:
@@ -181,21 +230,33 @@ class Command(BaseCommand):
                     log.info("stopping SGLang (process group %d, %.0f s grace)", process.pid, options["grace"])
                 process_group_stop(process=process, grace=options["grace"])
 
-    def _serve(self, *, config: OpenJevConfig, process: subprocess.Popen[bytes] | None, stop: StopSignal,
-               started: float, options: dict[str, Any]) -> None:
+    def _serve(
+        self,
+        *,
+        config: OpenJevConfig,
+        process: subprocess.Popen[bytes] | None,
+        stop: StopSignal,
+        started: float,
+        options: dict[str, Any],
+    ) -> None:
         """Wait for the backend, build the evaluator, then serve until a signal or SGLang's exit."""
         if config.backend == "sglang" and config.backend_url:
             log.info("waiting for %s to be ready (up to %.0f s)", config.backend_url, options["startup_timeout"])
             try:
-                waited = health_wait(url=f"{config.backend_url}{READINESS_PATH}", process=process,
-                                     timeout=options["startup_timeout"], stop=stop.event,
-                                     fallback_url=f"{config.backend_url}{HEALTH_PATH}")
+                waited = health_wait(
+                    url=f"{config.backend_url}{READINESS_PATH}",
+                    process=process,
+                    timeout=options["startup_timeout"],
+                    stop=stop.event,
+                    fallback_url=f"{config.backend_url}{HEALTH_PATH}",
+                )
             except StartupCancelled:
                 log.info("stopped before the backend was ready")
                 return
             except ChildExited as exc:
-                raise CommandError(f"{exc}; the API will not start without it",
-                                   returncode=exit_status(returncode=exc.returncode)) from None
+                raise CommandError(
+                    f"{exc}; the API will not start without it", returncode=exit_status(returncode=exc.returncode)
+                ) from None
             except SupervisorError as exc:
                 raise CommandError(text_redact(text=str(exc), secrets=config.secrets)) from None
             log.info("backend healthy after %.1f s", waited)
@@ -206,18 +267,22 @@ class Command(BaseCommand):
         try:
             evaluator = evaluator_build(config=config)
         except Exception as exc:
-            raise CommandError(text_redact(text=f"engine startup failed: {startup_error_message(exc)}",
-                                           secrets=config.secrets)) from None
+            raise CommandError(
+                text_redact(text=f"engine startup failed: {startup_error_message(exc)}", secrets=config.secrets)
+            ) from None
         if stop.event.is_set():
             return
         startup_seconds = time.monotonic() - started
         evaluator_install(evaluator, startup_seconds=startup_seconds)
         # The project's ASGI application, named by its settings (the app does not import the project).
-        server = server_create(kind=options["server"], app=import_string(settings.ASGI_APPLICATION),
-                               options=replace(server_options(config=config, options=options),
-                                               reuse_port=options["worker_process"]))
+        server = server_create(
+            kind=options["server"],
+            app=import_string(settings.ASGI_APPLICATION),
+            options=replace(server_options(config=config, options=options), reuse_port=options["worker_process"]),
+        )
         child_status: list[int] = []
         if process is not None:
+
             def on_exit(returncode: int) -> None:
                 if stop.stopping:
                     return
@@ -226,9 +291,16 @@ class Command(BaseCommand):
                 server.stop()
 
             process_watch(process=process, on_exit=on_exit)
-        log.info("serving %s on %s:%d with %s (%s backend, model %s), ready after %.1f s", "OpenJev",
-                 options["host"], options["port"], options["server"], evaluator.backend.kind, evaluator.backend.model,
-                 startup_seconds)
+        log.info(
+            "serving %s on %s:%d with %s (%s backend, model %s), ready after %.1f s",
+            "OpenJev",
+            options["host"],
+            options["port"],
+            options["server"],
+            evaluator.backend.kind,
+            evaluator.backend.model,
+            startup_seconds,
+        )
         stop.server = server
         collector_tune()  # after the application is imported: everything loaded so far lives as long as we do
         if stop.event.is_set():  # a signal arrived while the evaluator was being built
@@ -239,16 +311,38 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if child_status:
             code = child_status[0]
-            raise CommandError(f"SGLang exited with {returncode_describe(returncode=code)} while serving; "
-                               "the API stopped with it", returncode=exit_status(returncode=code))
+            raise CommandError(
+                f"SGLang exited with {returncode_describe(returncode=code)} while serving; the API stopped with it",
+                returncode=exit_status(returncode=code),
+            )
         log.info("API stopped")
 
-    def _workers_run(self, *, config: OpenJevConfig, process: subprocess.Popen[bytes] | None, stop: StopSignal,
-                     count: int, options: dict[str, Any]) -> None:
+    def _workers_run(
+        self,
+        *,
+        config: OpenJevConfig,
+        process: subprocess.Popen[bytes] | None,
+        stop: StopSignal,
+        count: int,
+        options: dict[str, Any],
+    ) -> None:
         """Supervise `count` worker `serve`s on this port until a signal, a worker's exit or SGLang's."""
-        argv = [sys.executable, sys.argv[0], "serve", "--worker-process", "--host", options["host"],
-                "--port", str(options["port"]), "--drain", str(options["drain"]),
-                "--keep-alive", str(options["keep_alive"]), "--startup-timeout", str(options["startup_timeout"])]
+        argv = [
+            sys.executable,
+            sys.argv[0],
+            "serve",
+            "--worker-process",
+            "--host",
+            options["host"],
+            "--port",
+            str(options["port"]),
+            "--drain",
+            str(options["drain"]),
+            "--keep-alive",
+            str(options["keep_alive"]),
+            "--startup-timeout",
+            str(options["startup_timeout"]),
+        ]
         argv += ["--access-log"] if options["access_log"] else []
         argv += ["--connect", config.backend_url] if config.backend == "sglang" and config.backend_url else []
         pool = WorkerPool(argv=argv, count=count, grace=options["drain"] + 5)
@@ -260,10 +354,13 @@ class Command(BaseCommand):
         pool.run()
         if process is not None and process.poll() is not None and not stop.stopping:
             code = process.returncode
-            raise CommandError(f"SGLang exited with {returncode_describe(returncode=code)} while serving; "
-                               "the API stopped with it", returncode=exit_status(returncode=code))
+            raise CommandError(
+                f"SGLang exited with {returncode_describe(returncode=code)} while serving; the API stopped with it",
+                returncode=exit_status(returncode=code),
+            )
         if pool.failed:
-            raise CommandError("an API worker exited on its own; the others were stopped",
-                               returncode=exit_status(returncode=pool.failed[0]))
+            raise CommandError(
+                "an API worker exited on its own; the others were stopped",
+                returncode=exit_status(returncode=pool.failed[0]),
+            )
         log.info("API workers stopped")
-

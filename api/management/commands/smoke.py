@@ -23,11 +23,19 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("url", help="base URL of the API, e.g. https://example.modal.run")
-        parser.add_argument("--timeout", type=float, default=900.0,
-                            help="seconds to wait for the server to come up (cold starts load a model)")
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=900.0,
+            help="seconds to wait for the server to come up (cold starts load a model)",
+        )
         parser.add_argument("--request-timeout", type=float, default=600.0, help="seconds per evaluation")
-        parser.add_argument("--max-answers", type=int, default=None,
-                            help="options of the maximum-size choice (default: the server's /v1/limits)")
+        parser.add_argument(
+            "--max-answers",
+            type=int,
+            default=None,
+            help="options of the maximum-size choice (default: the server's /v1/limits)",
+        )
         parser.add_argument("--api-key", default=None, help="Bearer key (default: OPENJEV_API_KEY)")
         parser.add_argument("--output", default="smoke-result.json", help="where to write the report")
 
@@ -36,9 +44,15 @@ class Command(BaseCommand):
             self.stdout.write(line)
 
         try:
-            smoke_run(url=options["url"], api_key=options["api_key"] or os.environ.get("OPENJEV_API_KEY") or None,
-                      timeout=options["timeout"], request_timeout=options["request_timeout"],
-                      max_answers=options["max_answers"], output=Path(options["output"]), say=say)
+            smoke_run(
+                url=options["url"],
+                api_key=options["api_key"] or os.environ.get("OPENJEV_API_KEY") or None,
+                timeout=options["timeout"],
+                request_timeout=options["request_timeout"],
+                max_answers=options["max_answers"],
+                output=Path(options["output"]),
+                say=say,
+            )
         except SmokeFailed as exc:
             raise CommandError(f"{exc} (report: {options['output']})") from None
         self.stdout.write(f"report written to {options['output']}")

@@ -53,5 +53,6 @@ class Command(BaseCommand):
         issued = apikey_issue(name=name, owner=options["owner"], expires_at=expires_at)
         self.stdout.write(issued.secret)
         expiry = f"expires {expires_at.isoformat()}" if expires_at else "never expires"
-        self.stderr.write(f"Issued API key {issued.label} ({name}); it {expiry}. "
-                          "Store it now: it cannot be shown again.")
+        self.stderr.write(
+            f"Issued API key {issued.label} ({name}); it {expiry}. Store it now: it cannot be shown again."
+        )

@@ -49,7 +49,8 @@ class Command(BaseCommand):
             raise CommandError("--days must not be negative")
         if options["batch_size"] < 1:
             raise CommandError("--batch-size must be at least 1")
-        count = evaluations_prune(days=options["days"], batch_size=options["batch_size"], pause=options["pause"],
-                                  dry_run=options["dry_run"])
+        count = evaluations_prune(
+            days=options["days"], batch_size=options["batch_size"], pause=options["pause"], dry_run=options["dry_run"]
+        )
         verb = "Would delete" if options["dry_run"] else "Deleted"
         self.stdout.write(f"{verb} {count} evaluation(s) older than {options['days']:g} day(s).")

@@ -32,13 +32,19 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print JSON (a list of rows) instead of a table")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        rows = usage_export(since=_day(options["since"]), until=_day(options["until"]) if options["until"] else None,
-                            key_label=options["key"])
+        rows = usage_export(
+            since=_day(options["since"]),
+            until=_day(options["until"]) if options["until"] else None,
+            key_label=options["key"],
+        )
         if options["json"]:
             self.stdout.write(json.dumps(rows, indent=2))
             return
-        self.stdout.write(f"{'day':10}  {'key':24} {'evaluations':>11} {'questions':>10} {'input tokens':>13} "
-                          f"{'cached':>10}")
+        self.stdout.write(
+            f"{'day':10}  {'key':24} {'evaluations':>11} {'questions':>10} {'input tokens':>13} {'cached':>10}"
+        )
         for row in rows:
-            self.stdout.write(f"{row['day']:10}  {str(row['key']) or '(no key)':24} {row['evaluations']:>11} "
-                              f"{row['questions']:>10} {row['input_tokens']:>13} {row['cached_tokens']:>10}")
+            self.stdout.write(
+                f"{row['day']:10}  {str(row['key']) or '(no key)':24} {row['evaluations']:>11} "
+                f"{row['questions']:>10} {row['input_tokens']:>13} {row['cached_tokens']:>10}"
+            )
