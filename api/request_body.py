@@ -20,7 +20,8 @@ import zlib
 
 import zstandard
 
-from api.errors import ApiError, error_body, json_bytes, shape_of_path
+from api.errors import ApiError, error_body, shape_of_path
+from api.json_render import body_encode
 from api.requestids import ASGIApp, Message, Receive, Scope, Send
 
 DECODERS = ("gzip", "x-gzip", "zstd", "identity")
@@ -82,7 +83,7 @@ def body_decode(*, data: bytes, encoding: str, limit: int) -> bytes:
 async def _send_error(send: Send, status: int, error_type: str, message: str, *, scope: Scope) -> None:
     """The error in its route's shape, from `api.errors` like every other error of the API."""
     error = ApiError(status, error_type, message)
-    body = json_bytes(error_body(error, shape=shape_of_path(str(scope.get("path", "")))))
+    body = body_encode(body=error_body(error, shape=shape_of_path(str(scope.get("path", "")))))
     await send(
         {
             "type": "http.response.start",

@@ -19,9 +19,10 @@ from api.classify.render import classified_render
 from api.classify.service import classify_run
 from api.decisions.render import decided_headers, decided_render
 from api.decisions.service import decisions_evaluate, decisions_limits
-from api.errors import ApiError, Shape, body_invalid, exception_response, json_response
+from api.errors import ApiError, Shape, body_invalid, exception_response
 from api.feedback import feedback_record
 from api.json_body import BodyNotJson, body_parse
+from api.json_render import json_response
 from api.multipart import MultipartInvalid, is_multipart, multipart_parse
 from api.openapi import operations as doc
 from api.openapi.classify import classify_schema
@@ -125,19 +126,19 @@ class ApiView(LeanAPIView):
 
 async def _systemone_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
     served = await systemone_evaluate(data=body.data, parts=body.parts, request_id=request_id, caller=caller)
-    return json_response(served_render(served=served), headers=served_headers(served=served))
+    return json_response(body=served_render(served=served), headers=served_headers(served=served))
 
 
 async def _decisions_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
     decided = await decisions_evaluate(data=body.data, request_id=request_id, caller=caller)
-    return json_response(decided_render(decided=decided), headers=decided_headers(decided=decided))
+    return json_response(body=decided_render(decided=decided), headers=decided_headers(decided=decided))
 
 
 async def _classify_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
     classified = await classify_run(data=body.data, request_id=request_id, caller=caller)
     headers = {"x-typesafe-request-id": request_id, "x-openjev-model": classified.served_model}
     return json_response(
-        classified_render(classified=classified),
+        body=classified_render(classified=classified),
         headers=headers | calibrated_header(answers=classified.outcome.answers),
     )
 
@@ -145,7 +146,7 @@ async def _classify_answer(body: Body, request_id: str, caller: Caller | None) -
 async def _feedback_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
     labelled = await feedback_record(data=body.data, caller=caller)
     return json_response(
-        {
+        body={
             "request_id": labelled.request_id,
             "question_id": labelled.question_id,
             "label": labelled.label,
@@ -200,7 +201,7 @@ class ModelsView(ApiView):
         # Classifiers go in OpenAI's `data` only: Jev clients read `models` as the names /v1/systemone accepts.
         classifiers = await classifier_names_list()
         return json_response(
-            {
+            body={
                 "models": [
                     {"name": n, "description": described[n], "release_date": config.model_release_date} for n in names
                 ],
@@ -215,7 +216,7 @@ class LimitsView(ApiView):
     async def get(self, request: Request) -> HttpResponse:
         c = settings.OPENJEV
         return json_response(
-            {
+            body={
                 "max_questions": c.max_questions,
                 "max_answers_per_question": c.max_answers,
                 "max_body_bytes": c.max_body_bytes,
@@ -263,7 +264,7 @@ class HealthView(ApiView):
             }
             if await _key_shown(request):
                 body |= {"model": evaluator.backend.model, "worker_pid": os.getpid()}
-            return json_response(body)
+            return json_response(body=body)
         body = {
             "status": "unavailable",
             "backend": backend,
@@ -272,7 +273,7 @@ class HealthView(ApiView):
             if error
             else ("the backend does not answer its health check" if evaluator else "starting"),
         }
-        return json_response(body, status=503, headers={"Retry-After": "5"})
+        return json_response(body=body, status=503, headers={"Retry-After": "5"})
 
 
 async def _key_shown(request: Request) -> bool:
@@ -291,4 +292,4 @@ class LiveView(ApiView):
 
     @doc.live_schema
     async def get(self, request: Request) -> HttpResponse:
-        return json_response({"status": "ok"})
+        return json_response(body={"status": "ok"})

@@ -110,9 +110,9 @@ def questions_build(*, count: int) -> list[Question]:
 async def evaluate(*, backend: LlamaCppBackend, plan: Plan, tag: str) -> tuple[float, int]:
     """One evaluation as the runner does it: warm-up, then every branch; (seconds, cached tokens)."""
     started = time.perf_counter()
-    await backend.warm(rid=f"{tag}-warm", prefix_ids=plan.prefix_ids)
+    await backend.warm(rid=f"{tag}-warm", prefix=plan.prefix)
     calls = [
-        BranchCall(rid=f"{tag}-{i}", prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids)
+        BranchCall(rid=f"{tag}-{i}", prefix=plan.prefix, suffix=b.suffix_ids, label_ids=b.label_ids)
         for i, b in enumerate(plan.branches)
     ]
     generations = await backend.score(calls=calls)
@@ -124,7 +124,7 @@ def measure(*, backend: LlamaCppBackend, plan: Plan, reuse: bool, repeat: int, o
     backend.prefix_reuse = reuse
     times, cached = [], 0
     for r in range(repeat):
-        asyncio.run(backend.warm(rid="evict", prefix_ids=other.prefix_ids))
+        asyncio.run(backend.warm(rid="evict", prefix=other.prefix))
         seconds, cached = asyncio.run(evaluate(backend=backend, plan=plan, tag=f"run{r}"))
         times.append(seconds)
     return statistics.median(times), cached
@@ -179,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             budget=budget,
         )
         suffix = statistics.mean(len(b.suffix_ids) for b in plan.branches)
-        head = f"{count:>9} {len(plan.prefix_ids):>6} {suffix:>6.0f}"
+        head = f"{count:>9} {len(plan.prefix.ids):>6} {suffix:>6.0f}"
         reuse, cached = measure(backend=backend, plan=plan, reuse=True, repeat=args.repeat, other=other)
         print(f"{head} {'reuse':>9} {reuse:>8.3f} {reuse / count:>10.3f} {cached:>7}", flush=True)
         if args.no_recompute:

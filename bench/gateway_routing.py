@@ -86,7 +86,7 @@ async def evaluations_place(
         plan = plan_of(state_of(i, shared=shared))
         before = [w.generate_calls for w in workers]
         outcome = await plan_run(plan=plan, backend=backend, scoring=SCORING, timeout=60)
-        together += (outcome.cached_tokens or 0) >= len(plan.branches) * len(plan.prefix_ids)
+        together += (outcome.cached_tokens or 0) >= len(plan.branches) * len(plan.prefix.ids)
         split[next(n for n, w in enumerate(workers) if w.generate_calls > before[n])] += 1
     await backend.close()
     return together, split
@@ -105,7 +105,7 @@ def first_item_routing(*, gateway: Gateway, workers: list[FakeSGLang]) -> str:
         plan = plan_of(state_of(i, shared=False))
         before = [w.generate_calls for w in workers]
         httpx.post(
-            gateway.url + "/generate", json={**body, "input_ids": list(plan.prefix_ids), "rid": f"w{i}"}, timeout=30
+            gateway.url + "/generate", json={**body, "input_ids": list(plan.prefix.ids), "rid": f"w{i}"}, timeout=30
         ).raise_for_status()
         holders.setdefault(next(n for n, w in enumerate(workers) if w.generate_calls > before[n]), plan)
         if len(holders) == len(workers):
@@ -130,11 +130,11 @@ async def main() -> None:
     parser.add_argument("--evaluations", type=int, default=24)
     args = parser.parse_args()
     shared_plan = plan_of(state_of(0, shared=True))
-    share = 1 - (len(shared_plan.prefix_ids) - len(plan_of(state_of(0, shared=False)).prefix_ids)) / len(
-        shared_plan.prefix_ids
+    share = 1 - (len(shared_plan.prefix.ids) - len(plan_of(state_of(0, shared=False)).prefix.ids)) / len(
+        shared_plan.prefix.ids
     )
     print(
-        f"shared system prompt: warm-up {len(shared_plan.prefix_ids)} tokens, "
+        f"shared system prompt: warm-up {len(shared_plan.prefix.ids)} tokens, "
         f"~{1 - share:.0%} of it common to all traffic"
     )
     scenarios = [

@@ -81,7 +81,7 @@ from inference import labels as labels_module  # noqa: E402
 from inference import prompts as prompts_module  # noqa: E402
 from inference.calibration import Labelled, scored_at, temperature_fit  # noqa: E402
 from inference.gguf import gguf_model_name  # noqa: E402
-from inference.labels import Label  # noqa: E402
+from inference.labels import Label, Labels  # noqa: E402
 from inference.metrics import Scored, metrics_compute  # noqa: E402
 from inference.questions import Option, Question, Shape  # noqa: E402
 from inference.runner import Evaluator, evaluation_run  # noqa: E402
@@ -160,14 +160,16 @@ SETTINGS = (
 )
 
 
-def _legacy_labels(*, tokenizer: Tokenizer, count: int, ending: str) -> tuple[Label, ...]:
+def _legacy_labels(*, tokenizer: Tokenizer, count: int, ending: str) -> Labels:
     """The alphabet as the first release read it: bare letters, not checked as the prompt's continuation
     (the legacy cue fails that check, which is the point of measuring it)."""
-    return tuple(
-        Label(text=t, token_id=tokenizer.encode(t)[0])
-        for t in labels_module._candidates()
-        if len(tokenizer.encode(t)) == 1
-    )[:count]
+    return Labels(
+        items=tuple(
+            Label(text=t, token_id=tokenizer.encode(t)[0])
+            for t in labels_module._candidates()
+            if len(tokenizer.encode(t)) == 1
+        )[:count]
+    )
 
 
 def cue_use(name: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from inference.backends.base import Prefix
 from inference.lru import SizedLRU, ids_cost
 from inference.prompts import Branch
 
@@ -22,7 +23,8 @@ class Priors:
     """The priors of one served model: its content-free prefix and the cache of measured suffixes."""
 
     def __init__(self, *, prefix_ids: tuple[int, ...], max_bytes: int = PRIOR_CACHE_BYTES) -> None:
-        self.prefix_ids = prefix_ids
+        self.prefix = Prefix(ids=prefix_ids)
+        """Shared by every prior measured, so what a backend derives from it is derived once per process."""
         self._cache: SizedLRU[tuple[int, ...], tuple[float, ...]] = SizedLRU(
             max_bytes=max_bytes, cost=lambda suffix, prior: ids_cost(len(suffix)) + ids_cost(len(prior))
         )

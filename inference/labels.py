@@ -10,6 +10,7 @@ mass was about 1 %). Token ids are never hard-coded: they come from the tokenize
 
 from __future__ import annotations
 
+import functools
 import string
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +33,20 @@ class Label:
     """The id of the token read for it: `LABEL_LEAD + text` as the model continues the prompt."""
 
 
+@dataclass(frozen=True)
+class Labels:
+    """An evaluator's label alphabet, in order, and what every compile derives from it, kept on it: the
+    alphabet is built once per process and read by every request."""
+
+    items: tuple[Label, ...]
+
+    @functools.cached_property
+    def texts(self) -> str:
+        """The labels' texts as one string: a part of every cached question block's key
+        (`inference.prompts`), joined once rather than at every compile."""
+        return "\n".join(label.text for label in self.items)
+
+
 def _candidates() -> Iterator[str]:
     letters = string.ascii_uppercase
     yield from letters
@@ -40,7 +55,7 @@ def _candidates() -> Iterator[str]:
             yield first + second
 
 
-def labels_build(*, tokenizer: Tokenizer, count: int, ending: str) -> tuple[Label, ...]:
+def labels_build(*, tokenizer: Tokenizer, count: int, ending: str) -> Labels:
     """The first `count` usable labels after the prompt `ending`; fails startup when there are too few.
 
     `ending` is the chat template's text after the question (end of turn, assistant header, empty
@@ -59,7 +74,7 @@ def labels_build(*, tokenizer: Tokenizer, count: int, ending: str) -> tuple[Labe
         seen.add(ids[0])
         labels.append(Label(text=text, token_id=ids[0]))
         if len(labels) == count:
-            return tuple(labels)
+            return Labels(items=tuple(labels))
     raise StartupError(
         f"the tokenizer has only {len(labels)} single-token labels that continue the prompt "
         f"naturally; the configured maximum number of answers needs {count}"

@@ -14,8 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from inference.backends.base import Prefix
 from inference.errors import Problem, RequestInvalid
-from inference.labels import ANSWER_CUE, Label
+from inference.labels import ANSWER_CUE, Label, Labels
 from inference.lru import SizedLRU, ids_cost
 from inference.questions import Question
 from inference.requests import Message, conversation_of_text
@@ -62,19 +63,18 @@ class Branch:
 
 @dataclass(frozen=True)
 class Plan:
-    prefix_ids: tuple[int, ...]
+    prefix: Prefix
+    """The shared prefix and its images (in placeholder order): sent with the warm-up and every branch."""
     branches: tuple[Branch, ...]
     """Grouped by question, in question order."""
-    image_data: tuple[str, ...] = ()
-    """The images of the prefix, in placeholder order: sent with the warm-up and with every branch."""
 
     def branch_ids(self, branch: Branch) -> list[int]:
-        return [*self.prefix_ids, *branch.suffix_ids]
+        return [*self.prefix.ids, *branch.suffix_ids]
 
     @property
     def input_tokens(self) -> int:
         """Tokens the backend reads: the warm-up plus every full branch."""
-        return len(self.prefix_ids) * (1 + len(self.branches)) + sum(len(b.suffix_ids) for b in self.branches)
+        return len(self.prefix.ids) * (1 + len(self.branches)) + sum(len(b.suffix_ids) for b in self.branches)
 
 
 @dataclass(frozen=True)
@@ -176,34 +176,20 @@ def _text_ids(*, cache: SizedLRU[str | _Block, tuple[int, ...]], tokenizer: Toke
     return ids
 
 
-_label_keys: dict[int, tuple[Sequence[Label], str]] = {}
-
-
-def _labels_key(labels: Sequence[Label]) -> str:
-    """The labels' texts as one string, once per labels object (an evaluator's hundreds of labels)."""
-    found = _label_keys.get(id(labels))
-    if found is None or found[0] is not labels:
-        if len(_label_keys) > 64:
-            _label_keys.clear()
-        found = _label_keys[id(labels)] = (labels, "\n".join(lb.text for lb in labels))
-    return found[1]
-
-
 def _block_ids(
     *,
     cache: SizedLRU[str | _Block, tuple[int, ...]],
     tokenizer: Tokenizer,
     question: Question,
-    labels: Sequence[Label],
-    label_texts: str,
+    labels: Labels,
     order: tuple[int, ...] | None,
 ) -> tuple[int, ...]:
     """The tokens of a question block, cached by the question's identity (not its text: building the
     text of 64 blocks per request, only to look their tokens up, was a tenth of the compile's CPU)."""
-    key = (question.identity, order, label_texts)
+    key = (question.identity, order, labels.texts)
     ids = cache.get(key)
     if ids is None:
-        ids = tuple(tokenizer.encode(question_text(question=question, labels=labels, order=order)))
+        ids = tuple(tokenizer.encode(question_text(question=question, labels=labels.items, order=order)))
         cache.put(key, ids)
     return ids
 
@@ -213,7 +199,7 @@ def plan_compile(
     conversation: Sequence[Message],
     questions: Sequence[Question],
     tokenizer: Tokenizer,
-    labels: Sequence[Label],
+    labels: Labels,
     budget: Budget,
     permutations: int | Callable[[Question], int] = 1,
     vision: Vision | None = None,
@@ -234,21 +220,18 @@ def plan_compile(
     prefix_ids = tuple(tokenizer.encode(prefix))
     cache = _token_cache(tokenizer)
     ending_ids = _text_ids(cache=cache, tokenizer=tokenizer, text=ending + ANSWER_CUE)
-    label_texts = _labels_key(labels)
     label_ids: dict[int, tuple[int, ...]] = {}
 
     def labels_of(count: int) -> tuple[int, ...]:
         found = label_ids.get(count)
         if found is None:
-            found = label_ids[count] = tuple(lb.token_id for lb in labels[:count])
+            found = label_ids[count] = tuple(lb.token_id for lb in labels.items[:count])
         return found
 
     branches = tuple(
         Branch(
             question=q,
-            suffix_ids=_block_ids(
-                cache=cache, tokenizer=tokenizer, question=q, labels=labels, label_texts=label_texts, order=order
-            )
+            suffix_ids=_block_ids(cache=cache, tokenizer=tokenizer, question=q, labels=labels, order=order)
             + ending_ids,
             label_ids=labels_of(len(q.options)),
             order=order,
@@ -267,7 +250,7 @@ def plan_compile(
             prefix_ids=prefix_ids,
             suffixes=[(b.question.id, b.suffix_ids) for b in branches],
         )
-    plan = Plan(prefix_ids=prefix_ids, branches=branches, image_data=tuple(image.url for image in images))
+    plan = Plan(prefix=Prefix(ids=prefix_ids, image_data=tuple(image.url for image in images)), branches=branches)
     _budget_check(plan=plan, budget=budget)
     return plan
 
@@ -291,7 +274,7 @@ def _budget_check(*, plan: Plan, budget: Budget) -> None:
     problems = []
     seen: set[str] = set()
     for branch in plan.branches:
-        size = len(plan.prefix_ids) + len(branch.suffix_ids) + 1
+        size = len(plan.prefix.ids) + len(branch.suffix_ids) + 1
         if size > budget.max_input_tokens and branch.question.id not in seen:
             seen.add(branch.question.id)
             problems.append(

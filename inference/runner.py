@@ -21,7 +21,7 @@ from inference.backends.base import Backend, BranchCall, Generation
 from inference.cancellation import abort_schedule
 from inference.debias import Priors
 from inference.errors import EvaluationTimeout, Overloaded
-from inference.labels import Label
+from inference.labels import Labels
 from inference.prompts import Budget, Plan, plan_compile
 from inference.questions import Question
 from inference.requests import EvaluationRequest
@@ -85,7 +85,7 @@ class Evaluator:
     against its tokenizer, the budgets, the scoring settings and the admission gate."""
 
     backend: Backend
-    labels: tuple[Label, ...]
+    labels: Labels
     budget: Budget
     scoring: Scoring
     gate: AdmissionGate
@@ -193,14 +193,11 @@ async def plan_run(
     known, unmeasured = priors.lookup(branches=debiased) if priors else ({}, [])
     warm_rid = _rid()
     calls = [
-        BranchCall(
-            rid=_rid(), prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids, image_data=plan.image_data
-        )
-        for b in plan.branches
+        BranchCall(rid=_rid(), prefix=plan.prefix, suffix=b.suffix_ids, label_ids=b.label_ids) for b in plan.branches
     ]
     # Priors go last: the llama.cpp backend keeps the evaluation's prefix cached for every real branch.
     calls += [
-        BranchCall(rid=_rid(), prefix=priors.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids)
+        BranchCall(rid=_rid(), prefix=priors.prefix, suffix=b.suffix_ids, label_ids=b.label_ids)
         for b in unmeasured
         if priors
     ]
@@ -215,7 +212,7 @@ async def plan_run(
     try:
         async with asyncio.timeout(timeout):
             t0 = time.perf_counter()
-            warm = await backend.warm(rid=warm_rid, prefix_ids=plan.prefix_ids, image_data=plan.image_data)
+            warm = await backend.warm(rid=warm_rid, prefix=plan.prefix)
             pending.remove(warm_rid)
             t1 = time.perf_counter()
             generations = await backend.score(calls=calls, scored=stream.scored if stream else None)
@@ -245,7 +242,7 @@ async def plan_run(
         usage=Usage(
             input_tokens=warm.prompt_tokens + sum(g.prompt_tokens for g in generations), output_tokens=len(answers) + 1
         ),
-        prefix_tokens=len(plan.prefix_ids),
+        prefix_tokens=len(plan.prefix.ids),
         cached_tokens=_cached_sum(generations),
         timings=Timings(prepare_ms=prepare_ms, prefill_ms=_ms(t0, t1), branches_ms=_ms(t1, t2)),
         generations=1 + len(generations),

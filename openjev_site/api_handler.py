@@ -1,4 +1,5 @@
-"""A lean Django ASGI handler for the JSON API, beside the full one for the admin and the docs.
+"""Which requests are the JSON API's: they take the lean Django ASGI handler (`serving.compat.LeanASGIHandler`,
+a framework fork pinned to the Django release it copies), the admin and the docs the full one.
 
 Django adapts every classic middleware to async by hopping to a worker thread twice per request
 (process_request/process_response through sync_to_async), and a fresh thread-sensitive executor is
@@ -18,11 +19,6 @@ microseconds. A receiver that blocked would stall the loop: `test_api_handler.py
 from __future__ import annotations
 
 from typing import Any
-
-from serving.compat import LeanASGIHandler
-
-ApiASGIHandler = LeanASGIHandler
-"""The handler is the framework fork it is (`serving/compat.py`, pinned to the Django release it copies)."""
 
 API_PREFIXES = ("/v1/", "/health")
 

@@ -19,10 +19,11 @@ from django.conf import settings  # noqa: E402  (settings are ready only after g
 from api.ratelimits import ratelimits_prepare  # noqa: E402
 from api.request_body import RequestBodyReader  # noqa: E402
 from api.requestids import RequestIds  # noqa: E402
-from openjev_site.api_handler import ApiASGIHandler, path_is_api  # noqa: E402
+from openjev_site.api_handler import path_is_api  # noqa: E402
 from openjev_site.sockets import websocket_application  # noqa: E402
+from serving.compat import LeanASGIHandler  # noqa: E402
 
-api_application = ApiASGIHandler()
+api_application = LeanASGIHandler()
 ratelimits_prepare()
 
 

@@ -7,7 +7,7 @@ import importlib.util
 from functools import cache
 from pathlib import Path
 
-from inference.labels import Label, labels_build
+from inference.labels import Labels, labels_build
 from inference.prompts import prompt_ending
 from inference.tokenizer import HFTokenizer, hf_tokenizer_load
 
@@ -24,6 +24,6 @@ def qwen3_tokenizer() -> HFTokenizer:
 
 
 @cache
-def qwen3_labels(count: int = 255) -> tuple[Label, ...]:
+def qwen3_labels(count: int = 255) -> Labels:
     tokenizer = qwen3_tokenizer()
     return labels_build(tokenizer=tokenizer, count=count, ending=prompt_ending(tokenizer=tokenizer))

@@ -33,6 +33,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from api.authentication import caller_authenticate
 from api.errors import exception_detail
 from api.json_body import body_parse, document_problems
+from api.json_render import text_encode
 from api.requestids import client_address_bound, request_id_assign, request_id_bound
 from api.systemone.render import answer_render
 from api.systemone.service import systemone_evaluate
@@ -350,4 +351,4 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
 
     @classmethod
     async def encode_json(cls, content: Any) -> str:
-        return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return text_encode(value=content)

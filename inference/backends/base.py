@@ -6,6 +6,8 @@ the log-probs of each branch's label tokens at the first output position.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -18,23 +20,46 @@ the SGLang client, so that settings name it without loading an HTTP stack."""
 
 
 @dataclass(frozen=True)
+class Prefix:
+    """The start of a prompt that the warm-up and every branch share: its ids and the images that its
+    placeholders stand for, in order.
+
+    One object per evaluation (and one per served model for the content-free priors), handed to every
+    call, so the text a backend writes for it is derived here, once: a 64-branch batch repeats the same
+    few hundred ids 64 times, and encoding them for every branch was the largest CPU cost of a batched
+    evaluation. The llama.cpp backend never asks, and never pays.
+    """
+
+    ids: tuple[int, ...]
+    image_data: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def ids_text(self) -> str:
+        """The ids as the items of a JSON list (decimals joined by commas, no brackets)."""
+        return ",".join(map(str, self.ids))
+
+    @functools.cached_property
+    def images_json(self) -> str | None:
+        """The images as a compact JSON list (often megabytes of `data:` URLs); None without images."""
+        return json.dumps(list(self.image_data), separators=(",", ":")) if self.image_data else None
+
+
+@dataclass(frozen=True)
 class BranchCall:
     """One generation of one output token for the prompt `prefix + suffix`.
 
-    The two halves stay apart because every branch shares the same prefix object: a backend can
-    serialise it once per evaluation instead of once per branch.
+    The two halves stay apart because every branch shares the same `Prefix` object, and with it what a
+    backend derives from it.
     """
 
     rid: str
-    prefix: Sequence[int]
+    prefix: Prefix
     suffix: Sequence[int]
     label_ids: Sequence[int]
-    image_data: Sequence[str] = ()
-    """The images the prompt's placeholders stand for, in order (the same object for every branch)."""
 
     @property
     def ids(self) -> list[int]:
-        return [*self.prefix, *self.suffix]
+        return [*self.prefix.ids, *self.suffix]
 
 
 @dataclass(frozen=True)
@@ -67,7 +92,7 @@ class Backend(Protocol):
         backend's context); the per-question budget is clamped to it, so an over-long prompt is a 422."""
         ...
 
-    async def warm(self, *, rid: str, prefix_ids: Sequence[int], image_data: Sequence[str] = ()) -> Generation:
+    async def warm(self, *, rid: str, prefix: Prefix) -> Generation:
         """Prefill exactly the prefix (with its images) with one output token, so later branches hit the cache."""
         ...
 

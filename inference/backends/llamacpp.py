@@ -24,7 +24,7 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from inference.backends.base import BranchCall, BranchScored, Generation
+from inference.backends.base import BranchCall, BranchScored, Generation, Prefix
 from inference.chat_template import ChatTemplate
 from inference.errors import BackendFailed, BackendUnavailable, StartupError
 from inference.gguf import gguf_model_name, gguf_resolve
@@ -136,9 +136,9 @@ class LlamaCppBackend:
 
     # -- Backend protocol -------------------------------------------------------------------------
 
-    async def warm(self, *, rid: str, prefix_ids: Sequence[int], image_data: Sequence[str] = ()) -> Generation:
-        """`image_data` is always empty: this engine cannot see, so its evaluator refuses images."""
-        results = await self._submit(rids=[rid], job=lambda flag: [self._generate(prefix_ids, (), (), flag)])
+    async def warm(self, *, rid: str, prefix: Prefix) -> Generation:
+        """The prefix has no images: this engine cannot see, so its evaluator refuses them."""
+        results = await self._submit(rids=[rid], job=lambda flag: [self._generate(prefix.ids, (), (), flag)])
         return results[0]
 
     async def score(self, *, calls: Sequence[BranchCall], scored: BranchScored | None = None) -> list[Generation]:
@@ -150,7 +150,7 @@ class LlamaCppBackend:
         def job(flag: threading.Event) -> list[Generation]:
             generations = []
             for index, call in enumerate(calls):
-                generation = self._generate(call.prefix, call.suffix, call.label_ids, flag)
+                generation = self._generate(call.prefix.ids, call.suffix, call.label_ids, flag)
                 if scored is not None:
                     loop.call_soon_threadsafe(scored, index, generation)
                 generations.append(generation)

@@ -45,15 +45,8 @@ import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from inference.backends.base import BranchCall, BranchMode, BranchScored, Generation
-from inference.backends.sglang_wire import (
-    ImagesJson,
-    PrefixJson,
-    generation_parse,
-    ids_json,
-    request_body,
-    response_json_read,
-)
+from inference.backends.base import BranchCall, BranchMode, BranchScored, Generation, Prefix
+from inference.backends.sglang_wire import call_ids_text, generation_parse, request_body, response_json_read
 from inference.errors import BackendFailed, BackendUnavailable
 from inference.redaction import backend_text_redact
 from inference.tokenizer import Tokenizer
@@ -192,11 +185,11 @@ class SGLangBackend:
                 f"SGLang answered with a body that is not JSON: {backend_text_redact(text=response.text)[:200]!r}"
             ) from exc
 
-    async def warm(self, *, rid: str, prefix_ids: Sequence[int], image_data: Sequence[str] = ()) -> Generation:
+    async def warm(self, *, rid: str, prefix: Prefix) -> Generation:
         # Selected-token log-probs here too: mixing plain and selected-logprob requests in one
         # SGLang batch has crashed the server.
         body = request_body(
-            rid=rid, ids_json=ids_json(prefix_ids), label_ids=prefix_ids[-1:], images_json=ImagesJson().of(image_data)
+            rid=rid, ids_json=f"[{prefix.ids_text}]", label_ids=prefix.ids[-1:], images_json=prefix.images_json
         )
         return generation_parse(await self._generate(body), label_ids=(), rid=rid)
 
@@ -214,13 +207,12 @@ class SGLangBackend:
     async def _score_batched(self, calls: Sequence[BranchCall]) -> list[Generation]:
         """One request under the first call's rid; SGLang names the items `<rid>_<i>`, which also proves
         that answers come back in call order."""
-        prefixes, images = PrefixJson(), ImagesJson()
-        ids_json = ",".join(f"[{prefixes.of(c)}]" for c in calls)
+        ids_json = ",".join(f"[{call_ids_text(call=c)}]" for c in calls)
         union = list(dict.fromkeys(t for c in calls for t in c.label_ids))
         rid = calls[0].rid
         images_json = (
-            f"[{','.join(images.of(c.image_data) or 'null' for c in calls)}]"
-            if any(c.image_data for c in calls)
+            f"[{','.join(c.prefix.images_json or 'null' for c in calls)}]"
+            if any(c.prefix.image_data for c in calls)
             else None
         )
         items = await self._generate(
@@ -248,9 +240,9 @@ class SGLangBackend:
     async def _score_one(self, call: BranchCall, index: int, scored: BranchScored | None) -> Generation:
         body = request_body(
             rid=call.rid,
-            ids_json=f"[{PrefixJson().of(call)}]",
+            ids_json=f"[{call_ids_text(call=call)}]",
             label_ids=call.label_ids,
-            images_json=ImagesJson().of(call.image_data),
+            images_json=call.prefix.images_json,
         )
         generation = generation_parse(await self._generate(body), label_ids=call.label_ids, rid=call.rid)
         if scored is not None:

@@ -1,5 +1,5 @@
-"""SGLang's `/generate` wire format as this client speaks it: request bodies written as text (each distinct
-prefix and image list serialised once per batch) and results read strictly. Kept apart from the client
+"""SGLang's `/generate` wire format as this client speaks it: request bodies written as text (a prefix and
+its images serialised once, on the shared `Prefix`) and results read strictly. Kept apart from the client
 (`inference/backends/sglang.py`), which owns the connection pool, retries and failure classification.
 """
 
@@ -28,49 +28,22 @@ def response_json_read(content: bytes) -> Any:
         return json.loads(content)
 
 
-def ids_json(ids: Sequence[int]) -> str:
-    return "[" + ",".join(map(str, ids)) + "]"
-
-
-class PrefixJson:
-    """Serialises each distinct prefix once: a 64-branch batch repeats the same few hundred ids 64
-    times, and encoding them every time was the largest CPU cost of a batched evaluation."""
-
-    def __init__(self) -> None:
-        self._done: dict[int, str] = {}
-
-    def of(self, call: BranchCall) -> str:
-        prefix = self._done.get(id(call.prefix))
-        if prefix is None:
-            prefix = self._done[id(call.prefix)] = ",".join(map(str, call.prefix))
-        suffix = suffix_json(tuple(call.suffix))
-        return f"{prefix},{suffix}" if prefix and suffix else prefix or suffix
+def call_ids_text(*, call: BranchCall) -> str:
+    """A branch's whole prompt as the items of a JSON list: its prefix's text, derived once on the shared
+    `Prefix`, then its suffix's."""
+    prefix, suffix = call.prefix.ids_text, suffix_text(tuple(call.suffix))
+    return f"{prefix},{suffix}" if prefix and suffix else prefix or suffix
 
 
 @functools.lru_cache(maxsize=8192)
-def suffix_json(ids: tuple[int, ...]) -> str:
+def suffix_text(ids: tuple[int, ...]) -> str:
     """A suffix's ids as JSON list items, cached: suffixes are question blocks, which callers ask again and
     again (writing 64 of them was 6 % of the server's CPU on the 64-question request)."""
     return ",".join(map(str, ids))
 
 
-class ImagesJson:
-    """Serialises each distinct image list once: every branch sends the same list, often of megabytes."""
-
-    def __init__(self) -> None:
-        self._done: dict[int, str] = {}
-
-    def of(self, image_data: Sequence[str]) -> str | None:
-        if not image_data:
-            return None
-        found = self._done.get(id(image_data))
-        if found is None:
-            found = self._done[id(image_data)] = json.dumps(list(image_data), separators=(",", ":"))
-        return found
-
-
 def request_body(*, rid: str, ids_json: str, label_ids: Sequence[int], images_json: str | None = None) -> str:
-    """The /generate body as text; `ids_json` and `images_json` are already serialised (see PrefixJson)."""
+    """The /generate body as text; `ids_json` and `images_json` are already serialised (`Prefix`)."""
     rest = orjson.dumps(
         {
             "sampling_params": SAMPLING,

@@ -214,29 +214,3 @@ async def test_each_response_has_its_own_request_id_and_pages_outside_the_api_no
     ids = {(await api.get("/v1/nope")).headers["x-typesafe-request-id"] for _ in range(3)}
     assert len(ids) == 3
     assert "x-typesafe-request-id" not in (await api.get("/openapi.json")).headers
-
-
-def test_response_json_is_the_standard_librarys_and_refuses_what_it_refuses():
-    import dataclasses
-    import json
-    import math
-
-    from api.errors import json_bytes
-
-    body = {
-        "answers": {"q": {"type": "score", "score": 1e-05, "confidence": 0.25, "é": "naïve 東京"}},
-        "usage": {"input_tokens": 12, "output_tokens": 2},
-        "nothing": None,
-    }
-    assert json.loads(json_bytes(body)) == body
-    assert json.loads(json_bytes({"p": [0.1, 2.5e16]})) == {"p": [0.1, 2.5e16]}
-    for bad in (math.nan, math.inf):
-        with pytest.raises(ValueError):
-            json_bytes({"p": bad})
-
-    @dataclasses.dataclass
-    class Row:
-        x: int
-
-    with pytest.raises(TypeError):
-        json_bytes({"row": Row(1)})

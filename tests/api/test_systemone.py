@@ -53,9 +53,9 @@ async def test_response_headers_report_request_id_model_tokens_and_timings(api, 
     plan = plan_for(README_REQUEST)
     assert response.headers["x-typesafe-request-id"].startswith("req_")
     assert response.headers["x-openjev-model"] == "Qwen/Qwen3.6-35B-A3B"
-    assert response.headers["x-openjev-prefix-tokens"] == str(len(plan.prefix_ids))
+    assert response.headers["x-openjev-prefix-tokens"] == str(len(plan.prefix.ids))
     # Every branch shares the warmed prefix, so each one hits the cache for at least the prefix.
-    assert int(response.headers["x-openjev-cached-tokens"]) >= 3 * len(plan.prefix_ids)
+    assert int(response.headers["x-openjev-cached-tokens"]) >= 3 * len(plan.prefix.ids)
     timing = response.headers["server-timing"]
     assert [part.split(";")[0] for part in timing.split(", ")] == ["prepare", "prefill", "branches"]
     assert response.headers["content-type"] == "application/json"
@@ -79,7 +79,7 @@ async def test_warm_up_finishes_strictly_before_any_branch_starts(api, fake, bra
     await api.post("/v1/systemone", json=README_REQUEST)
     warm, *branches = fake.requests
     plan = plan_for(README_REQUEST)
-    assert warm["body"]["input_ids"] == list(plan.prefix_ids)
+    assert warm["body"]["input_ids"] == list(plan.prefix.ids)
     assert warm["body"]["sampling_params"]["max_new_tokens"] == 1
     assert "token_ids_logprob" in warm["body"]
     assert branches and all(b["t_start"] >= warm["t_end"] for b in branches)

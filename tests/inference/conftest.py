@@ -8,7 +8,7 @@ import pytest
 
 from inference.backends.llamacpp import LlamaCppBackend
 from inference.gguf import gguf_resolve
-from inference.labels import Label, labels_build
+from inference.labels import Labels, labels_build
 from inference.prompts import prompt_ending
 from tests.embedded import SMALL, bundled_backend, models_cache_dir
 from tests.inference.llamacpp import THREADS
@@ -30,5 +30,5 @@ def recompute(llama: LlamaCppBackend) -> Iterator[LlamaCppBackend]:
 
 
 @pytest.fixture(scope="module")
-def labels(llama: LlamaCppBackend) -> tuple[Label, ...]:
+def labels(llama: LlamaCppBackend) -> Labels:
     return labels_build(tokenizer=llama.tokenizer(), count=255, ending=prompt_ending(tokenizer=llama.tokenizer()))

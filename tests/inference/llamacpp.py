@@ -9,7 +9,7 @@ from typing import Any
 
 from inference.backends.base import BranchCall, Generation
 from inference.backends.llamacpp import LlamaCppBackend
-from inference.labels import Label
+from inference.labels import Labels
 from inference.prompts import Budget, Plan, plan_compile
 from inference.questions import Question, question_build, text_render
 from inference.requests import conversation_of_text
@@ -34,7 +34,7 @@ def answer_of(question: Question, generation: Generation) -> Answer:
     return answer_compute(question=question, branches=[branch], temperature=1.0, confidence="entropy")
 
 
-def plan_of(llama: LlamaCppBackend, labels: Sequence[Label], state: Any, questions: Sequence[Question]) -> Plan:
+def plan_of(llama: LlamaCppBackend, labels: Labels, state: Any, questions: Sequence[Question]) -> Plan:
     """A text or structured state, as the API gives it to the core: one user message."""
     return plan_compile(
         conversation=conversation_of_text(text=text_render(state)),
@@ -47,13 +47,13 @@ def plan_of(llama: LlamaCppBackend, labels: Sequence[Label], state: Any, questio
 
 def calls_of(plan: Plan, tag: str) -> list[BranchCall]:
     return [
-        BranchCall(rid=f"{tag}-{i}", prefix=plan.prefix_ids, suffix=b.suffix_ids, label_ids=b.label_ids)
+        BranchCall(rid=f"{tag}-{i}", prefix=plan.prefix, suffix=b.suffix_ids, label_ids=b.label_ids)
         for i, b in enumerate(plan.branches)
     ]
 
 
 async def evaluate(llama: LlamaCppBackend, plan: Plan, tag: str) -> tuple[Generation, list[Generation]]:
-    warm = await llama.warm(rid=f"{tag}-warm", prefix_ids=plan.prefix_ids)
+    warm = await llama.warm(rid=f"{tag}-warm", prefix=plan.prefix)
     return warm, await llama.score(calls=calls_of(plan, tag))
 
 

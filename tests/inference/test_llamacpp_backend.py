@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from inference.backends.llamacpp import LlamaCppBackend
-from inference.labels import Label
+from inference.labels import Labels
 from tests.inference.llamacpp import (
     ONE_SHOT_LOGPROB_TOLERANCE,
     ONE_SHOT_PROBABILITY_TOLERANCE,
@@ -29,12 +29,12 @@ pytestmark = pytest.mark.embedded
 # -- tokenizer and template --------------------------------------------------------------------------
 
 
-def test_labels_are_single_tokens(llama: LlamaCppBackend, labels: tuple[Label, ...]) -> None:
-    assert [label.text for label in labels[:26]] == list("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
-    assert len(labels) == 255
-    assert all(len(label.text) == 2 for label in labels[26:])
+def test_labels_are_single_tokens(llama: LlamaCppBackend, labels: Labels) -> None:
+    assert [label.text for label in labels.items[:26]] == list("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    assert len(labels.items) == 255
+    assert all(len(label.text) == 2 for label in labels.items[26:])
     tokenizer = llama.tokenizer()
-    for label in labels:
+    for label in labels.items:
         assert tokenizer.encode(label.text) == [label.token_id]
         assert tokenizer.decode([label.token_id]) == label.text
 
@@ -54,10 +54,10 @@ def test_chat_template_renders_chatml(llama: LlamaCppBackend) -> None:
 # -- prefix reuse ------------------------------------------------------------------------------------
 
 
-def test_warm_then_score_reuses_the_prefix(llama: LlamaCppBackend, labels: tuple[Label, ...]) -> None:
+def test_warm_then_score_reuses_the_prefix(llama: LlamaCppBackend, labels: Labels) -> None:
     plan = plan_of(llama, labels, REVIEW, QUESTIONS)
-    prefix = len(plan.prefix_ids)
-    run(llama.warm(rid="other", prefix_ids=plan_of(llama, labels, "Another state.", QUESTIONS).prefix_ids))
+    prefix = len(plan.prefix.ids)
+    run(llama.warm(rid="other", prefix=plan_of(llama, labels, "Another state.", QUESTIONS).prefix))
     warm, branches = run(evaluate(llama, plan, "reuse"))
     assert (warm.prompt_tokens, warm.cached_tokens, warm.label_logprobs) == (prefix, 0, ())
     for branch, generation in zip(plan.branches, branches, strict=True):
@@ -69,7 +69,7 @@ def test_warm_then_score_reuses_the_prefix(llama: LlamaCppBackend, labels: tuple
 
 
 def test_reuse_matches_recomputing_every_branch(
-    llama: LlamaCppBackend, recompute: LlamaCppBackend, labels: tuple[Label, ...]
+    llama: LlamaCppBackend, recompute: LlamaCppBackend, labels: Labels
 ) -> None:
     plan = plan_of(llama, labels, REVIEW, QUESTIONS)
     _, reused = run(evaluate(llama, plan, "cmp"))
@@ -80,7 +80,7 @@ def test_reuse_matches_recomputing_every_branch(
     assert all(lp < 0 for g in reused for lp in g.label_logprobs)
 
 
-def test_answers_do_not_depend_on_question_order(llama: LlamaCppBackend, labels: tuple[Label, ...]) -> None:
+def test_answers_do_not_depend_on_question_order(llama: LlamaCppBackend, labels: Labels) -> None:
     forward = plan_of(llama, labels, REVIEW, QUESTIONS)
     backward = plan_of(llama, labels, REVIEW, QUESTIONS[::-1])
     _, a = run(evaluate(llama, forward, "fwd"))
@@ -89,7 +89,7 @@ def test_answers_do_not_depend_on_question_order(llama: LlamaCppBackend, labels:
 
 
 def test_split_evaluation_agrees_with_one_shot(
-    llama: LlamaCppBackend, recompute: LlamaCppBackend, labels: tuple[Label, ...]
+    llama: LlamaCppBackend, recompute: LlamaCppBackend, labels: Labels
 ) -> None:
     """A branch with no warm-up is evaluated in one piece; it must tell the same story.
 
@@ -116,21 +116,19 @@ POSITIVE_REVIEW = "Absolutely love it, works perfectly, five stars. Would buy ag
 NEGATIVE_REVIEW = "Broke after two days, support ignored me. Terrible, avoid it."
 
 
-def _p_true(llama: LlamaCppBackend, labels: tuple[Label, ...], review: str) -> float:
+def _p_true(llama: LlamaCppBackend, labels: Labels, review: str) -> float:
     question = noul("Is this review positive?")
     plan = plan_of(llama, labels, f"Review: {review}", [question])
     _, (generation,) = run(evaluate(llama, plan, "yes-no"))
     return answer_of(question, generation).probabilities[0]
 
 
-def test_yes_no_orders_positive_above_negative(llama: LlamaCppBackend, labels: tuple[Label, ...]) -> None:
+def test_yes_no_orders_positive_above_negative(llama: LlamaCppBackend, labels: Labels) -> None:
     assert _p_true(llama, labels, POSITIVE_REVIEW) > _p_true(llama, labels, NEGATIVE_REVIEW)
 
 
 @pytest.mark.parametrize("review", [POSITIVE_REVIEW, NEGATIVE_REVIEW])
-def test_the_probability_lands_on_the_labels_read(
-    llama: LlamaCppBackend, labels: tuple[Label, ...], review: str
-) -> None:
+def test_the_probability_lands_on_the_labels_read(llama: LlamaCppBackend, labels: Labels, review: str) -> None:
     """The labels read are the model's natural next token: they hold nearly all of its probability.
     (With the first release's cue "Answer: " they held about 1 %; the small model's raw answers lean
     towards label A, which the service's debiasing removes: test_embedded_api.py.)"""

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from inference.backends.base import Generation
+from inference.backends.base import Generation, Prefix
 from inference.backends.llamacpp import LlamaCppBackend
 from inference.errors import BackendFailed
-from inference.labels import Label
+from inference.labels import Labels
 from inference.prompts import Plan
 from tests.inference.llamacpp import (
     QUESTIONS,
@@ -27,7 +27,7 @@ from tests.inference.llamacpp import (
 pytestmark = pytest.mark.embedded
 
 
-def test_interleaved_evaluations_match_sequential(llama: LlamaCppBackend, labels: tuple[Label, ...]) -> None:
+def test_interleaved_evaluations_match_sequential(llama: LlamaCppBackend, labels: Labels) -> None:
     first = plan_of(llama, labels, REVIEW, QUESTIONS[:2])
     second = plan_of(llama, labels, "The meeting moved to Tuesday at 3 pm.", [noul("Is a time mentioned?")])
 
@@ -40,12 +40,12 @@ def test_interleaved_evaluations_match_sequential(llama: LlamaCppBackend, labels
         assert generations_close(alone, mixed)
 
 
-def _five_branches(llama: LlamaCppBackend, labels: tuple[Label, ...]) -> Plan:
+def _five_branches(llama: LlamaCppBackend, labels: Labels) -> Plan:
     return plan_of(llama, labels, "Short state.", [noul(f"Question number {i}?", str(i)) for i in range(5)])
 
 
 def test_abort_skips_remaining_branches(
-    llama: LlamaCppBackend, labels: tuple[Label, ...], monkeypatch: pytest.MonkeyPatch
+    llama: LlamaCppBackend, labels: Labels, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plan = _five_branches(llama, labels)
     calls = calls_of(plan, "abort")
@@ -74,7 +74,7 @@ def test_abort_skips_remaining_branches(
 
 
 def test_cancelled_call_skips_remaining_branches(
-    llama: LlamaCppBackend, labels: tuple[Label, ...], monkeypatch: pytest.MonkeyPatch
+    llama: LlamaCppBackend, labels: Labels, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plan = _five_branches(llama, labels)
     done: list[int] = []
@@ -113,9 +113,9 @@ def test_cancelled_call_skips_remaining_branches(
 
 
 def test_prompt_over_the_context_fails_clearly(llama: LlamaCppBackend) -> None:
-    too_long = [32] * (llama.context_tokens + 1)
+    too_long = (32,) * (llama.context_tokens + 1)
     with pytest.raises(BackendFailed, match="context"):
-        run(llama.warm(rid="long", prefix_ids=too_long))
+        run(llama.warm(rid="long", prefix=Prefix(ids=too_long)))
 
 
 async def _health(llama: LlamaCppBackend) -> bool:

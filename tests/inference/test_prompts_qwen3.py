@@ -3,7 +3,7 @@
 import pytest
 
 from inference.errors import RequestInvalid, StartupError
-from inference.labels import ANSWER_CUE, LABEL_LEAD, labels_build
+from inference.labels import ANSWER_CUE, LABEL_LEAD, Labels, labels_build
 from inference.prompts import (
     MARKER,
     Budget,
@@ -26,7 +26,7 @@ def said(text: str) -> tuple[Message, ...]:
 
 def test_qwen3_has_255_distinct_single_token_labels_that_decode_to_themselves():
     tok = qwen3_tokenizer()
-    labels = qwen3_labels()
+    labels = qwen3_labels().items
     assert len(labels) == 255
     assert [lb.text for lb in labels[:27]] == [*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA"]
     assert len({lb.token_id for lb in labels}) == 255
@@ -42,7 +42,7 @@ def test_label_ids_read_are_the_natural_continuation_of_the_prompt():
     q = question_build(id="q", type="choice", instructions="Team?", criteria={"a": "Billing", "b": "Tech"})
     plan = plan_compile(conversation=said("Charged twice."), questions=[q], tokenizer=tok, labels=labels, budget=BUDGET)
     prompt = tok.decode(plan.branch_ids(plan.branches[0]))
-    for label in labels:
+    for label in labels.items:
         assert tok.encode(prompt + LABEL_LEAD + label.text) == [*plan.branch_ids(plan.branches[0]), label.token_id]
 
 
@@ -77,15 +77,15 @@ def test_prefix_plus_suffix_ids_round_trip_to_the_rendered_text():
     )
     plan = plan_compile(conversation=state, questions=[q], tokenizer=tok, labels=labels, budget=BUDGET)
     prefix, ending = prompt_split(tokenizer=tok, conversation=state)
-    suffix = question_text(question=q, labels=labels) + ending + ANSWER_CUE
+    suffix = question_text(question=q, labels=labels.items) + ending + ANSWER_CUE
     assert tok.decode(plan.branch_ids(plan.branches[0])) == prefix + suffix
     assert list(plan.branches[0].suffix_ids) == tok.encode(suffix)
-    assert list(plan.prefix_ids) == tok.encode(prefix)
+    assert list(plan.prefix.ids) == tok.encode(prefix)
     assert tok.encode(prefix + suffix) == plan.branch_ids(plan.branches[0])
 
 
 def test_question_block_hides_ids_and_keys_and_indents_continuation_lines():
-    labels = qwen3_labels()
+    labels = qwen3_labels().items
     q = question_build(
         id="secret-id",
         type="choice",
@@ -99,7 +99,7 @@ def test_question_block_hides_ids_and_keys_and_indents_continuation_lines():
 
 def test_null_description_shows_the_key_itself():
     q = question_build(id="q", type="choice", instructions=None, criteria={"Billing": None, "Sales": "New deals"})
-    assert "A: Billing\nB: New deals" in question_text(question=q, labels=qwen3_labels())
+    assert "A: Billing\nB: New deals" in question_text(question=q, labels=qwen3_labels().items)
 
 
 def test_branch_over_the_per_question_budget_is_rejected_before_any_call():
@@ -198,6 +198,6 @@ def test_cached_question_blocks_follow_the_text_the_model_reads_not_the_question
     assert suffix(first) == suffix(again)
     assert "B: Sales" in suffix(reworded) and "B: Tech" in suffix(first)
     assert "A: Tech\nB: Billing" in suffix(first, permutations=2, branch=1)
-    shifted = (*labels[1:], labels[0])  # "B" is the first label
+    shifted = Labels(items=(*labels.items[1:], labels.items[0]))  # "B" is the first label
     assert "B: Billing\nC: Tech" in suffix(first, labels=shifted)
     assert "A: Billing\nB: Tech" in suffix(first)

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from inference.backends.base import BranchCall
+from inference.backends.base import BranchCall, Prefix
 from inference.backends.sglang import LoopHttp, SGLangBackend, failure_classify
 from inference.backends.sglang_wire import response_json_read
 from inference.errors import BackendFailed, BackendUnavailable
@@ -19,7 +19,7 @@ from inference.redaction import url_credentials_redact
 from testbed.qwen3 import qwen3_tokenizer
 from tests.ops.helpers import free_port
 
-PREFIX = list(range(1000, 1040))
+PREFIX = Prefix(ids=tuple(range(1000, 1040)))
 
 
 def backend_for(url: str, **kw: object) -> SGLangBackend:
@@ -81,7 +81,7 @@ def test_credentials_in_urls_are_redacted_wherever_they_appear():
 
 async def test_an_unreachable_backend_is_unavailable():
     with pytest.raises(BackendUnavailable, match="unreachable"):
-        await backend_for(f"http://127.0.0.1:{free_port()}").warm(rid="w", prefix_ids=PREFIX)
+        await backend_for(f"http://127.0.0.1:{free_port()}").warm(rid="w", prefix=PREFIX)
 
 
 def test_a_backend_answer_naming_credentials_is_redacted():
@@ -166,12 +166,13 @@ def test_a_backend_body_with_python_json_constants_still_reads_as_before():
 
 EXIT_SCRIPT = """
 import asyncio, gc, sys
+from inference.backends.base import Prefix
 from inference.backends.sglang import SGLangBackend
 from testbed.qwen3 import qwen3_tokenizer
 kept = SGLangBackend(url=sys.argv[1], model="m", tokenizer=qwen3_tokenizer())
 dropped = SGLangBackend(url=sys.argv[1], model="m", tokenizer=qwen3_tokenizer())
 for backend in (kept, dropped, kept):  # a loop per run, as tests and management commands have
-    asyncio.run(backend.warm(rid="w", prefix_ids=list(range(1000, 1040))))
+    asyncio.run(backend.warm(rid="w", prefix=Prefix(ids=tuple(range(1000, 1040)))))
 del dropped
 gc.collect()
 print("ok")

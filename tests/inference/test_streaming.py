@@ -107,7 +107,7 @@ def prior_of(plan: Plan, index: int, prefix: tuple[int, ...]) -> Hold:
 async def test_a_new_questions_answer_waits_for_its_prior_and_a_known_one_does_not(fake):
     plan = plan_of(3)
     priors = Priors(prefix_ids=content_free_prefix(tokenizer=qwen3_tokenizer()))
-    with holding_proxy(upstream=fake.url, hold=prior_of(plan, 1, priors.prefix_ids)) as (proxy, url):
+    with holding_proxy(upstream=fake.url, hold=prior_of(plan, 1, priors.prefix.ids)) as (proxy, url):
         first = Streamed(url=url, plan=plan, branch_mode="parallel", priors=priors)
         await asyncio.to_thread(proxy.wait_held, 1)
         await until(lambda: len(first.answers) == 2)

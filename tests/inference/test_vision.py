@@ -54,16 +54,16 @@ def test_one_placeholder_per_image_in_the_prefix_and_the_urls_as_image_data():
     second = Image(url="data:image/png;base64,AAAA", meta=ImageMeta(source="data", format="png", size=3))
     plan = compile_((Message(role="user", content=("Compare ", IMAGE, " with ", second)),))
     tokenizer = qwen3_tokenizer()
-    prefix = tokenizer.decode(plan.prefix_ids)
+    prefix = tokenizer.decode(plan.prefix.ids)
     assert prefix.count(PLACEHOLDER) == 2 and "Compare <|vision_start|>" in prefix
     assert "example.com" not in prefix and "base64" not in prefix  # URLs are never text the model reads
-    assert plan.prefix_ids.count(151655) == 2
-    assert plan.image_data == (IMAGE.url, second.url)
+    assert plan.prefix.ids.count(151655) == 2
+    assert plan.prefix.image_data == (IMAGE.url, second.url)
     assert all(151655 not in branch.suffix_ids for branch in plan.branches)
 
 
 def test_text_only_plans_carry_no_image_data():
-    assert compile_((Message(role="user", content="no pictures"),)).image_data == ()
+    assert compile_((Message(role="user", content="no pictures"),)).prefix.image_data == ()
 
 
 def test_a_template_that_renders_image_parts_places_the_placeholder_itself():
@@ -73,7 +73,7 @@ def test_a_template_that_renders_image_parts_places_the_placeholder_itself():
     assert vision is not None and vision.template_parts
     plan = compile_((Message(role="user", content=(IMAGE, "What is it?")),), tokenizer)
     assert "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>What is it?<|im_end|>" in tokenizer.decode(
-        plan.prefix_ids
+        plan.prefix.ids
     )
 
 
@@ -103,4 +103,4 @@ def test_image_markup_in_the_clients_text_is_refused_beside_images(text):
 
 def test_image_markup_in_a_text_only_request_stays_text():
     plan = compile_((Message(role="user", content="a literal <|image_pad|>"),))
-    assert plan.image_data == () and 151655 in plan.prefix_ids
+    assert plan.prefix.image_data == () and 151655 in plan.prefix.ids

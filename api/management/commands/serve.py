@@ -41,7 +41,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.module_loading import import_string
 
-from api.errors import ApiError, error_body, json_bytes
+from api.errors import ApiError, error_body
+from api.json_render import body_encode
 from api.systemone.stream import stream_transport_limit
 from inference.backends.sglang import HEALTH_PATH, READINESS_PATH
 from inference.errors import StartupError
@@ -94,7 +95,7 @@ def server_options(*, config: OpenJevConfig, options: dict[str, Any]) -> ServerO
         keep_alive=options["keep_alive"],
         access_log=options["access_log"],
         header_timeout=config.header_timeout,
-        header_timeout_body=json_bytes(error_body(late, shape="detail")),
+        header_timeout_body=body_encode(body=error_body(late, shape="detail")),
         websocket_max_bytes=stream_transport_limit(max_body_bytes=config.max_body_bytes),
     )
 
