@@ -12,6 +12,9 @@ Over a limit is a 429 with `retry-after` (and `-ms`) and OpenAI's `x-ratelimit-*
 own error shape; the global admission limit (529: the server is full) stays as it is. Redis down:
 `OPENJEV_RATE_LIMIT_FAILURE=open` serves unlimited, `closed` answers 429 (retry in 5 s); the outage is
 logged once, and it is never a 5xx.
+
+With Redis, the checks of one request are sent together and the requests of one process share pipelines
+(`api/ratelimits_redis.py`): admitting a request is one round trip, counting it when it ends another.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from limits.aio.strategies import SlidingWindowCounterRateLimiter
 from limits.errors import StorageError
 
 from api.errors import ApiError
+from api.ratelimits_redis import RedisCounts, Refused, redis_admitted, redis_released
 from api.recording import Recording
 from api.requestids import client_address_current
 from audit.callers import Caller, KeyLimits
@@ -49,6 +53,8 @@ INFLIGHT_SECONDS_SLACK = 60.0
 class _Counters:
     storage: Storage
     limiter: SlidingWindowCounterRateLimiter
+    redis: RedisCounts | None
+    """The batched path for a request's checks, with Redis; without it the library's calls, one by one."""
 
 
 _loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Counters] = weakref.WeakKeyDictionary()
@@ -68,7 +74,11 @@ def _counters() -> _Counters:
     found = _loops.get(loop)
     if found is None:
         storage = _storage_new()
-        found = _loops[loop] = _Counters(storage=storage, limiter=SlidingWindowCounterRateLimiter(storage))
+        found = _loops[loop] = _Counters(
+            storage=storage,
+            limiter=SlidingWindowCounterRateLimiter(storage),
+            redis=RedisCounts(storage=storage) if isinstance(storage, RedisStorage) else None,
+        )
     return found
 
 
@@ -155,48 +165,82 @@ def _counted_again() -> None:
         log.warning("rate limits are counted again")
 
 
+def _inflight_key(*, subject: str) -> str:
+    return f"{KEY_PREFIX}:inflight:{subject}"
+
+
+def _inflight_expiry() -> int:
+    return int(settings.OPENJEV.request_timeout + INFLIGHT_SECONDS_SLACK)
+
+
+def _concurrency_refused(*, limits: KeyLimits) -> ApiError:
+    return ApiError(
+        429,
+        "rate_limited",
+        f"{limits.concurrency} evaluations of this key are in flight (its limit); retry when one has finished",
+        {"retry-after": "1", "retry-after-ms": "1000"},
+    )
+
+
+def _window_refused(*, counted: Counted, limit: int, reset_at: float) -> ApiError:
+    return _limited(
+        what="requests" if counted == "requests" else "input tokens",
+        wait=reset_at - time.time(),
+        headers=_window_headers(counted=counted, limit=limit, remaining=0, reset_at=reset_at),
+    )
+
+
 async def _admit(*, counters: _Counters, admission: Admission) -> None:
     limits, subject = admission.limits, admission.subject
+    if counters.redis is not None:
+        checked = await redis_admitted(
+            redis=counters.redis,
+            subject=subject,
+            limits=limits,
+            inflight_key=_inflight_key(subject=subject),
+            inflight_expiry=_inflight_expiry(),
+        )
+        if isinstance(checked, Refused):
+            if checked.counted == "inflight":
+                raise _concurrency_refused(limits=limits)
+            raise _window_refused(counted=checked.counted, limit=checked.limit, reset_at=checked.reset_at)
+        admission.tokens_left, admission.inflight = checked.tokens_left, checked.inflight
+        return
     if limits.requests_per_minute:
         item = RateLimitItemPerMinute(limits.requests_per_minute)
         if not await counters.limiter.hit(item, subject, "requests"):
             stats = await counters.limiter.get_window_stats(item, subject, "requests")
-            raise _limited(
-                what="requests",
-                wait=stats.reset_time - time.time(),
-                headers=_window_headers(counted="requests", limit=item.amount, remaining=0, reset_at=stats.reset_time),
-            )
+            raise _window_refused(counted="requests", limit=item.amount, reset_at=stats.reset_time)
     if limits.tokens_per_minute:
         item = RateLimitItemPerMinute(limits.tokens_per_minute)
         stats = await counters.limiter.get_window_stats(item, subject, "tokens")
         if stats.remaining <= 0:
-            raise _limited(
-                what="input tokens",
-                wait=stats.reset_time - time.time(),
-                headers=_window_headers(counted="tokens", limit=item.amount, remaining=0, reset_at=stats.reset_time),
-            )
+            raise _window_refused(counted="tokens", limit=item.amount, reset_at=stats.reset_time)
         admission.tokens_left = stats.remaining
     if limits.concurrency:
-        key = f"{KEY_PREFIX}:inflight:{subject}"
-        expiry = int(settings.OPENJEV.request_timeout + INFLIGHT_SECONDS_SLACK)
+        key, expiry = _inflight_key(subject=subject), _inflight_expiry()
         admission.inflight = True
         if await counters.storage.incr(key, expiry, 1) > limits.concurrency:
             await counters.storage.incr(key, expiry, -1)
             admission.inflight = False
-            raise ApiError(
-                429,
-                "rate_limited",
-                f"{limits.concurrency} evaluations of this key are in flight (its limit); retry when one has finished",
-                {"retry-after": "1", "retry-after-ms": "1000"},
-            )
+            raise _concurrency_refused(limits=limits)
 
 
 async def _release(*, counters: _Counters, admission: Admission, tokens: int) -> None:
     limits, subject = admission.limits, admission.subject
-    if admission.inflight:
-        await counters.storage.incr(
-            f"{KEY_PREFIX}:inflight:{subject}", int(settings.OPENJEV.request_timeout + INFLIGHT_SECONDS_SLACK), -1
+    if counters.redis is not None:
+        await redis_released(
+            redis=counters.redis,
+            subject=subject,
+            limits=limits,
+            inflight_key=_inflight_key(subject=subject) if admission.inflight else None,
+            inflight_expiry=_inflight_expiry(),
+            tokens=tokens,
+            tokens_left=admission.tokens_left,
         )
+        return
+    if admission.inflight:
+        await counters.storage.incr(_inflight_key(subject=subject), _inflight_expiry(), -1)
     if limits.tokens_per_minute and admission.tokens_left is not None and tokens > 0:
         item: RateLimitItem = RateLimitItemPerMinute(limits.tokens_per_minute)
         if not await counters.limiter.hit(item, subject, "tokens", cost=min(tokens, admission.tokens_left)):

@@ -20,7 +20,7 @@ import zlib
 
 import zstandard
 
-from api.errors import ApiError, error_body, shape_of_path
+from api.errors import SHOULD_RETRY, ApiError, error_body, shape_of_path
 from api.json_render import body_encode
 from api.requestids import ASGIApp, Message, Receive, Scope, Send
 
@@ -83,18 +83,16 @@ def body_decode(*, data: bytes, encoding: str, limit: int) -> bytes:
 async def _send_error(send: Send, status: int, error_type: str, message: str, *, scope: Scope) -> None:
     """The error in its route's shape, from `api.errors` like every other error of the API."""
     error = ApiError(status, error_type, message)
-    body = body_encode(body=error_body(error, shape=shape_of_path(str(scope.get("path", "")))))
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
+    shape = shape_of_path(str(scope.get("path", "")))
+    body = body_encode(body=error_body(error, shape=shape))
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+    if shape == "openai":  # as on every other OpenAI-shaped error (docs/decisions.md): these are never retried
+        headers.append((b"x-should-retry", SHOULD_RETRY.get(status, "false").encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -38,6 +38,12 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openjev_site.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
 from api.openapi.examples import README_REQUEST  # noqa: E402
 from audit.storage.writer import BATCH_MAX  # noqa: E402
 from bench.server import database_for_run, process_tree, wait_http  # noqa: E402

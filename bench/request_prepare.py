@@ -10,6 +10,7 @@ what the per-question caches save.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -72,6 +73,7 @@ def prepare_us(body: dict[str, Any], *, api: str) -> tuple[float, float]:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     for name in ("R3", "R64"):
         for api, bodies in BODIES.items():
             parse, compile_ = prepare_us(bodies[name], api=api)

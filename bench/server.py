@@ -43,6 +43,12 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openjev_site.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
 from bench.workloads import API_PATHS, BODIES, WORKLOADS  # noqa: E402
 from testbed.load import requests_send  # noqa: E402
 from testbed.ports import free_port  # noqa: E402

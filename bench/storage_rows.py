@@ -11,6 +11,7 @@ what a change to row building or to the INSERTs saves.
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import random
@@ -110,6 +111,7 @@ def writer_us(name: str) -> tuple[float, float]:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     old_name = connection.settings_dict["NAME"]
     connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
     try:

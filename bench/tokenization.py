@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -14,6 +16,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openjev_site.settings")
+
+import django  # noqa: E402
+
+django.setup()
 
 from bench.workloads import WORKLOADS  # noqa: E402
 from testbed.qwen3 import qwen3_tokenizer  # noqa: E402
@@ -29,6 +37,7 @@ def per_call_us(encode: Callable[[str], list[int]], text: str, *, seconds: float
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     tokenizer = qwen3_tokenizer()
     state = json.dumps(WORKLOADS["R64"]["state"], ensure_ascii=False)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

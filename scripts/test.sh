@@ -3,8 +3,8 @@
 #   scripts/test.sh         everything, as CI runs it (make test): lint, types, every test on SQLite (the
 #                           embedded-model and browser tests included), then the database tests on PostgreSQL;
 #   scripts/test.sh --fast  the edit-test loop (make test-fast): lint and every test on SQLite but the
-#                           embedded-model and browser ones (markers `embedded`, `browser`); no Chromium or
-#                           PostgreSQL needed.
+#                           embedded-model, browser and multi-process ones (markers `embedded`, `browser`,
+#                           `servers`); no Chromium or PostgreSQL needed.
 # Any other argument goes to pytest, e.g. `scripts/test.sh --fast tests/ops -x`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,7 +51,7 @@ echo "== ruff"
 if [ "$FAST" = 1 ]; then
   echo "== pytest (SQLite; no embedded-model or browser tests)"
   # tests.tiers fails a test that loads the model or a browser without its marker.
-  exec .venv/bin/python -m pytest -p no:cacheprovider -p tests.tiers -m "not embedded and not browser" "$@"
+  exec .venv/bin/python -m pytest -p no:cacheprovider -p tests.tiers -m "not embedded and not browser and not servers" "$@"
 fi
 
 export OPENJEV_REQUIRE_BROWSER=1  # a missing browser fails the browser tests instead of skipping them

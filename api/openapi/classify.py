@@ -7,7 +7,7 @@ from typing import Any
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 
-from api.openapi.errors import SHARED_ERRORS, ClassifyErrorSerializer, error_example
+from api.openapi.errors import CROSS_SITE_DESCRIPTION, SHARED_ERRORS, ClassifyErrorSerializer, error_example
 from api.openapi.fields import ClassifyInputField, NullField, ZeroField, const_field, probability_field
 from api.openapi.operations import (
     AUTH_HEADER,
@@ -118,6 +118,7 @@ classify_schema = extend_schema(
             "too many texts, or a text over the token budgets (`invalid_request`)."
         ),
         401: _classify_failure("Auth is on and the Bearer key is missing or wrong (`authentication_error`)."),
+        403: _classify_failure(CROSS_SITE_DESCRIPTION),
         404: _classify_failure("No classifier has this name (`not_found`)."),
         408: _classify_failure("The body did not arrive in time (`request_timeout`); the connection is closed."),
         413: _classify_failure("The body, after decompression, is over `max_body_bytes` (`request_too_large`)."),

@@ -19,6 +19,7 @@ from drf_spectacular.utils import (
 from rest_framework import serializers
 
 from api.errors import ApiError, error_body
+from api.openapi.errors import CROSS_SITE_DESCRIPTION
 from api.openapi.fields import ModelField, const_field, probability_field
 
 INSTRUCTIONS_HELP = (
@@ -366,6 +367,7 @@ DECISIONS_RESPONSES: dict[int, OpenApiResponse] = {
         "URL, an image in a question's instructions, or images where the served model cannot see."
     ),
     401: _error("Auth is on and the Bearer key is missing or wrong (`invalid_api_key`)."),
+    403: _error(CROSS_SITE_DESCRIPTION),
     404: _error("`model` names no model served here (`model_not_found`)."),
     408: _error("The body did not arrive in time (`request_timeout`)."),
     413: _error("The body, after decompression, is over `max_body_bytes` (`request_too_large`)."),

@@ -51,6 +51,7 @@ EXAMPLE_REQUEST_ID = "req_5f0c3a9e2b7d4c18a6e1f4b2d9c07a35"
 # message is the same for every cause, plus the request id under which operators find the cause.
 SHARED_ERRORS: dict[int, tuple[str, str]] = {
     401: ("authentication_error", "missing API key: send Authorization: Bearer <key>"),
+    403: ("permission_denied", "requests from a web page of another origin are refused"),
     408: ("request_timeout", "the body did not arrive within 60 s"),
     413: ("request_too_large", "the body is over 2097152 bytes (decoded)"),
     415: ("unsupported_media_type", "Content-Encoding 'br' is not supported; use gzip, zstd or none"),
@@ -84,3 +85,11 @@ def error_documented(description: str) -> OpenApiResponse:
 
 
 KEY_MISSING = error_documented("Auth is on and the Bearer key is missing or wrong (`authentication_error`).")
+CROSS_SITE_DESCRIPTION = (
+    "A browser request from a web page of another origin (its `Origin` is not this server's host), refused "
+    "whatever its type (`permission_denied`). Clients that are not browsers send no `Origin`."
+)
+CROSS_SITE = error_documented(CROSS_SITE_DESCRIPTION)
+BODY_CORRUPT = error_documented("The body is a corrupt gzip/zstd stream (`invalid_request`).")
+BODY_LATE = error_documented("The body did not arrive in time (`request_timeout`); the connection is closed.")
+BODY_TOO_LARGE = error_documented("The body, after decompression, is over `max_body_bytes` (`request_too_large`).")

@@ -5,7 +5,15 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers
 
-from api.openapi.errors import KEY_MISSING, ValidationErrorSerializer, error_documented
+from api.openapi.errors import (
+    BODY_CORRUPT,
+    BODY_LATE,
+    BODY_TOO_LARGE,
+    CROSS_SITE,
+    KEY_MISSING,
+    ValidationErrorSerializer,
+    error_documented,
+)
 from api.openapi.operations import OPTIONAL_AUTH, REQUEST_ID_HEADER, RETRY_AFTER_HEADER
 
 
@@ -43,8 +51,12 @@ feedback_schema = extend_schema(
     request=FeedbackRequestSerializer,
     responses={
         200: OpenApiResponse(FeedbackResponseSerializer, description="The label as stored."),
+        400: BODY_CORRUPT,
         401: KEY_MISSING,
+        403: CROSS_SITE,
         404: error_documented("No stored answer to that question of that request (`not_found`)."),
+        408: BODY_LATE,
+        413: BODY_TOO_LARGE,
         415: error_documented(
             "The body is not declared JSON (`unsupported_media_type`): send it with `Content-Type: application/json`."
         ),

@@ -18,6 +18,7 @@ ERROR_TYPES = (
     "request_too_large",
     "request_timeout",
     "rate_limited",
+    "rate_limits_unavailable",
     "overloaded",
     "backend_unavailable",
     "service_unavailable",

@@ -13,7 +13,15 @@ from api.openapi.decisions import (
     DECISIONS_RESPONSES,
     DecisionsRequestSerializer,
 )
-from api.openapi.errors import KEY_MISSING, ValidationErrorSerializer, error_documented
+from api.openapi.errors import (
+    BODY_CORRUPT,
+    BODY_LATE,
+    BODY_TOO_LARGE,
+    CROSS_SITE,
+    KEY_MISSING,
+    ValidationErrorSerializer,
+    error_documented,
+)
 from api.openapi.examples import REQUEST_EXAMPLES, RESPONSE_EXAMPLES
 from api.openapi.service import HealthSerializer, LimitsSerializer, LiveSerializer, ModelsResponseSerializer
 from api.openapi.systemone import SystemOneRequestSerializer, SystemOneResponseSerializer
@@ -134,10 +142,11 @@ SYSTEMONE_RESPONSES: dict[int, OpenApiResponse] = {
     200: OpenApiResponse(
         SystemOneResponseSerializer, description="One answer per question, keyed by the question ids of the request."
     ),
-    400: error_documented("The body is a corrupt gzip/zstd stream (`invalid_request`)."),
+    400: BODY_CORRUPT,
     401: KEY_MISSING,
-    408: error_documented("The body did not arrive in time (`request_timeout`); the connection is closed."),
-    413: error_documented("The body, after decompression, is over `max_body_bytes` (`request_too_large`)."),
+    403: CROSS_SITE,
+    408: BODY_LATE,
+    413: BODY_TOO_LARGE,
     415: error_documented(
         "The `Content-Encoding` is not gzip, zstd or identity, or the body is not declared JSON "
         "(or multipart) (`unsupported_media_type`)."

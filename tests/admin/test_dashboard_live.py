@@ -153,6 +153,7 @@ def redis_layer() -> str:
     return REDIS_URL
 
 
+@pytest.mark.servers
 async def test_several_api_processes_feed_one_dashboard_through_redis(fake, redis_layer, tmp_path, settings):
     env = serve_env(OPENJEV_CHANNEL_LAYER_URL=redis_layer, OPENJEV_DATABASE_URL=database_url())
     settings.SECRET_KEY = env["OPENJEV_SECRET_KEY"]  # the processes must be able to read the admin's session

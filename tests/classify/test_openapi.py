@@ -9,7 +9,7 @@ from api.openapi.classify import CLASSIFY_REQUEST, CLASSIFY_RESPONSE
 from tests.classify.conftest import SENTIMENT
 from tests.docs.conftest import component_validator, openapi
 
-STATUSES = {"200", "400", "401", "404", "408", "413", "415", "429", "500", "502", "503", "504", "529"}
+STATUSES = {"200", "400", "401", "403", "404", "408", "413", "415", "429", "500", "502", "503", "504", "529"}
 
 
 def _operation(document: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ ENDPOINTS = {
     ("/health/live", "get"),
 }
 ID = "x-typesafe-request-id"
-SYSTEMONE_STATUSES = {"200", "400", "401", "408", "413", "415", "422", "429", "500", "502", "503", "504", "529"}
+SYSTEMONE_STATUSES = {"200", "400", "401", "403", "408", "413", "415", "422", "429", "500", "502", "503", "504", "529"}
 NAMED_REQUESTS = {"ReadmeRequest", "ChatTranscriptState", "Score10Levels", "StructuredState"}
 
 

@@ -18,8 +18,10 @@ from testbed.live_server import LiveServer
 from testbed.smg import wait_until
 from tests.conftest import README_REQUEST
 
+pytestmark = pytest.mark.servers
+
 CLIENTS = 16
-BRANCH_SECONDS = 3.0
+BRANCH_SECONDS = 6.0
 QUESTIONS = 64
 BODY = {
     **README_REQUEST,
@@ -72,7 +74,8 @@ def test_sixteen_clients_cut_off_mid_request_leave_the_server_free_at_once(targe
             response = httpx.post(server.url + "/v1/systemone", json=BODY, timeout=30)
             elapsed = time.monotonic() - started
             assert response.status_code == 200, response.text
-            assert elapsed < 1.0
+            # Slots still held by the cut evaluations would hold the next one for their branches' delay.
+            assert elapsed < BRANCH_SECONDS / 3
             for worker in workers:
                 worker.wait_idle(BRANCH_SECONDS / 2)  # the cut branches ended on the workers, not by their delay
             assert sum(len(w.disconnected) for w in workers) >= (CLIENTS if branch_mode == "batched" else 64)

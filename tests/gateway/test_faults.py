@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import signal
 
+import pytest
+
 from bench.faults import NOISY, Plan, faults_run
+
+pytestmark = pytest.mark.servers
 
 PLAN = Plan(
     quiet_seconds=2,

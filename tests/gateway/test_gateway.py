@@ -22,6 +22,8 @@ from tests.conftest import README_REQUEST
 from tests.gateway.conftest import MODEL, gateway_evaluator
 from tests.ops.helpers import Serve
 
+pytestmark = pytest.mark.servers
+
 
 def request_with_state(i: int) -> dict[str, object]:
     return {**README_REQUEST, "state": f"Ticket {i}: my order #{1000 + i} arrived broken, the box was crushed."}

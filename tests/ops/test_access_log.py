@@ -13,6 +13,8 @@ from serving.access_log import log_line_redact
 from tests.conftest import README_REQUEST
 from tests.ops.helpers import Serve
 
+pytestmark = pytest.mark.servers
+
 QUERY_KEY = "oj_querykey_0123456789abcdef"
 STREAM_KEY = "oj_streamkey_0123456789abcdef"
 HEADER_KEY = "oj_headerkey_0123456789abcdef"

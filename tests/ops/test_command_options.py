@@ -6,8 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from serving.options import command_environment
 from tests.ops.helpers import ROOT, Serve, serve_env
+
+pytestmark = pytest.mark.servers
 
 
 def test_serve_connect_completes_an_environment_that_asks_for_a_backend_url(fake, tmp_path):

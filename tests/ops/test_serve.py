@@ -23,6 +23,8 @@ from testbed.ports import free_port
 from tests.conftest import README_REQUEST
 from tests.ops.helpers import ROOT, Serve, fake_python_write, pid_alive, serve_env
 
+pytestmark = pytest.mark.servers
+
 
 def _wait_for(path: Path, timeout: float = 30.0) -> str:
     deadline = time.monotonic() + timeout

@@ -22,6 +22,8 @@ from testbed.ports import free_port
 from tests.ops.fake_sglang_python import keyword_model
 from tests.ops.helpers import ROOT, Serve, fake_python_write, serve_env
 
+pytestmark = pytest.mark.servers
+
 
 def _quiet(line: str) -> None:
     pass

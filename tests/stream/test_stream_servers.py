@@ -10,6 +10,8 @@ from tests.conftest import README_REQUEST
 from tests.ops.helpers import Serve
 from tests.stream.conftest import of, receive, send, until_ended
 
+pytestmark = pytest.mark.servers
+
 BODY_LIMIT = 2 * 1024 * 1024
 
 
