@@ -66,7 +66,9 @@ def _storage_new() -> Storage:
     url = settings.OPENJEV.redis_url
     if url is None:
         return MemoryStorage()
-    return RedisStorage(f"async+{url}", implementation="redispy", wrap_exceptions=True, key_prefix=KEY_PREFIX)
+    # `limits` names a Redis socket `redis+unix://`, where redis-py and the channel layer read `unix://`.
+    scheme = f"async+redis+{url}" if url.startswith("unix://") else f"async+{url}"
+    return RedisStorage(scheme, implementation="redispy", wrap_exceptions=True, key_prefix=KEY_PREFIX)
 
 
 def _counters() -> _Counters:

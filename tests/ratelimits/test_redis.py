@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 import redis
@@ -200,3 +202,30 @@ async def test_redis_down_follows_the_failure_policy_and_is_never_a_5xx(api, fak
         assert answers[0].json()["detail"]["error_type"] == "rate_limits_unavailable"
         assert answers[0].headers["retry-after"] == "5"
     assert len([r for r in caplog.records if "cannot be counted" in r.getMessage()]) == 1
+
+
+@pytest.fixture
+def redis_socket(tmp_path) -> Iterator[str]:
+    """A second, real Redis listening on a Unix socket only, as `OPENJEV_REDIS_URL=unix://...` names it."""
+    socket = tmp_path / "redis.sock"
+    server = subprocess.Popen(
+        ["redis-server", "--port", "0", "--unixsocket", str(socket), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not socket.exists():
+            assert server.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+        yield f"unix://{socket}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+async def test_a_unix_socket_url_counts_in_that_redis(api, fake, limit, redis_socket):
+    limit(redis_url=redis_socket, key_requests_per_minute=2)
+    codes = [(await api.post("/v1/systemone", json=README_REQUEST)).status_code for _ in range(3)]
+    assert codes == [200, 200, 429]
+    counted = redis.Redis.from_url(redis_socket).keys("openjev*")
+    assert counted, "nothing was counted in the socket's Redis"
