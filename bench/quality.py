@@ -87,7 +87,7 @@ from inference.questions import Option, Question, Shape  # noqa: E402
 from inference.runner import Evaluator, evaluation_run  # noqa: E402
 from inference.scoring import BranchScore, label_argmax, probabilities_compute  # noqa: E402
 from inference.tokenizer import Tokenizer  # noqa: E402
-from inference.tuning import ShapeTuning, tuning_file_write, tuning_uniform  # noqa: E402
+from inference.tuning import ShapeTuning, Tuning, tuning_file_write, tuning_for, tuning_uniform  # noqa: E402
 from inference.vector_scaling import calibration_fit  # noqa: E402
 from serving import evaluator as evaluator_module  # noqa: E402
 from serving.config import OpenJevConfig, config_from_env  # noqa: E402
@@ -208,6 +208,12 @@ def bench_config(*, args: argparse.Namespace) -> OpenJevConfig:
     return config_from_env(
         {**env, "OPENJEV_BACKEND": "sglang", "OPENJEV_BACKEND_URL": args.url, "OPENJEV_TOKENIZER": str(tokenizer)}
     )
+
+
+def served_tuning(*, meta: dict[str, Any]) -> Tuning:
+    """The built-in tuning the service serves the run's model with (an SGLang run names the model as served)."""
+    model = meta["model"] if meta.get("backend", "local") == "sglang" else gguf_model_name(source=meta["model"])
+    return tuning_for(model=model)
 
 
 def served_model(*, config: OpenJevConfig) -> str:
@@ -364,12 +370,14 @@ def _shape_indices(records: Sequence[Record]) -> dict[Shape, list[int]]:
     return dict(sorted(indices.items()))
 
 
-def _cross_validated(records: Sequence[Record]) -> list[float]:
+def _cross_validated(records: Sequence[Record], *, per_shape: bool = True) -> list[float]:
     """Per record, the temperature fitted on the other folds of its own shape's records (folds
     interleaved by position): each shape is served at its own temperature, so it is judged so. A record
-    whose shape has too few items to leave any out keeps temperature 1."""
+    whose shape has too few items to leave any out keeps temperature 1. With `per_shape` off, one
+    temperature is fitted on every shape's records together (the folds still left out)."""
     chosen = [1.0] * len(records)
-    for indices in _shape_indices(records).values():
+    groups = _shape_indices(records).values() if per_shape else [list(range(len(records)))]
+    for indices in groups:
         for fold in range(FOLDS):
             fitted = [records[i] for j, i in enumerate(indices) if j % FOLDS != fold]
             if not fitted:
@@ -613,6 +621,49 @@ def table_print(rows: Sequence[dict[str, Any]]) -> None:
         print(f"fitted temperature per shape ({setting}): {', '.join(f'{k} {t:.3f}' for k, t in shapes.items())}")
 
 
+TEMPERATURE_COLUMNS = ("served T", "one T", "T per shape")
+
+
+def temperature_report(records: Sequence[Record], *, served: Tuning) -> list[dict[str, Any]]:
+    """The default setting's Brier and ECE at three temperatures: the served one (the model's built-in or
+    tuned value per shape), one fitted on every item, and one fitted per shape (both cross-validated):
+    whether a temperature per shape makes the confidence mean more than one per model does."""
+    applied = setting_records(records=records, setting=SETTINGS[1])
+    temperatures = {
+        "served T": [served.of(r.question).temperature for r in applied],
+        "one T": _cross_validated(applied, per_shape=False),
+        "T per shape": _cross_validated(applied),
+    }
+    groups: dict[str, list[int]] = {}
+    for i, r in enumerate(applied):
+        groups.setdefault(r.task, []).append(i)
+    for shape, indices in _shape_indices(applied).items():
+        groups[f"all {shape}"] = indices
+    groups["all"] = list(range(len(applied)))
+    rows = []
+    for name, indices in groups.items():
+        row: dict[str, Any] = {"task": name, "n": len(indices)}
+        for column, ts in temperatures.items():
+            scored = [scored_at(items=_labelled([applied[i]]), temperature=ts[i])[0] for i in indices]
+            metrics = metrics_compute(items=scored)
+            row[column] = {"brier": metrics.brier, "ece": metrics.ece}
+        rows.append(row)
+    return rows
+
+
+def temperature_print(rows: Sequence[dict[str, Any]]) -> None:
+    print(
+        f"\n`{DEFAULT_SETTING}` at the served temperature, one fitted temperature and one per shape (cross-validated):"
+    )
+    columns = [f"{metric} {c}" for metric in ("Brier", "ECE") for c in TEMPERATURE_COLUMNS]
+    print(f"| task | n | {' | '.join(columns)} |")
+    print(f"|---|---|{'---|' * 2 * len(TEMPERATURE_COLUMNS)}")
+    for r in rows:
+        briers = " | ".join(f"{r[c]['brier']:.3f}" for c in TEMPERATURE_COLUMNS)
+        eces = " | ".join(f"{r[c]['ece']:.3f}" for c in TEMPERATURE_COLUMNS)
+        print(f"| {r['task']} | {r['n']} | {briers} | {eces} |")
+
+
 def reliability_print(rows: Sequence[dict[str, Any]]) -> None:
     """ECE per task and shape (rows) for every setting at its shape's cross-validated temperature (columns)."""
     tempered = [r for r in rows if r["setting"].endswith(" +T") and "shape" in r]
@@ -839,6 +890,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--reliability", action="store_true", help="add ECE per task and shape for every setting")
     parser.add_argument(
+        "--temperatures",
+        action="store_true",
+        help="add the default's Brier and ECE at the served temperature, one fitted and one per shape",
+    )
+    parser.add_argument(
         "--write-tuning",
         type=Path,
         help="write the tuning file (OPENJEV_TUNING_FILE) of the measured model: per shape, the "
@@ -873,6 +929,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     comparison_print(compared)
     if args.reliability:
         reliability_print(rows)
+    if args.temperatures:
+        temperature_print(temperature_report(records, served=served_tuning(meta=meta)))
 
 
 if __name__ == "__main__":

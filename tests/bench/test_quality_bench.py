@@ -25,13 +25,14 @@ from bench.quality import (
     report,
     setting_apply,
     shape_temperatures,
+    temperature_report,
     tuning_write,
     wilson_interval,
 )
 from inference.calibration import temperature_fit
 from inference.questions import Option, Question
 from inference.scoring import BranchScore, answer_compute, label_argmax
-from inference.tuning import tuning_file_load
+from inference.tuning import ShapeTuning, Tuning, tuning_file_load, tuning_uniform
 
 COST = Cost(fixed_s=1.0, calls_s=2.0, branches=3, priors=3)
 QUESTION = Question(
@@ -200,3 +201,27 @@ def test_the_tuning_written_per_shape_is_the_most_accurate_servable_setting_and_
     assert not loaded.shapes["noul"].debias
     assert loaded.bench["chosen"] == {"choice 3-5": "debiased", "noul": "raw"}
     assert {r["task"] for r in loaded.bench["rows"]} == {"mc", "yn", "all choice 3-5 (1)", "all noul (1)"}
+
+
+def test_the_temperature_report_scores_the_served_temperature_one_fitted_and_one_per_shape() -> None:
+    sure = [_debiasable_record(item=i, label=i % 3) for i in range(10)]
+    hesitant = [
+        _noul_record(item=i, label=i % 2, favoured=i % 2 if i % 3 else 1 - i % 2, margin=1.0) for i in range(12)
+    ]
+    served = tuning_uniform(temperature=1.0, debias=True)
+    rows = {r["task"]: r for r in temperature_report(sure + hesitant, served=served)}
+    assert [rows[t]["n"] for t in ("mc", "yn", "all choice 3-5", "all noul", "all")] == [10, 12, 10, 12, 22]
+    # The sure items want a temperature at its floor, the hesitant ones one near 1/ln 2: one temperature
+    # for both serves neither, one per shape serves each.
+    assert rows["all"]["T per shape"]["brier"] < rows["all"]["one T"]["brier"]
+    assert rows["mc"]["T per shape"]["brier"] < rows["mc"]["served T"]["brier"]
+    per_shape = Tuning(
+        shapes={
+            **served.shapes,
+            "choice 3-5": ShapeTuning(temperature=0.05, debias=True),
+            "noul": served.shapes["noul"],
+        }
+    )
+    sharpened = {r["task"]: r for r in temperature_report(sure + hesitant, served=per_shape)}
+    assert sharpened["mc"]["served T"]["brier"] < rows["mc"]["served T"]["brier"]  # the served column is the tuning's
+    assert sharpened["yn"]["served T"] == rows["yn"]["served T"]
