@@ -78,6 +78,17 @@ def store(settings: Any) -> Callable[[StoreLevel], None]:
 
 
 @pytest.fixture(autouse=True)
+def _writer_stopped_after_database_tests(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test that may store ends with the storage writer stopped, so what it queued is written before
+    its database is flushed, never into the next test's (tests without the database store nothing)."""
+    yield
+    if request.node.get_closest_marker("django_db") is not None:
+        from audit.storage.writer import writer_stop
+
+        assert writer_stop(timeout=30), "the storage writer did not stop"
+
+
+@pytest.fixture(autouse=True)
 def _storage_off_without_database(request: pytest.FixtureRequest, settings) -> None:
     """Tests that may not touch the database run with evaluation storage and calibration off (storage and
     calibration tests opt in), so no request of theirs reads or writes a table."""

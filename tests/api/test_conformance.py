@@ -10,7 +10,6 @@ from jevcompat.runner import run as jevcompat_run
 
 from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
-from tests.stored import storage_isolated  # noqa: F401  (autouse: what was stored is written before the next test)
 
 KEY = "oj-conformance-suite-key"
 

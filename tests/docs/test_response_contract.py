@@ -28,7 +28,6 @@ from api import feedback, ratelimits, views
 from api.classify import registry
 from api.openapi.classify import CLASSIFY_REQUEST
 from api.openapi.decisions import DECISIONS_CHAT_REQUEST, DECISIONS_REQUEST
-from audit.storage.writer import writer_stop
 from fake_sglang import FakeSGLang
 from inference.runner import Evaluator
 from serving.evaluator import evaluator_install
@@ -676,13 +675,6 @@ def _operation_params() -> list[Any]:
     ]
 
 
-@pytest.fixture
-def _writer_stopped(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    if request.node.get_closest_marker("django_db") is not None:
-        assert writer_stop(timeout=30), "the storage writer did not stop"
-
-
 async def _isolated(case: Case, *, api: httpx.AsyncClient, fake: FakeSGLang, settings: Any) -> Reply:
     """Run one case with the deployment as configured, fresh rate-limit counts and classifiers, then undo it."""
     saved = settings.OPENJEV
@@ -704,7 +696,6 @@ async def _isolated(case: Case, *, api: httpx.AsyncClient, fake: FakeSGLang, set
             evaluator_install(fake_evaluator(fake))
 
 
-@pytest.mark.usefixtures("_writer_stopped")
 @pytest.mark.parametrize("operation", _operation_params())
 async def test_each_documented_status_answers_exactly_its_documented_body_and_headers(
     operation: Operation, api: httpx.AsyncClient, fake: FakeSGLang, evaluator: Evaluator, settings: Any

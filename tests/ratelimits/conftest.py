@@ -1,5 +1,4 @@
-"""What the limits' tests share: stored evaluations written before the next test starts (`tests/stored.py`),
-settings per test, a real Redis emptied of this service's counters, the 429's
+"""What the limits' tests share: settings per test, a real Redis emptied of this service's counters, the 429's
 shape."""
 
 from __future__ import annotations
@@ -10,10 +9,6 @@ from dataclasses import replace
 import httpx
 import pytest
 import redis
-
-from tests.stored import storage_isolated
-
-__all__ = ["REDIS_URL", "assert_limited", "storage_isolated"]
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
