@@ -82,7 +82,7 @@ from inference import prompts as prompts_module  # noqa: E402
 from inference.calibration import Labelled, scored_at, temperature_fit  # noqa: E402
 from inference.gguf import gguf_model_name  # noqa: E402
 from inference.labels import Label, Labels  # noqa: E402
-from inference.metrics import Scored, metrics_compute  # noqa: E402
+from inference.metrics import Scored, ece_if_calibrated, metrics_compute  # noqa: E402
 from inference.questions import Option, Question, Shape  # noqa: E402
 from inference.runner import Evaluator, evaluation_run  # noqa: E402
 from inference.scoring import BranchScore, label_argmax, probabilities_compute  # noqa: E402
@@ -461,6 +461,7 @@ def _row(
     scored = [x for s in scorings for x in s.scored]
     m = metrics_compute(items=scored)
     low, high = wilson_interval(hits=sum(h for s in scorings for h in s.hits), n=m.n)
+    noise = ece_if_calibrated(confidences=[max(x.probabilities) for x in scored]) if tempered else (math.nan, math.nan)
     return {
         "model": model,
         "setting": setting.name + (" +T" if tempered else ""),
@@ -471,6 +472,8 @@ def _row(
         "accuracy_high": high,
         "brier": m.brier,
         "ece": m.ece,
+        "ece_if_calibrated": noise[0],
+        "ece_if_calibrated_p95": noise[1],
         "log_loss": m.log_loss,
         "label_mass": statistics.fmean(r.label_mass for r in records),
         "s_per_item": _item_seconds(records, setting=setting),
@@ -669,11 +672,16 @@ def reliability_print(rows: Sequence[dict[str, Any]]) -> None:
     tempered = [r for r in rows if r["setting"].endswith(" +T") and "shape" in r]
     settings = list(dict.fromkeys(r["setting"] for r in tempered))
     ece = {(r["task"], r["setting"]): r["ece"] for r in tempered}
-    print("\nECE (10 bins) at each shape's cross-validated temperature:")
-    print(f"| task | shape | n | {' | '.join(settings)} |")
-    print(f"|---|---|---|{'---|' * len(settings)}")
-    for r in (r for r in tempered if r["setting"] == settings[0]):
-        print(f"| {r['task']} | {r['shape']} | {r['n']} | {' | '.join(f'{ece[r["task"], s]:.3f}' for s in settings)} |")
+    print("\nECE (10 bins) at each shape's cross-validated temperature, and the ECE that sampling noise alone")
+    print(f"gives answers as confident as `{DEFAULT_SETTING} +T`'s if they were perfectly calibrated (mean; 95th pct):")
+    print(f"| task | shape | n | {' | '.join(settings)} | if calibrated | 95th pct |")
+    print(f"|---|---|---|{'---|' * (len(settings) + 2)}")
+    for r in (r for r in tempered if r["setting"] == f"{DEFAULT_SETTING} +T"):
+        eces = " | ".join(f"{ece[r['task'], s]:.3f}" for s in settings)
+        print(
+            f"| {r['task']} | {r['shape']} | {r['n']} | {eces} | "
+            f"{r['ece_if_calibrated']:.3f} | {r['ece_if_calibrated_p95']:.3f} |"
+        )
 
 
 def tuning_choose(*, rows: Sequence[dict[str, Any]], records: Sequence[Record]) -> dict[Shape, tuple[str, ShapeTuning]]:

@@ -22,6 +22,7 @@ from bench.quality import (
     delta_bootstrap,
     item_dump,
     records_load,
+    reliability_print,
     report,
     setting_apply,
     shape_temperatures,
@@ -225,3 +226,20 @@ def test_the_temperature_report_scores_the_served_temperature_one_fitted_and_one
     sharpened = {r["task"]: r for r in temperature_report(sure + hesitant, served=per_shape)}
     assert sharpened["mc"]["served T"]["brier"] < rows["mc"]["served T"]["brier"]  # the served column is the tuning's
     assert sharpened["yn"]["served T"] == rows["yn"]["served T"]
+
+
+def test_the_reliability_table_sets_each_tasks_ece_beside_the_noise_floor_of_perfect_calibration(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    records = [_debiasable_record(item=i, label=i % 3) for i in range(12)]
+    records += [
+        _noul_record(item=i, label=i % 2, favoured=i % 2 if i % 3 else 1 - i % 2, margin=1.0) for i in range(12)
+    ]
+    rows, _ = report(records, model="m")
+    tempered = [r for r in rows if r["setting"] == "debiased +T"]
+    assert all(0 <= r["ece_if_calibrated"] <= r["ece_if_calibrated_p95"] for r in tempered)
+    assert all(math.isnan(r["ece_if_calibrated"]) for r in rows if not r["setting"].endswith("+T"))
+    reliability_print(rows)
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert table[0].endswith("| if calibrated | 95th pct |")
+    assert [line.split(" | ")[0] for line in table[1:]] == [f"| {r['task']}" for r in tempered]
