@@ -690,15 +690,20 @@ def tuning_choose(*, rows: Sequence[dict[str, Any]], records: Sequence[Record]) 
     """Per measured shape, the setting the service can serve (not PriDe: it needs other items) with the
     highest accuracy over the shape's items at its fitted temperature; a tie goes to the cheaper one
     (fewer option orders, then no content-free request). Its temperature is the one fitted on all the
-    shape's items under that setting."""
+    shape's items under that setting.
+
+    The bench has no task with more than five options, so `choice 6+` is written as the 3-5 choice's
+    setting in one option order (at that setting's one-order temperature): its debiasing carries over,
+    but not orders that would multiply a long prompt's cost unmeasured."""
     settings = {f"{s.name} +T": s for s in settings_for(records) if s.prior != "pride"}
     orders = max(len(r.branches) for r in records)
     chosen: dict[Shape, tuple[str, ShapeTuning]] = {}
     best: dict[Shape, float] = {}
-    for r in rows:  # in the settings' order: cheapest first, so a tie keeps the cheaper
-        setting = settings.get(r["setting"])
-        if setting is None or not r["task"].startswith("all ") or r["accuracy"] <= best.get(r["shape"], -1.0):
+    summaries = [r for r in rows if r["setting"] in settings and r["task"].startswith("all ")]
+    for r in summaries:  # in the settings' order: cheapest first, so a tie keeps the cheaper
+        if r["accuracy"] <= best.get(r["shape"], -1.0):
             continue
+        setting = settings[r["setting"]]
         best[r["shape"]] = r["accuracy"]
         chosen[r["shape"]] = (
             setting.name,
@@ -708,6 +713,15 @@ def tuning_choose(*, rows: Sequence[dict[str, Any]], records: Sequence[Record]) 
                 permutations=orders if setting.all_orders else 1,
             ),
         )
+    if "choice 3-5" in chosen and "choice 6+" not in chosen:
+        debias = chosen["choice 3-5"][1].debias
+        for r in summaries:
+            setting = settings[r["setting"]]
+            if r["shape"] == "choice 3-5" and not setting.all_orders and (setting.prior != "none") == debias:
+                chosen["choice 6+"] = (
+                    f"{setting.name} (choice 3-5's, one order)",
+                    ShapeTuning(temperature=r["temperature"], debias=debias),
+                )
     return chosen
 
 

@@ -9,9 +9,10 @@ from typing import Any, Literal
 
 QuestionType = Literal["noul", "choice", "score"]
 QUESTION_TYPES: tuple[QuestionType, ...] = ("noul", "choice", "score")
-Shape = Literal["noul", "choice 2", "choice 3-5", "score"]
-"""What a question's scoring is tuned for (`inference.tuning`): models treat two options and several differently."""
-SHAPES: tuple[Shape, ...] = ("noul", "choice 2", "choice 3-5", "score")
+Shape = Literal["noul", "choice 2", "choice 3-5", "choice 6+", "score"]
+"""What a question's scoring is tuned for (`inference.tuning`): models treat two options and several
+differently, and the bench measures choices of at most five, so more are a shape of their own."""
+SHAPES: tuple[Shape, ...] = ("noul", "choice 2", "choice 3-5", "choice 6+", "score")
 
 NOUL_DEFAULTS = {"true": "Yes", "false": "No"}
 
@@ -41,11 +42,13 @@ class Question:
     @functools.cached_property
     def shape(self) -> Shape:
         """The shape whose tuning scores this question, once per object (read for every branch of every
-        request that sends it). A choice of more than five options is scored as one of three to five:
-        nothing has measured more."""
+        request that sends it). Choices of more than five options are apart because nothing has measured
+        them: a setting measured on five need not carry over to 255, whose option orders each cost a long
+        prompt."""
         if self.type != "choice":
             return self.type
-        return "choice 2" if len(self.options) <= 2 else "choice 3-5"
+        count = len(self.options)
+        return "choice 2" if count <= 2 else "choice 3-5" if count <= 5 else "choice 6+"
 
 
 def text_render(value: Any) -> str:

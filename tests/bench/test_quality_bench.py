@@ -199,8 +199,13 @@ def test_the_tuning_written_per_shape_is_the_most_accurate_servable_setting_and_
     assert loaded.model == "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF:q4_k_m"
     assert dict(loaded.shapes) == {shape: tuning for shape, (_, tuning) in chosen.items()}
     assert loaded.shapes["choice 3-5"].debias and loaded.shapes["choice 3-5"].permutations == 1
+    assert loaded.shapes["choice 6+"] == loaded.shapes["choice 3-5"]  # unmeasured: the 3-5 setting in one order
     assert not loaded.shapes["noul"].debias
-    assert loaded.bench["chosen"] == {"choice 3-5": "debiased", "noul": "raw"}
+    assert loaded.bench["chosen"] == {
+        "choice 3-5": "debiased",
+        "choice 6+": "debiased (choice 3-5's, one order)",
+        "noul": "raw",
+    }
     assert {r["task"] for r in loaded.bench["rows"]} == {"mc", "yn", "all choice 3-5 (1)", "all noul (1)"}
 
 

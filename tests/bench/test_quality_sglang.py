@@ -89,11 +89,18 @@ def bench_run(fake_server: FakeSGLang, tmp_path_factory: pytest.TempPathFactory)
 def test_the_bench_tunes_each_measured_shape_of_the_served_model_from_its_own_items(bench_run: BenchRun) -> None:
     tuning = tuning_file_load(path=bench_run.tuning)
     assert tuning.model == MODEL  # the service's name for the model on SGLang
-    assert set(tuning.shapes) == {"noul", "choice 2", "choice 3-5"}  # no score task: the built-in values stay
+    # No score task: the built-in values stay. No task of six options or more: the 3-5 setting, one order.
+    assert set(tuning.shapes) == {"noul", "choice 2", "choice 3-5", "choice 6+"}
     meta, records, _ = quality.records_load(bench_run.save)
     assert meta["backend"] == "sglang" and len(records) == 27
     settings = {s.name: s for s in quality.settings_for(records)}
-    for shape, name in tuning.bench["chosen"].items():
+    chosen = dict(tuning.bench["chosen"])
+    unmeasured = chosen.pop("choice 6+").removesuffix(" (choice 3-5's, one order)")
+    assert not settings[unmeasured].all_orders and tuning.shapes["choice 6+"].permutations == 1
+    measured = quality.setting_records(records=records, setting=settings[unmeasured])
+    assert tuning.shapes["choice 6+"].temperature == pytest.approx(quality.shape_temperatures(measured)["choice 3-5"])
+    assert tuning.shapes["choice 6+"].debias == tuning.shapes["choice 3-5"].debias
+    for shape, name in chosen.items():
         measured = quality.setting_records(records=records, setting=settings[name])
         assert tuning.shapes[shape].temperature == pytest.approx(quality.shape_temperatures(measured)[shape])
         assert tuning.shapes[shape].debias == (name.startswith("debiased"))

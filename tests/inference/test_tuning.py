@@ -46,7 +46,21 @@ def test_a_question_shape_follows_its_type_and_option_count() -> None:
     noul = question_build(id="n", type="noul", instructions="Is it?", criteria=None)
     score = question_build(id="s", type="score", instructions="How much?", criteria=["low", "mid", "high"])
     assert [noul.shape, score.shape] == ["noul", "score"]
-    assert [_choice(n).shape for n in (2, 3, 5, 7)] == ["choice 2", "choice 3-5", "choice 3-5", "choice 3-5"]
+    assert [_choice(n).shape for n in (2, 3, 5, 6, 255)] == [
+        "choice 2",
+        "choice 3-5",
+        "choice 3-5",
+        "choice 6+",
+        "choice 6+",
+    ]
+
+
+def test_the_bundled_model_asks_three_to_five_options_in_three_orders_and_more_in_one() -> None:
+    """Three orders were measured to help on 3-5 options; on 255 they would triple a long prompt's cost
+    unmeasured (past the request timeout on the embedded engine)."""
+    tuning = TUNINGS[BUNDLED]
+    assert [tuning.of(_choice(n)).permutations for n in (2, 3, 5, 6, 255)] == [1, 3, 3, 1, 1]
+    assert tuning.of(_choice(255)).debias and tuning.of(_choice(255)).temperature > tuning.of(_choice(5)).temperature
 
 
 async def test_each_shape_is_scored_with_its_own_temperature_debiasing_and_option_orders(fake) -> None:
