@@ -96,22 +96,30 @@ def hf_tokenizer_load(*, directory: Path) -> HFTokenizer:
     )
 
 
-def hf_tokenizer_resolve(*, source: str, revision: str | None, offline: bool) -> HFTokenizer:
-    """A local directory, or a hub model id when the machine is allowed online (never in tests)."""
+def hf_tokenizer_resolve(*, source: str, revision: str | None) -> HFTokenizer:
+    """A local directory, or a model id whose files are already in the Hugging Face cache (where SGLang
+    put them, loading the model on this machine). Never a download: the service runs offline, and a
+    replica must not start on whatever the hub serves that day."""
     path = Path(source).expanduser()
     if path.is_dir():
         return hf_tokenizer_load(directory=path)
-    if offline:
-        raise StartupError(
-            f"tokenizer {source!r} is not a local directory holding tokenizer.json, and hub downloads are disabled"
-        )
     try:
-        from huggingface_hub import snapshot_download  # only present in SGLang deployments
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
     except ImportError as exc:
         raise StartupError(
-            f"tokenizer {source!r} is not a local directory and huggingface_hub is not installed"
+            f"tokenizer {source!r} is not a local directory and huggingface_hub, which reads the model cache, "
+            "is not installed"
         ) from exc
-    local = snapshot_download(
-        source, revision=revision, allow_patterns=["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"]
-    )
+    try:
+        local = snapshot_download(
+            source,
+            revision=revision,
+            allow_patterns=["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"],
+            local_files_only=True,
+        )
+    except (HFValidationError, LocalEntryNotFoundError) as exc:
+        raise StartupError(
+            f"tokenizer {source!r} is neither a local directory nor in the Hugging Face cache (nothing is downloaded)"
+        ) from exc
     return hf_tokenizer_load(directory=Path(local))

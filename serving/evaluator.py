@@ -48,9 +48,7 @@ def backend_create(*, config: OpenJevConfig) -> Backend:
         from inference.tokenizer import hf_tokenizer_resolve
 
         try:
-            tokenizer = hf_tokenizer_resolve(
-                source=config.tokenizer or config.model, revision=config.revision, offline=config.tokenizer is not None
-            )
+            tokenizer = hf_tokenizer_resolve(source=config.tokenizer or config.model, revision=config.revision)
         except StartupError as exc:
             raise StartupError(f"{exc} (OPENJEV_TOKENIZER names the tokenizer's directory)") from exc
         return SGLangBackend(
