@@ -27,8 +27,7 @@ def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError(f"a request left the machine: {args}")
 
-    monkeypatch.setattr(httpx.Client, "send", refuse)
-    monkeypatch.setattr("requests.Session.send", refuse, raising=False)
+    monkeypatch.setattr(httpx.Client, "send", refuse)  # huggingface_hub's only HTTP client
     return cache
 
 
