@@ -7,6 +7,11 @@ headers on a WebSocket), and the servers log the whole target: uvicorn every Web
 handler (Django's LOGGING), so every line is rewritten once, whichever logger made it: the query string of
 every path becomes `?***`, and an `Authorization` value or a Bearer or Basic credential becomes `***`.
 The site's formatter then redacts URL userinfo and the configured secrets (`serving.redaction`).
+
+Every line passes here on the event loop, and a client chooses what its request line holds (a path of eight
+thousand slashes, a header of repeated words), so the rewriting is linear in the line: no pattern here can try
+the same characters from many starting points. A line is then cut to `LINE_MAX_CHARACTERS`, so neither the log
+nor whatever reads it pays for what a client sent at length.
 """
 
 from __future__ import annotations
@@ -14,18 +19,37 @@ from __future__ import annotations
 import logging
 import re
 
+from inference.redaction import url_credentials_redact
+
 REDACTED = "***"
-_QUERY = re.compile(r"(/[^\s?]*)\?\S*?(?=[\"']?(?:\s|$))")
-"""A path's query string, up to the whitespace that ends it (a closing quote, as uvicorn writes, is kept)."""
+LINE_MAX_CHARACTERS = 8192
+"""Longer messages are cut to this (after redaction), with a note of how much was cut."""
+_WORD = re.compile(r"\S+")
 _CREDENTIAL = re.compile(r"(?i)\b(bearer|basic)\s+[^\s\"',;}]+")
 _AUTHORIZATION = re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?)(?!bearer\b|basic\b)[^\s\"',;}]+")
 
 
+def _query_redact(found: re.Match[str]) -> str:
+    """One word with its query string (after a path's `?`) as `***`; a closing quote, as uvicorn writes, is kept."""
+    word = found.group()
+    slash = word.find("/")
+    query = word.find("?", slash) if slash >= 0 else -1
+    if query < 0:
+        return word
+    quote = word[-1] if word[-1] in "\"'" and len(word) > query + 1 else ""
+    return f"{word[: query + 1]}{REDACTED}{quote}"
+
+
 def log_line_redact(*, line: str) -> str:
-    """`line` with every query string and credential replaced by `***`."""
-    line = _QUERY.sub(rf"\1?{REDACTED}", line)
+    """`line` with every query string and credential replaced by `***`, then cut to `LINE_MAX_CHARACTERS`."""
+    if "?" in line:
+        line = _WORD.sub(_query_redact, line)
     line = _CREDENTIAL.sub(rf"\1 {REDACTED}", line)
-    return _AUTHORIZATION.sub(rf"\1{REDACTED}", line)
+    line = _AUTHORIZATION.sub(rf"\1{REDACTED}", line)
+    if len(line) > LINE_MAX_CHARACTERS:  # credentials first: a cut could split `user:secret@` from its `@`
+        line = url_credentials_redact(text=line)
+        line = f"{line[:LINE_MAX_CHARACTERS]}… ({len(line) - LINE_MAX_CHARACTERS} more characters not logged)"
+    return line
 
 
 class LogLineRedaction(logging.Filter):

@@ -16,10 +16,8 @@ from typing import Any
 
 import orjson
 
-from api.images import image_of_url
 from api.json_body import Loc, json_kind
 from api.state_parsing import Checker
-from inference.errors import Problem
 from inference.questions import text_render
 from inference.requests import Image, Message, Part, Role, conversation_of_text
 
@@ -143,12 +141,7 @@ def image_part(check: Checker, part: dict[str, Any], loc: Loc) -> Image | None:
     if url[:8].lower().startswith(("http://", "https://")):
         check.add((*loc, "image_url"), IMAGE_URL_FETCHED, "image_url_not_supported")
         return None
-    image = image_of_url(value=url, loc=(*loc, "image_url"), limits=check.image_limits)
-    if isinstance(image, Problem):
-        check.problems.append(image)
-        return None
-    check.images.append((image, (*loc, "image_url")))
-    return image
+    return check.image_read(url, (*loc, "image_url"))
 
 
 def parts_check(check: Checker, content: Any, loc: Loc, *, kinds: tuple[str, ...]) -> list[Part] | None:
