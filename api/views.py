@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from api.authentication import BearerKeyAuthentication, caller_authenticate
+from api.body_lane import body_lane_run
 from api.classify.registry import classifier_names_list
 from api.classify.render import classified_render
 from api.classify.service import classify_run
@@ -41,6 +43,8 @@ class Body:
     """A request's body: its JSON, and a multipart body's other parts (images) by name."""
 
     data: Any
+    size: int
+    """Bytes the body had as sent (decoded): what decides where it is read (`api.body_lane`)."""
     parts: dict[str, bytes] = field(default_factory=dict)
 
 
@@ -48,17 +52,24 @@ MAX_PARTS_BEYOND_IMAGES = 8
 """Multipart parts a body may have beyond one per allowed image (the `request` part, and slack)."""
 
 
-def _body_read(request: Request, *, multipart: bool, shape: Shape) -> Body:
-    """The body as JSON (and parts). A JSON error is System One's 422 `json_invalid` (a multipart one
-    `multipart_invalid`); `POST /v1/classify` answers 400, as SGLang and vLLM do, and `POST /v1/decisions`
-    as OpenAI does."""
+async def _body_read(request: Request, *, multipart: bool, shape: Shape) -> Body:
+    """The body as JSON (and parts), read in the body lane when it is large (`api.body_lane`)."""
     content_type = request._request.META.get("CONTENT_TYPE", "")
     _cross_site_refused(request, content_type=content_type, multipart=multipart)
     raw = request._request.body
+    if is_multipart(content_type) and not multipart:
+        raise ApiError(415, "unsupported_media_type", "this endpoint takes a JSON body, not multipart/form-data")
+    read = functools.partial(_body_decode, raw=raw, content_type=content_type, shape=shape)
+    return await body_lane_run(work=read, size=len(raw))
+
+
+def _body_decode(*, raw: bytes, content_type: str, shape: Shape) -> Body:
+    """The body as JSON (and parts). A JSON error is System One's 422 `json_invalid` (a multipart one
+    `multipart_invalid`); `POST /v1/classify` answers 400, as SGLang and vLLM do, and `POST /v1/decisions`
+    as OpenAI does."""
     parts: dict[str, bytes] = {}
+    size = len(raw)
     if is_multipart(content_type):
-        if not multipart:
-            raise ApiError(415, "unsupported_media_type", "this endpoint takes a JSON body, not multipart/form-data")
         try:
             parsed = multipart_parse(
                 body=raw, content_type=content_type, max_parts=settings.OPENJEV.max_images + MAX_PARTS_BEYOND_IMAGES
@@ -67,7 +78,7 @@ def _body_read(request: Request, *, multipart: bool, shape: Shape) -> Body:
             raise body_invalid(message=str(exc), error_type="multipart_invalid") from None
         raw, parts = parsed.request, parsed.parts
     try:
-        return Body(data=body_parse(raw), parts=parts)
+        return Body(data=body_parse(raw), size=size, parts=parts)
     except BodyNotJson as exc:
         if shape == "classify":
             raise ApiError(400, "invalid_request", str(exc)) from None
@@ -117,7 +128,8 @@ class ApiView(LeanAPIView):
         request_id = request_id_current() or request_id_assign(path=path)
         caller = request.auth if isinstance(request.auth, Caller) else None
         try:
-            response = await serve(_body_read(request, multipart=self.multipart, shape=self.shape), request_id, caller)
+            body = await _body_read(request, multipart=self.multipart, shape=self.shape)
+            response = await serve(body, request_id, caller)
         except Exception as exc:
             response = self.handle_exception(exc)
             response["x-typesafe-request-id"] = request_id
@@ -125,17 +137,19 @@ class ApiView(LeanAPIView):
 
 
 async def _systemone_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
-    served = await systemone_evaluate(data=body.data, parts=body.parts, request_id=request_id, caller=caller)
+    served = await systemone_evaluate(
+        data=body.data, size=body.size, parts=body.parts, request_id=request_id, caller=caller
+    )
     return json_response(body=served_render(served=served), headers=served_headers(served=served))
 
 
 async def _decisions_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
-    decided = await decisions_evaluate(data=body.data, request_id=request_id, caller=caller)
+    decided = await decisions_evaluate(data=body.data, size=body.size, request_id=request_id, caller=caller)
     return json_response(body=decided_render(decided=decided), headers=decided_headers(decided=decided))
 
 
 async def _classify_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
-    classified = await classify_run(data=body.data, request_id=request_id, caller=caller)
+    classified = await classify_run(data=body.data, size=body.size, request_id=request_id, caller=caller)
     headers = {"x-typesafe-request-id": request_id, "x-openjev-model": classified.served_model}
     return json_response(
         body=classified_render(classified=classified),

@@ -8,12 +8,14 @@ budgets (summed over its inputs).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
+from api.body_lane import body_lane_run
 from api.classify.parsing import classify_request_parse
 from api.classify.registry import ClassifierSpec, classifier_find
 from api.errors import ApiError
@@ -100,9 +102,10 @@ def received_of(*, data: Any, classifier: ClassifierSpec | None) -> Received:
 
 
 async def classify_run(
-    *, data: Any, request_id: str, caller: Caller | None, classifier: ClassifierSpec | None = None
+    *, data: Any, request_id: str, caller: Caller | None, classifier: ClassifierSpec | None = None, size: int = 0
 ) -> Classified:
-    """Validate (400), find the classifier (404), evaluate every input on the process's evaluator.
+    """Validate (400; a body of `size` bytes or more in the body lane), find the classifier (404), evaluate every
+    input on the process's evaluator.
 
     Like `systemone_evaluate`, every call is recorded, answered or failed, linked to its classifier.
     The admin's "try it" passes the `classifier` it shows (read fresh from the database) instead of
@@ -113,7 +116,8 @@ async def classify_run(
     with evaluation_recorded(
         request_id=request_id, caller=caller, unparsed=lambda: received_of(data=data, classifier=found)
     ) as call:
-        request = classify_request_parse(data=data, max_inputs=config.max_classify_inputs)
+        parse = functools.partial(classify_request_parse, data=data, max_inputs=config.max_classify_inputs)
+        request = await body_lane_run(work=parse, size=size)
         if classifier is not None and classifier.problem:
             raise ApiError(404, "not_found", f"classifier {classifier.name!r} cannot be served: {classifier.problem}")
         found = classifier if classifier is not None else await classifier_find(name=request.model)

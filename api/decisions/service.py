@@ -4,6 +4,7 @@ them, so the stored failure is what the client got."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 
+from api.body_lane import body_lane_run
 from api.decisions.parsing import (
     MAX_LEVELS,
     DecisionsRequest,
@@ -119,18 +121,20 @@ def received_of_body(*, data: Any) -> Received:
     )
 
 
-async def decisions_evaluate(*, data: Any, request_id: str, caller: Caller | None) -> Decided:
+async def decisions_evaluate(*, data: Any, request_id: str, caller: Caller | None, size: int = 0) -> Decided:
     """Validate (400 naming the field; 404 for a model not served), evaluate and calibrate as System One
-    does (the same admission, deadlines and errors), record."""
+    does (the same admission, deadlines and errors), record; a body of `size` bytes or more is validated in the
+    body lane."""
     config = settings.OPENJEV
     with evaluation_recorded(
         request_id=request_id, caller=caller, unparsed=lambda: received_of_body(data=data)
     ) as call:
         try:
             with problems_answered(request=None):
-                request = decisions_request_parse(
-                    data=data, limits=decisions_limits(), models=config.language_model_names
+                parse = functools.partial(
+                    decisions_request_parse, data=data, limits=decisions_limits(), models=config.language_model_names
                 )
+                request = await body_lane_run(work=parse, size=size)
         except ModelUnknown as exc:
             raise ApiError(
                 404,

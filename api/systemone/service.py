@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
+from api.body_lane import body_lane_run
 from api.evaluate import evaluation_calibrated
 from api.images import ImageLimits
 from api.ratelimits import rate_limited
@@ -71,17 +73,22 @@ async def systemone_evaluate(
     data: Any,
     request_id: str,
     caller: Caller | None,
+    size: int = 0,
     on_answer: AnswerSink | None = None,
     parts: dict[str, bytes] | None = None,
 ) -> Served:
     """Validate (RequestInvalid), then evaluate and calibrate (`evaluation_calibrated`); `on_answer` gets each
-    answer as soon as it is scored (the stream); `parts` are a multipart body's image parts."""
+    answer as soon as it is scored (the stream); `parts` are a multipart body's image parts; `size` is the body's
+    bytes (a large one is validated in the body lane)."""
     config = settings.OPENJEV
     limits = request_limits()
     with evaluation_recorded(
         request_id=request_id, caller=caller, unparsed=lambda: received_of_body(data=data)
     ) as call:
-        request = systemone_request_parse(data=data, limits=limits, models=config.language_model_names, parts=parts)
+        parse = functools.partial(
+            systemone_request_parse, data=data, limits=limits, models=config.language_model_names, parts=parts
+        )
+        request = await body_lane_run(work=parse, size=size)
         call.received = received_of(request=request)
         async with rate_limited(call=call):
             outcome = await evaluation_calibrated(call=call, request=request.evaluation, on_answer=on_answer)

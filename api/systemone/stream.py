@@ -21,6 +21,7 @@ reason; the per-process cap on open sockets is `openjev_site.sockets`'.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from typing import Any
@@ -31,6 +32,7 @@ from django.conf import settings
 from rest_framework.exceptions import AuthenticationFailed
 
 from api.authentication import caller_authenticate
+from api.body_lane import body_lane_run
 from api.errors import exception_detail
 from api.json_body import body_parse, document_problems
 from api.json_render import text_encode
@@ -161,7 +163,10 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
                     "unsupported_media_type",
                     "binary frames are not read: send each message as JSON in a text frame",
                 )
-            await self._handle(self._decode(text=text_data))
+            raw = text_data.encode("utf-8")
+            await self._handle(
+                await body_lane_run(work=functools.partial(self._decode, raw=raw), size=len(raw)), size=len(raw)
+            )
         except StreamError as exc:
             self._send_soon(
                 {
@@ -177,9 +182,9 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
 
     # -- reading messages -------------------------------------------------------------------------
 
-    def _decode(self, *, text: str) -> dict[str, Any]:
-        """Strict JSON under the body limit, as the body of `POST /v1/systemone` is read."""
-        raw = text.encode("utf-8")
+    def _decode(self, *, raw: bytes) -> dict[str, Any]:
+        """Strict JSON under the body limit, as the body of `POST /v1/systemone` is read (a large one in the body
+        lane)."""
         limit = settings.OPENJEV.max_body_bytes
         if len(raw) > limit:
             raise StreamError(413, "request_too_large", f"the message is over {limit} bytes")
@@ -194,7 +199,7 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
             raise StreamError(400, "invalid_request", "a message must be a JSON object")
         return message
 
-    async def _handle(self, message: dict[str, Any]) -> None:
+    async def _handle(self, message: dict[str, Any], *, size: int) -> None:
         kind = message.get("type", "evaluate")
         if kind == "auth":
             await self._auth_message(message)
@@ -203,7 +208,7 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
                 'authenticate first: send {"type": "auth", "api_key": ...} or an Authorization header with the upgrade'
             )
         elif kind == "evaluate":
-            self._evaluation_start(message)
+            self._evaluation_start(message, size=size)
         elif kind == "cancel":
             self._cancel(message)
         else:
@@ -242,7 +247,7 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
 
     # -- evaluations ------------------------------------------------------------------------------
 
-    def _evaluation_start(self, message: dict[str, Any]) -> None:
+    def _evaluation_start(self, message: dict[str, Any], *, size: int) -> None:
         eid = evaluation_id_check(message=message)
         key = _id_key(eid)
         if key in self.in_flight:
@@ -257,7 +262,7 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
             )
         body = {k: v for k, v in message.items() if k not in ("id", "type")}
         self.in_flight[key] = asyncio.create_task(
-            self._evaluate(eid=eid, key=key, body=body), name=f"openjev-stream-{key[:40]}"
+            self._evaluate(eid=eid, key=key, body=body, size=size), name=f"openjev-stream-{key[:40]}"
         )
 
     def _cancel(self, message: dict[str, Any]) -> None:
@@ -268,7 +273,7 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
             self.cancelled.add(key)
             task.cancel(CANCEL_REASON)
 
-    async def _evaluate(self, *, eid: Any, key: str, body: dict[str, Any]) -> None:
+    async def _evaluate(self, *, eid: Any, key: str, body: dict[str, Any], size: int) -> None:
         request_id = request_id_assign(path=STREAM_PATH)
 
         def on_answer(answer: Answer) -> None:
@@ -280,7 +285,7 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
             client = self.scope.get("client")
             with request_id_bound(request_id=request_id), client_address_bound(address=client[0] if client else None):
                 served = await systemone_evaluate(
-                    data=body, request_id=request_id, caller=self.caller, on_answer=on_answer
+                    data=body, size=size, request_id=request_id, caller=self.caller, on_answer=on_answer
                 )
         except asyncio.CancelledError as exc:
             if key in self.cancelled:  # the client's cancel; a socket that closed hears nothing more
