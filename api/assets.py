@@ -23,6 +23,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
 from api.errors import ApiError, error_response
+from inference.errors import value_quoted
 
 # Files under a versioned vendor folder never change at their URL; anything else may change on upgrade.
 IMMUTABLE_PATH = re.compile(r"^vendor/[^/]+/\d[^/]*/")
@@ -119,7 +120,7 @@ async def asset_view(request: HttpRequest, path: str) -> HttpResponse:
         return refused
     found = _find(path)
     if found is None:
-        return error_response(ApiError(404, "not_found", f"no static file {path!r}"))
+        return error_response(ApiError(404, "not_found", f"no static file {value_quoted(path)}"))
     stat = os.stat(found)
     stamp = (stat.st_mtime_ns, stat.st_size)
     asset = _assets.get(found)

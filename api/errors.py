@@ -34,6 +34,10 @@ from inference.errors import (
     Overloaded,
     Problem,
     RequestInvalid,
+    loc_bounded,
+    problems_line,
+    text_cut,
+    value_quoted,
 )
 from serving.compat import response_logged_mark
 from serving.redaction import configured_secrets, text_redact
@@ -113,14 +117,22 @@ def error_text(*, error: BaseException) -> str:
     return text_redact(text=text, secrets=configured_secrets())
 
 
+PROBLEMS_SHOWN_MAX = 50
+"""Problems a 422 lists; then one entry says how many more there were (a body can hold thousands)."""
+
+
 def problems_render(problems: Sequence[Problem]) -> list[dict[str, Any]]:
-    """FastAPI's `detail` list: each location under `body`."""
-    return [{"loc": [BODY, *p.loc], "msg": p.msg, "type": p.type} for p in problems]
+    """FastAPI's `detail` list: each location under `body`, keys cut to what an error quotes of a value."""
+    shown = [{"loc": [BODY, *loc_bounded(p.loc)], "msg": p.msg, "type": p.type} for p in problems[:PROBLEMS_SHOWN_MAX]]
+    more = len(problems) - PROBLEMS_SHOWN_MAX
+    if more > 0:
+        shown.append({"loc": [BODY], "msg": f"and {more} more problems of the same request", "type": "more_problems"})
+    return shown
 
 
 def problems_text(problems: Sequence[Problem]) -> str:
     """The problems as one line (`body.questions.q.type: ...; ...`), for a message or the log."""
-    return "; ".join(f"{'.'.join(map(str, (BODY, *p.loc)))}: {p.msg}" for p in problems)
+    return problems_line(problems, root=(BODY,))
 
 
 def body_invalid(*, message: str, error_type: str, position: int | None = None) -> ApiError:
@@ -244,7 +256,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> HttpRespon
 
 def not_found_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     return error_response(
-        ApiError(404, "not_found", f"no route for {request.method} {request.path}"),
+        ApiError(404, "not_found", f"no route for {text_cut(request.method or '')} {value_quoted(request.path)}"),
         shape=shape_of_path(request.path),
         logged=False,
     )

@@ -22,7 +22,7 @@ from api.errors import ApiError
 from audit.callers import Caller
 from audit.models import EvaluationAnswer
 from calibration.labelled import label_key_of, label_rule
-from inference.errors import Problem, RequestInvalid
+from inference.errors import Problem, RequestInvalid, value_quoted
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,8 @@ def _label_store(feedback: Feedback, caller: Caller | None) -> Labelled:
             raise ApiError(
                 404,
                 "not_found",
-                f"no stored answer to question {feedback.question_id!r} of request {feedback.request_id!r}",
+                f"no stored answer to question {value_quoted(feedback.question_id)} "
+                f"of request {value_quoted(feedback.request_id)}",
             )
         key = label_key_of(label=feedback.label, option_keys=answer.option_keys)
         if key is None:

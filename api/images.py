@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.json_body import Loc, json_kind
-from inference.errors import Problem
+from inference.errors import Problem, value_quoted
 from inference.requests import Image, ImageMeta
 
 FORMATS = ("png", "jpeg", "webp")
@@ -156,7 +156,7 @@ def assets_check(
         else:
             images[key] = image
     problems += [
-        Problem(("assets",), f"the multipart part {name!r} is not claimed by any asset", "part_unclaimed")
+        Problem(("assets",), f"the multipart part {value_quoted(name)} is not claimed by any asset", "part_unclaimed")
         for name in parts
         if name not in claimed
     ]
@@ -169,13 +169,15 @@ def _asset_image(
     if not isinstance(asset, dict):
         return Problem(loc, f"Input should be an asset object, got {json_kind(asset)}", "dict_type")
     if asset.get("type", "image") != "image":
-        return Problem((*loc, "type"), f"Input tag {asset.get('type')!r} is not 'image'", "union_tag_invalid")
+        return Problem(
+            (*loc, "type"), f"Input tag {value_quoted(asset.get('type'))} is not 'image'", "union_tag_invalid"
+        )
     part = asset.get("part")
     if part is not None:
         if not isinstance(part, str) or part not in parts:
-            return Problem((*loc, "part"), f"no multipart part named {part!r} was sent", "part_missing")
+            return Problem((*loc, "part"), f"no multipart part named {value_quoted(part)} was sent", "part_missing")
         if part in claimed:
-            return Problem((*loc, "part"), f"the part {part!r} is claimed by another asset", "part_claimed")
+            return Problem((*loc, "part"), f"the part {value_quoted(part)} is claimed by another asset", "part_claimed")
         claimed.add(part)
         return image_of_bytes(data=parts[part], loc=loc, limits=limits)
     declared, text = asset.get("format"), asset.get("data_base64")

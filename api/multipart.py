@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from inference.errors import value_quoted
+
 REQUEST_PART = "request"
 _BOUNDARY = re.compile(r'boundary=(?:"([^"]{1,70})"|([^\s;"]{1,70}))', re.IGNORECASE)
 _NAME = re.compile(r'(?:^|;)\s*name="([^"]*)"', re.IGNORECASE)
@@ -52,7 +54,7 @@ def multipart_parse(*, body: bytes, content_type: str, max_parts: int) -> Multip
     for index, chunk in enumerate(chunks[:-1]):
         name, content = _part_read(chunk, index)
         if name in parts:
-            raise MultipartInvalid(f"the multipart part {name!r} appears twice")
+            raise MultipartInvalid(f"the multipart part {value_quoted(name)} appears twice")
         parts[name] = content
     if next(iter(parts), None) != REQUEST_PART:
         raise MultipartInvalid(f"the first multipart part must be {REQUEST_PART!r}, holding the JSON request")

@@ -23,6 +23,7 @@ import zstandard
 from api.errors import SHOULD_RETRY, ApiError, error_body, shape_of_path
 from api.json_render import body_encode
 from api.requestids import ASGIApp, Message, Receive, Scope, Send
+from inference.errors import value_quoted
 
 DECODERS = ("gzip", "x-gzip", "zstd", "identity")
 
@@ -120,7 +121,7 @@ class RequestBodyReader:
                 send,
                 415,
                 "unsupported_media_type",
-                f"Content-Encoding {encoding!r} is not supported; use gzip, zstd or none",
+                f"Content-Encoding {value_quoted(encoding)} is not supported; use gzip, zstd or none",
                 scope=scope,
             )
             return

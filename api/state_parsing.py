@@ -15,7 +15,7 @@ import ahocorasick
 
 from api.images import ImageLimits, image_of_url, images_refused, is_image_url
 from api.json_body import Loc, json_kind
-from inference.errors import Problem
+from inference.errors import Problem, value_quoted
 from inference.questions import text_render
 from inference.requests import ROLES, Image, ImageMeta, Message, Part, Role, conversation_of_text
 
@@ -209,6 +209,10 @@ def _content_parts(check: Checker, items: list[Any], loc: Loc) -> list[Part] | N
             texts = []
         else:
             kind = item.get("type") if isinstance(item, dict) else type(item).__name__
-            check.add((*loc, i), f"only text and image_url content is supported, got {kind!r}", "unsupported_content")
+            check.add(
+                (*loc, i),
+                f"only text and image_url content is supported, got {value_quoted(kind)}",
+                "unsupported_content",
+            )
             return None
     return [*parts, *check.parts("\n".join(texts), loc)]

@@ -21,6 +21,7 @@ from django.db import connections
 
 from api.errors import ApiError
 from audit.models import Classifier
+from inference.errors import value_quoted
 from inference.questions import Question, QuestionType, question_build
 from serving.config import language_model_named
 from serving.ttlcache import TtlCache
@@ -211,13 +212,17 @@ async def classifier_find(*, name: str) -> ClassifierSpec:
             raise ApiError(
                 404,
                 "not_found",
-                f"{name!r} is a language model, not a classifier: POST /v1/classify "
+                f"{value_quoted(name)} is a language model, not a classifier: POST /v1/classify "
                 "serves classifiers defined in the admin (GET /v1/models lists them "
                 "after the model names); use POST /v1/systemone for the model itself",
             )
         raise ApiError(
-            404, "not_found", f"no classifier named {name!r}; GET /v1/models lists them after the model names"
+            404,
+            "not_found",
+            f"no classifier named {value_quoted(name)}; GET /v1/models lists them after the model names",
         )
     if spec.problem:
-        raise ApiError(404, "not_found", f"classifier {name!r} cannot be served: {spec.problem}; fix it in the admin")
+        raise ApiError(
+            404, "not_found", f"classifier {value_quoted(name)} cannot be served: {spec.problem}; fix it in the admin"
+        )
     return spec

@@ -18,6 +18,7 @@ import orjson
 
 from api.json_body import Loc, json_kind
 from api.state_parsing import Checker
+from inference.errors import value_quoted
 from inference.questions import text_render
 from inference.requests import Image, Message, Part, Role, conversation_of_text
 
@@ -81,7 +82,7 @@ class _Turns:
 def unknown_keys_check(check: Checker, item: dict[str, Any], allowed: set[str], loc: Loc) -> None:
     for key in item:
         if key not in allowed:
-            check.add((*loc, key), f"Unknown parameter: {key!r}", "unknown_parameter")
+            check.add((*loc, key), f"Unknown parameter: {value_quoted(key)}", "unknown_parameter")
 
 
 def string_check(check: Checker, item: dict[str, Any], key: str, loc: Loc, *, required: bool = True) -> str | None:
@@ -89,7 +90,7 @@ def string_check(check: Checker, item: dict[str, Any], key: str, loc: Loc, *, re
     value = item.get(key)
     if value is None:
         if required:
-            check.add((*loc, key), f"Missing required parameter: {key!r}", "missing_required_parameter")
+            check.add((*loc, key), f"Missing required parameter: {value_quoted(key)}", "missing_required_parameter")
         return None
     if not isinstance(value, str):
         check.add((*loc, key), f"Invalid type: expected a string, got {json_kind(value)}", "invalid_type")
@@ -189,7 +190,11 @@ def parts_check(check: Checker, content: Any, loc: Loc, *, kinds: tuple[str, ...
 def _message(check: Checker, turns: _Turns, item: dict[str, Any], loc: Loc) -> None:
     role = item.get("role")
     if role not in MESSAGE_ROLES:
-        check.add((*loc, "role"), f"Invalid role {role!r}; expected one of {', '.join(MESSAGE_ROLES)}", "invalid_value")
+        check.add(
+            (*loc, "role"),
+            f"Invalid role {value_quoted(role)}; expected one of {', '.join(MESSAGE_ROLES)}",
+            "invalid_value",
+        )
         return
     unknown_keys_check(check, item, _MESSAGE_KEYS if role == "assistant" else _MESSAGE_KEYS - {"phase"}, loc)
     if "content" not in item:
@@ -238,7 +243,11 @@ def _call_output(check: Checker, turns: _Turns, item: dict[str, Any], loc: Loc) 
     unknown_keys_check(check, item, _OUTPUT_KEYS, loc)
     call_id = string_check(check, item, "call_id", loc)
     if call_id is not None and call_id not in turns.calls:
-        check.add((*loc, "call_id"), f"No tool call with call_id {call_id!r} comes before this output", "invalid_value")
+        check.add(
+            (*loc, "call_id"),
+            f"No tool call with call_id {value_quoted(call_id)} comes before this output",
+            "invalid_value",
+        )
     if "output" not in item:
         check.add((*loc, "output"), "Missing required parameter: 'output'", "missing_required_parameter")
         return
@@ -290,7 +299,7 @@ def conversation_parse(check: Checker, value: Any) -> tuple[Message, ...]:
         if handler is None:
             check.add(
                 (*loc, "type"),
-                f"Invalid input item type {kind!r}; expected one of {', '.join(ITEM_KINDS)}",
+                f"Invalid input item type {value_quoted(kind)}; expected one of {', '.join(ITEM_KINDS)}",
                 "invalid_value",
             )
             continue

@@ -26,7 +26,7 @@ from api.images import ImageLimits, images_total_check
 from api.json_body import JsonKeyed, Loc, document_problems, json_cache_cost, json_cached, json_kind
 from api.state_parsing import Checker
 from api.systemone.parsing import PARSED_CACHE_BYTES
-from inference.errors import Problem, RequestInvalid
+from inference.errors import Problem, RequestInvalid, value_quoted
 from inference.lru import SizedLRU
 from inference.questions import Question, question_build
 from inference.requests import EvaluationRequest
@@ -207,7 +207,7 @@ def _question_check(
     if kind not in QUESTION_KINDS:
         check.add(
             (*loc, "type"),
-            f"Invalid question type {kind!r}; expected one of {', '.join(QUESTION_KINDS)}",
+            f"Invalid question type {value_quoted(kind)}; expected one of {', '.join(QUESTION_KINDS)}",
             "invalid_value" if "type" in question else "missing_required_parameter",
         )
         return None
@@ -318,7 +318,11 @@ def _choices_check(
             )
             continue
         if any(type(v) is type(found) and v == found for v in values):
-            check.add((*loc, i, "value"), f"Each choice must be unique; {found!r} is given twice", "duplicate_value")
+            check.add(
+                (*loc, i, "value"),
+                f"Each choice must be unique; {value_quoted(found)} is given twice",
+                "duplicate_value",
+            )
             continue
         values.append(found)
         descriptions.append(_description(check, item, (*loc, i)))

@@ -28,7 +28,7 @@ from api.ratelimits import rate_limited
 from api.recording import evaluation_recorded
 from audit.callers import Caller
 from audit.storage.records import Received
-from inference.errors import Problem, RequestInvalid
+from inference.errors import PROBLEMS_TEXT_MAX, Problem, RequestInvalid, loc_bounded, value_quoted
 from inference.runner import Outcome
 
 GENERIC_CODES = {"missing": "missing_required_parameter", "extra_forbidden": "unknown_parameter"}
@@ -61,11 +61,11 @@ def param_of(*, loc: Loc, request: DecisionsRequest | None = None) -> str | None
     `state` (the input) or at a question's id, which `request` turns back into its position."""
     if not loc:
         return None
-    head, *rest = loc
+    head, *rest = loc_bounded(loc)
     if head == "state":
         head = "input"
-    elif head == "questions" and rest and isinstance(rest[0], str) and request is not None:
-        rest[0] = request.position_of(question_id=rest[0])
+    elif head == "questions" and rest and isinstance(loc[1], str) and request is not None:
+        rest[0] = request.position_of(question_id=loc[1])
     text = str(head)
     for part in rest:
         text += f"[{part}]" if isinstance(part, int) else f".{part}"
@@ -74,8 +74,10 @@ def param_of(*, loc: Loc, request: DecisionsRequest | None = None) -> str | None
 
 def invalid_of(*, problems: tuple[Problem, ...], request: DecisionsRequest | None = None) -> ApiError:
     """Every problem in one 400: the message lists them all, `param` and `code` name the first."""
-    named = [(param_of(loc=p.loc, request=request), p) for p in problems]
+    named = [(param_of(loc=p.loc, request=request), p) for p in problems[:PROBLEMS_TEXT_MAX]]
     message = "; ".join(f"{param}: {p.msg}" if param else p.msg for param, p in named)
+    if len(problems) > PROBLEMS_TEXT_MAX:
+        message += f"; and {len(problems) - PROBLEMS_TEXT_MAX} more"
     first = problems[0]
     return ApiError(400, GENERIC_CODES.get(first.type, first.type), message, problems=problems, param=named[0][0])
 
@@ -139,7 +141,8 @@ async def decisions_evaluate(*, data: Any, request_id: str, caller: Caller | Non
             raise ApiError(
                 404,
                 "model_not_found",
-                f"The model {str(exc)!r} does not exist on this server; use {config.model_alias} or {config.model}",
+                f"The model {value_quoted(str(exc))} does not exist on this server; "
+                f"use {config.model_alias} or {config.model}",
                 param="model",
             ) from None
         call.received = received_of(request=request, refusal_below=config.refusal_label_mass)

@@ -21,7 +21,7 @@ from typing import Any
 from api.images import ImageLimits, assets_check, images_total_check
 from api.json_body import JsonKeyed, Loc, document_problems, json_cache_cost, json_cached, json_kind
 from api.state_parsing import Checker, conversation_check, is_text
-from inference.errors import Problem, RequestInvalid
+from inference.errors import Problem, RequestInvalid, value_quoted
 from inference.lru import SizedLRU
 from inference.questions import QUESTION_TYPES, Question, question_build
 from inference.requests import EvaluationRequest, Message
@@ -68,7 +68,7 @@ def systemone_request_parse(
     elif not language_model_named(name=model, names=models):
         check.add(
             ("model",),
-            f"Unknown model {model!r}; use one of {', '.join(sorted(models))} or any jev-* alias",
+            f"Unknown model {value_quoted(model)}; use one of {', '.join(sorted(models))} or any jev-* alias",
             "unknown_model",
         )
     conversation: tuple[Message, ...] = ()
@@ -145,7 +145,7 @@ def _question_check(check: Checker, qid: str, question: Any, loc: Loc, limits: L
         msg = (
             "Field required"
             if "type" not in question
-            else f"Input tag {qtype!r} is not one of 'noul', 'choice', 'score'"
+            else f"Input tag {value_quoted(qtype)} is not one of 'noul', 'choice', 'score'"
         )
         check.add((*loc, "type"), msg, "missing" if "type" not in question else "union_tag_invalid")
         return None

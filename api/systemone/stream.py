@@ -40,7 +40,7 @@ from api.requestids import client_address_bound, request_id_assign, request_id_b
 from api.systemone.render import answer_render
 from api.systemone.service import systemone_evaluate
 from audit.callers import Caller
-from inference.errors import Problem, RequestInvalid
+from inference.errors import Problem, RequestInvalid, value_quoted
 from inference.scoring import Answer
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,14 @@ def evaluation_id_check(*, message: dict[str, Any]) -> Any:
             ]
         )
     return eid
+
+
+def _id_echoed(message: dict[str, Any]) -> Any:
+    """The message's id as an error may echo it: only an id that passes `evaluation_id_check` (short), else null."""
+    try:
+        return evaluation_id_check(message=message)
+    except RequestInvalid:
+        return None
 
 
 def _id_key(eid: Any) -> str:
@@ -215,8 +223,8 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
             raise StreamError(
                 400,
                 "invalid_request",
-                f"unknown message type {kind!r}; send auth, evaluate (the default) or cancel",
-                eid=message.get("id"),
+                f"unknown message type {value_quoted(kind)}; send auth, evaluate (the default) or cancel",
+                eid=_id_echoed(message),
             )
 
     async def _auth_message(self, message: dict[str, Any]) -> None:
@@ -251,7 +259,9 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
         eid = evaluation_id_check(message=message)
         key = _id_key(eid)
         if key in self.in_flight:
-            raise StreamError(409, "conflict", f"evaluation {eid!r} is already in flight on this socket", eid=eid)
+            raise StreamError(
+                409, "conflict", f"evaluation {value_quoted(eid)} is already in flight on this socket", eid=eid
+            )
         limit = settings.OPENJEV.stream_max_in_flight
         if len(self.in_flight) >= limit:
             raise StreamError(
