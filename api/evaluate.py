@@ -4,6 +4,7 @@ same question gets the same answer whichever format asked it."""
 
 from __future__ import annotations
 
+from api.ratelimits import Admission
 from api.recording import Recording
 from calibration.applied import answer_calibrated, calibrating_get, outcome_calibrated
 from inference.requests import EvaluationRequest
@@ -13,11 +14,16 @@ from serving.evaluator import evaluator_get
 
 
 async def evaluation_calibrated(
-    *, call: Recording, request: EvaluationRequest, on_answer: AnswerSink | None = None
+    *,
+    call: Recording,
+    request: EvaluationRequest,
+    admission: Admission | None = None,
+    on_answer: AnswerSink | None = None,
 ) -> Outcome:
     """Evaluate (Overloaded, BackendUnavailable, BackendFailed, EvaluationTimeout, RequestInvalid for what only
-    the core can check), calibrate, and note the evaluator and the outcome on `call` for storage; `on_answer`
-    gets each answer, calibrated too, as soon as it is scored (the stream)."""
+    the core can check; a 429 when the `admission`'s key cannot take the prompt tokens), calibrate, and note the
+    evaluator and the outcome on `call` for storage; `on_answer` gets each answer, calibrated too, as soon as it
+    is scored (the stream)."""
     call.evaluator = evaluator = await evaluator_get()
     calibrating = await calibrating_get(caller=call.caller)
     sink = (
@@ -25,6 +31,9 @@ async def evaluation_calibrated(
         if on_answer is None or not calibrating.calibrators
         else (lambda answer: on_answer(answer_calibrated(answer=answer, calibrating=calibrating)))
     )
-    outcome = await evaluation_run(evaluator=evaluator, request=request, on_answer=sink)
+    reserve = admission.tokens_reserve if admission is not None and admission.reserves_tokens else None
+    outcome = await evaluation_run(evaluator=evaluator, request=request, on_answer=sink, reserve=reserve)
+    if admission is not None:
+        admission.tokens_used(outcome.usage.input_tokens)
     call.outcome = outcome = outcome_calibrated(outcome=outcome, calibrating=calibrating)
     return outcome

@@ -191,14 +191,6 @@ def window_stats_of(*, item: RateLimitItem, window: Window) -> WindowStats:
 
 
 @dataclass(frozen=True)
-class Admitted:
-    tokens_left: int | None
-    """The tokens left in the key's window when the request came (None: no tokens limit)."""
-    inflight: bool
-    """Whether the request holds an in-flight slot (to give back when it ends)."""
-
-
-@dataclass(frozen=True)
 class Refused:
     counted: Literal["requests", "tokens", "inflight"]
     limit: int
@@ -208,67 +200,66 @@ class Refused:
 
 async def redis_admitted(
     *, redis: RedisCounts, subject: str, limits: KeyLimits, inflight_key: str, inflight_expiry: int
-) -> Admitted | Refused:
-    """The checks of one request in one round trip: the requests window counted, the tokens window read and
-    the in-flight count raised together, the count then given back if the request is refused. The library's
-    calls, one by one, stop at the first refusal; here a request refused for its requests or tokens holds
-    an in-flight slot for that one round trip."""
+) -> Refused | None:
+    """A request's admission in one round trip, before its body is read: the requests window counted and the
+    in-flight count raised together, the count then given back if the request is refused (a request refused for
+    its requests window holds an in-flight slot for that one round trip)."""
     requests = RateLimitItemPerMinute(limits.requests_per_minute) if limits.requests_per_minute else None
-    tokens = RateLimitItemPerMinute(limits.tokens_per_minute) if limits.tokens_per_minute else None
     commands: list[Command] = []
     if requests is not None:
         commands.append(redis.window_acquire(item=requests, identifiers=(subject, "requests"), cost=1))
-    if tokens is not None:
-        commands.append(redis.window_read(item=tokens, identifiers=(subject, "tokens")))
     undo: list[Command] = []
     if limits.concurrency:
         commands += redis.inflight_add(key=inflight_key, amount=1, expiry=inflight_expiry)
         undo = redis.inflight_add(key=inflight_key, amount=-1, expiry=inflight_expiry)
+    if not commands:
+        return None
     replies = iter(await redis.commands_run(commands=commands, undo=undo))
     if requests is not None and next(replies) is None:
         read = [*undo, redis.window_read(item=requests, identifiers=(subject, "requests"))]
         window = window_of(reply=(await redis.commands_run(commands=read))[-1])
         return Refused("requests", requests.amount, window_stats_of(item=requests, window=window).reset_time)
-    tokens_left = None
-    if tokens is not None:
-        stats = window_stats_of(item=tokens, window=window_of(reply=next(replies)))
-        if stats.remaining <= 0:
-            if undo:
-                redis.commands_post(commands=undo)
-            return Refused("tokens", tokens.amount, stats.reset_time)
-        tokens_left = stats.remaining
     if limits.concurrency and int(next(replies)) > limits.concurrency:
         redis.commands_post(commands=undo)
         return Refused("inflight", limits.concurrency, time.time())
-    return Admitted(tokens_left=tokens_left, inflight=bool(limits.concurrency))
+    return None
+
+
+async def redis_tokens_reserved(
+    *, redis: RedisCounts, subject: str, item: RateLimitItem, tokens: int
+) -> Refused | None:
+    """`tokens` counted in the key's tokens window in one round trip if they fit (the library's own atomic
+    script: no two requests can both take the last room), else the window's reset, in a second."""
+    acquire = redis.window_acquire(item=item, identifiers=(subject, "tokens"), cost=tokens)
+    if (await redis.commands_run(commands=[acquire]))[0] is not None:
+        return None
+    (window,) = await redis.commands_run(commands=[redis.window_read(item=item, identifiers=(subject, "tokens"))])
+    return Refused("tokens", item.amount, window_stats_of(item=item, window=window_of(reply=window)).reset_time)
 
 
 async def redis_released(
     *,
     redis: RedisCounts,
     subject: str,
-    limits: KeyLimits,
     inflight_key: str | None,
     inflight_expiry: int,
-    tokens: int,
-    tokens_left: int | None,
+    tokens: RateLimitItem | None,
+    extra: int,
 ) -> None:
-    """The end of a request in one round trip: its in-flight slot (`inflight_key`) given back and the tokens it
-    read counted (at most `tokens_left`), queued before anything is awaited, so a request cancelled while it
-    ends still gives its slot back."""
+    """The end of a request in one round trip: its in-flight slot (`inflight_key`) given back and the `extra`
+    tokens it read beyond its reservation counted in the `tokens` window (as many as fit), queued before anything
+    is awaited, so a request cancelled while it ends still gives its slot back."""
     commands: list[Command] = []
     if inflight_key is not None:
         commands += redis.inflight_add(key=inflight_key, amount=-1, expiry=inflight_expiry)
-    item = RateLimitItemPerMinute(limits.tokens_per_minute) if limits.tokens_per_minute else None
-    cost = min(tokens, tokens_left) if item is not None and tokens_left is not None and tokens > 0 else 0
-    if item is not None and cost:
-        commands.append(redis.window_acquire(item=item, identifiers=(subject, "tokens"), cost=cost))
+    if tokens is not None and extra > 0:
+        commands.append(redis.window_acquire(item=tokens, identifiers=(subject, "tokens"), cost=extra))
     if not commands:
         return
     replies = await redis.commands_run(commands=commands)
-    if item is not None and cost and replies[-1] is None:  # the window filled meanwhile: count what is left
-        (window,) = await redis.commands_run(commands=[redis.window_read(item=item, identifiers=(subject, "tokens"))])
-        left = window_stats_of(item=item, window=window_of(reply=window)).remaining
+    if tokens is not None and extra > 0 and replies[-1] is None:  # the window is nearly full: count what is left
+        (window,) = await redis.commands_run(commands=[redis.window_read(item=tokens, identifiers=(subject, "tokens"))])
+        left = window_stats_of(item=tokens, window=window_of(reply=window)).remaining
         if left > 0:
-            acquire = redis.window_acquire(item=item, identifiers=(subject, "tokens"), cost=min(tokens, left))
+            acquire = redis.window_acquire(item=tokens, identifiers=(subject, "tokens"), cost=min(extra, left))
             await redis.commands_run(commands=[acquire])

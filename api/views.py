@@ -29,7 +29,14 @@ from api.multipart import MultipartInvalid, is_multipart, multipart_parse
 from api.openapi import operations as doc
 from api.openapi.classify import classify_schema
 from api.openapi.feedback import feedback_schema
-from api.requestids import CLASSIFY_PATH, DECISIONS_PATH, request_id_assign, request_id_current
+from api.ratelimits import Admission, request_admitted
+from api.requestids import (
+    CLASSIFY_PATH,
+    DECISIONS_PATH,
+    client_address_current,
+    request_id_assign,
+    request_id_current,
+)
 from api.systemone.render import served_headers, served_render
 from api.systemone.service import systemone_evaluate
 from audit.callers import Caller
@@ -55,7 +62,6 @@ MAX_PARTS_BEYOND_IMAGES = 8
 async def _body_read(request: Request, *, multipart: bool, shape: Shape) -> Body:
     """The body as JSON (and parts), read in the body lane when it is large (`api.body_lane`)."""
     content_type = request._request.META.get("CONTENT_TYPE", "")
-    _cross_site_refused(request, content_type=content_type, multipart=multipart)
     raw = request._request.body
     if is_multipart(content_type) and not multipart:
         raise ApiError(415, "unsupported_media_type", "this endpoint takes a JSON body, not multipart/form-data")
@@ -119,37 +125,48 @@ class ApiView(LeanAPIView):
     def handle_exception(self, exc: Exception) -> HttpResponse:
         return exception_response(exc, shape=self.shape)
 
-    async def _served(
-        self, request: Request, *, path: str, serve: Callable[[Body, str, Caller | None], Awaitable[HttpResponse]]
-    ) -> HttpResponse:
-        """Read the body (JSON, or multipart with a JSON `request` part on `/v1/systemone`) and answer it
-        with `serve(body, request_id, caller)`; the request id goes on errors too, so a client can quote
-        it to operators. A body that is not JSON is a 422 located at the character where it breaks."""
+    async def _served(self, request: Request, *, path: str, serve: Serve) -> HttpResponse:
+        """Refuse what a web page sent, admit the request under its caller's limits (before its body is read:
+        an invalid body counts too), read the body (JSON, or multipart with a JSON `request` part on
+        `/v1/systemone`) and answer it with `serve`; the request id goes on errors too, so a client can quote
+        it to operators."""
         request_id = request_id_current() or request_id_assign(path=path)
         caller = request.auth if isinstance(request.auth, Caller) else None
         try:
-            body = await _body_read(request, multipart=self.multipart, shape=self.shape)
-            response = await serve(body, request_id, caller)
+            _cross_site_refused(
+                request, content_type=request._request.META.get("CONTENT_TYPE", ""), multipart=self.multipart
+            )
+            async with request_admitted(caller=caller, address=client_address_current()) as admission:
+                body = await _body_read(request, multipart=self.multipart, shape=self.shape)
+                response = await serve(body, request_id, caller, admission)
         except Exception as exc:
             response = self.handle_exception(exc)
             response["x-typesafe-request-id"] = request_id
         return response
 
 
-async def _systemone_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
+Serve = Callable[[Body, str, Caller | None, Admission], Awaitable[HttpResponse]]
+"""What a route does with a read body: (body, request id, caller, the caller's admission) -> the response."""
+
+
+async def _systemone_answer(body: Body, request_id: str, caller: Caller | None, admission: Admission) -> HttpResponse:
     served = await systemone_evaluate(
-        data=body.data, size=body.size, parts=body.parts, request_id=request_id, caller=caller
+        data=body.data, size=body.size, parts=body.parts, request_id=request_id, caller=caller, admission=admission
     )
     return json_response(body=served_render(served=served), headers=served_headers(served=served))
 
 
-async def _decisions_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
-    decided = await decisions_evaluate(data=body.data, size=body.size, request_id=request_id, caller=caller)
+async def _decisions_answer(body: Body, request_id: str, caller: Caller | None, admission: Admission) -> HttpResponse:
+    decided = await decisions_evaluate(
+        data=body.data, size=body.size, request_id=request_id, caller=caller, admission=admission
+    )
     return json_response(body=decided_render(decided=decided), headers=decided_headers(decided=decided))
 
 
-async def _classify_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
-    classified = await classify_run(data=body.data, size=body.size, request_id=request_id, caller=caller)
+async def _classify_answer(body: Body, request_id: str, caller: Caller | None, admission: Admission) -> HttpResponse:
+    classified = await classify_run(
+        data=body.data, size=body.size, request_id=request_id, caller=caller, admission=admission
+    )
     headers = {"x-typesafe-request-id": request_id, "x-openjev-model": classified.served_model}
     return json_response(
         body=classified_render(classified=classified),
@@ -157,7 +174,7 @@ async def _classify_answer(body: Body, request_id: str, caller: Caller | None) -
     )
 
 
-async def _feedback_answer(body: Body, request_id: str, caller: Caller | None) -> HttpResponse:
+async def _feedback_answer(body: Body, request_id: str, caller: Caller | None, admission: Admission) -> HttpResponse:
     labelled = await feedback_record(data=body.data, caller=caller)
     return json_response(
         body={

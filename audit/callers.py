@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class KeyLimits:
-    """What one caller may use; None: the deployment's default (`OPENJEV_KEY_*`), itself None for unlimited."""
+    """What one caller may use; None: the deployment's default (`OPENJEV_KEY_*`), itself None for unlimited;
+    0: nothing (the key is paused)."""
 
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
@@ -16,12 +17,16 @@ class KeyLimits:
     """Evaluations in flight at once."""
 
     def over(self, defaults: KeyLimits) -> KeyLimits:
-        """These limits, each unset one taken from `defaults`."""
+        """These limits, each unset one (None, not 0: 0 pauses) taken from `defaults`."""
         return KeyLimits(
-            requests_per_minute=self.requests_per_minute or defaults.requests_per_minute,
-            tokens_per_minute=self.tokens_per_minute or defaults.tokens_per_minute,
-            concurrency=self.concurrency or defaults.concurrency,
+            requests_per_minute=_or(self.requests_per_minute, defaults.requests_per_minute),
+            tokens_per_minute=_or(self.tokens_per_minute, defaults.tokens_per_minute),
+            concurrency=_or(self.concurrency, defaults.concurrency),
         )
+
+
+def _or(value: int | None, default: int | None) -> int | None:
+    return default if value is None else value
 
 
 @dataclass(frozen=True)

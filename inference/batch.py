@@ -21,6 +21,7 @@ from inference.runner import (
     Evaluator,
     Outcome,
     Timings,
+    TokensReserve,
     Usage,
     plan_of,
     plan_run,
@@ -29,16 +30,21 @@ from inference.runner import (
 )
 
 
-async def evaluations_run(*, evaluator: Evaluator, requests: Sequence[EvaluationRequest]) -> tuple[Outcome, ...]:
+async def evaluations_run(
+    *, evaluator: Evaluator, requests: Sequence[EvaluationRequest], reserve: TokensReserve | None = None
+) -> tuple[Outcome, ...]:
     """Admit once (Overloaded), compile every request (RequestInvalid with every problem of every
-    request, located as `("requests", i, ...)`, or the total over all of them past the budget), then
-    run them all concurrently; outcomes in the order of `requests`."""
+    request, located as `("requests", i, ...)`, or the total over all of them past the budget), reserve
+    their prompt tokens together (`reserve` may refuse), then run them all concurrently; outcomes in the
+    order of `requests`."""
     with evaluator.gate.admit():
         texts = [request_texts(request=r) for r in requests]
         if text_size(value=texts, limit=OFF_LOOP_CHARACTERS) > OFF_LOOP_CHARACTERS:
             compiled = await asyncio.to_thread(_plans_compile, evaluator=evaluator, requests=requests)
         else:
             compiled = _plans_compile(evaluator=evaluator, requests=requests)
+        if reserve is not None:
+            await reserve(sum(plan.input_tokens for plan, _ in compiled))
         return await _plans_run(evaluator=evaluator, compiled=compiled)
 
 

@@ -12,7 +12,7 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +28,10 @@ from inference.requests import EvaluationRequest
 from inference.scoring import Answer, BranchScore, Scoring, answer_compute
 from inference.streaming import AnswerSink, AnswerStream, branch_score_build
 from inference.vision import Vision
+
+TokensReserve = Callable[[int], Awaitable[None]]
+"""Called with the prompt tokens an evaluation will have the backend read, once they are counted and before any
+backend call: the caller's per-key limits take them or refuse the evaluation by raising."""
 
 _rid_counter = itertools.count()
 _rid_prefix = f"oj-{os.getpid():x}-{os.urandom(3).hex()}"
@@ -110,9 +114,14 @@ text takes a second to tokenise, and the event loop must keep answering meanwhil
 
 
 async def evaluation_run(
-    *, evaluator: Evaluator, request: EvaluationRequest, on_answer: AnswerSink | None = None
+    *,
+    evaluator: Evaluator,
+    request: EvaluationRequest,
+    on_answer: AnswerSink | None = None,
+    reserve: TokensReserve | None = None,
 ) -> Outcome:
-    """Admit (Overloaded), compile (RequestInvalid on budgets), then run the plan under the deadline.
+    """Admit (Overloaded), compile (RequestInvalid on budgets), reserve the plan's prompt tokens (`reserve`
+    may refuse), then run the plan under the deadline.
 
     Admission comes first so the work a request can cause (tokenising up to the body limit) is
     bounded by the number of admitted evaluations, and large requests tokenise off the event loop.
@@ -121,6 +130,8 @@ async def evaluation_run(
     start = time.perf_counter()
     with evaluator.gate.admit():
         plan = await plan_prepare(evaluator=evaluator, request=request)
+        if reserve is not None:
+            await reserve(plan.input_tokens)
         prepared = time.perf_counter()
         return await plan_run(
             plan=plan,

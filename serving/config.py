@@ -270,7 +270,10 @@ class OpenJevConfig:
     rate_limit_failure: Literal["open", "closed"] = setting(
         default="open", parse=_choice("open", "closed"), rule="open or closed"
     )
-    """With Redis unreachable: `open` serves unlimited (logged once per outage), `closed` answers 429."""
+    """With Redis unreachable: `open` serves unlimited (logged once per outage), `closed` answers 429; for every
+    throttle, the wrong-key one included."""
+    rate_limit_timeout: float = setting_seconds(default=0.5)
+    """Seconds Redis has to answer a count before it is treated as down (its failure policy applies)."""
     bad_keys_per_minute: int = setting_count(default=30)
     """Wrong Bearer keys one client address may send per minute before it gets 429 (before any key lookup)."""
 

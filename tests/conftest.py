@@ -89,6 +89,22 @@ def _writer_stopped_after_database_tests(request: pytest.FixtureRequest) -> Iter
 
 
 @pytest.fixture(autouse=True)
+def _rate_limit_outage_forgotten() -> Iterator[None]:
+    """Each test starts with the per-key limits' store taken as up and no address known for wrong keys: a test
+    that brought the store down (a Redis that is not there), or sent wrong keys, must not leave the next test's
+    requests under the failure policy or the wrong-key throttle."""
+    from api import ratelimits
+
+    def forget() -> None:
+        ratelimits._outage.update(logged=False, until=0.0)
+        ratelimits._failed_recently.clear()
+
+    forget()
+    yield
+    forget()
+
+
+@pytest.fixture(autouse=True)
 def _storage_off_without_database(request: pytest.FixtureRequest, settings) -> None:
     """Tests that may not touch the database run with evaluation storage and calibration off (storage and
     calibration tests opt in), so no request of theirs reads or writes a table."""

@@ -19,7 +19,7 @@ from api.body_lane import body_lane_run
 from api.classify.parsing import classify_request_parse
 from api.classify.registry import ClassifierSpec, classifier_find
 from api.errors import ApiError
-from api.ratelimits import rate_limited
+from api.ratelimits import Admission
 from api.recording import evaluation_recorded
 from audit.callers import Caller
 from audit.storage.records import ClassifierLink, Received
@@ -27,7 +27,7 @@ from calibration.applied import calibrating_get, outcome_calibrated
 from inference.batch import evaluations_run, outcomes_merge
 from inference.errors import Problem, RequestInvalid
 from inference.requests import EvaluationRequest, conversation_of_text
-from inference.runner import Evaluator, Outcome
+from inference.runner import Evaluator, Outcome, TokensReserve
 from serving.evaluator import evaluator_get
 
 INVALID_NAME = "(invalid)"
@@ -53,7 +53,9 @@ class Classified:
     outcome: Outcome
 
 
-async def classifier_evaluate(*, evaluator: Evaluator, classifier: ClassifierSpec, inputs: Sequence[str]) -> Outcome:
+async def classifier_evaluate(
+    *, evaluator: Evaluator, classifier: ClassifierSpec, inputs: Sequence[str], reserve: TokensReserve | None = None
+) -> Outcome:
     """Every input as a one-question evaluation, all under one admission (529); every budget problem of
     every input as one 400 before any backend call; the first failure cancels the rest (504/502/503)."""
     question = classifier.question
@@ -62,7 +64,7 @@ async def classifier_evaluate(*, evaluator: Evaluator, classifier: ClassifierSpe
         EvaluationRequest(conversation=conversation_of_text(text=text), questions=(question,)) for text in inputs
     ]
     try:
-        outcomes = await evaluations_run(evaluator=evaluator, requests=requests)
+        outcomes = await evaluations_run(evaluator=evaluator, requests=requests, reserve=reserve)
     except RequestInvalid as exc:
         raise ApiError(400, "invalid_request", _problems_text(exc.problems)) from None
     return outcomes_merge(outcomes=outcomes)
@@ -102,7 +104,13 @@ def received_of(*, data: Any, classifier: ClassifierSpec | None) -> Received:
 
 
 async def classify_run(
-    *, data: Any, request_id: str, caller: Caller | None, classifier: ClassifierSpec | None = None, size: int = 0
+    *,
+    data: Any,
+    request_id: str,
+    caller: Caller | None,
+    classifier: ClassifierSpec | None = None,
+    size: int = 0,
+    admission: Admission | None = None,
 ) -> Classified:
     """Validate (400; a body of `size` bytes or more in the body lane), find the classifier (404), evaluate every
     input on the process's evaluator.
@@ -122,11 +130,15 @@ async def classify_run(
             raise ApiError(404, "not_found", f"classifier {classifier.name!r} cannot be served: {classifier.problem}")
         found = classifier if classifier is not None else await classifier_find(name=request.model)
         call.received = received_of(data=data, classifier=found)
-        async with rate_limited(call=call):
-            call.evaluator = evaluator = await evaluator_get()
-            outcome = await classifier_evaluate(evaluator=evaluator, classifier=found, inputs=request.inputs)
-            calibrating = await calibrating_get(caller=caller, classifier=found.name)
-            call.outcome = outcome = outcome_calibrated(outcome=outcome, calibrating=calibrating)
+        call.evaluator = evaluator = await evaluator_get()
+        reserve = admission.tokens_reserve if admission is not None and admission.reserves_tokens else None
+        outcome = await classifier_evaluate(
+            evaluator=evaluator, classifier=found, inputs=request.inputs, reserve=reserve
+        )
+        if admission is not None:
+            admission.tokens_used(outcome.usage.input_tokens)
+        calibrating = await calibrating_get(caller=caller, classifier=found.name)
+        call.outcome = outcome = outcome_calibrated(outcome=outcome, calibrating=calibrating)
     items = tuple(
         ClassifyItem(index=i, label=found.labels[answer.choice_index], probs=answer.probabilities)
         for i, answer in enumerate(outcome.answers)

@@ -24,7 +24,7 @@ from api.errors import ApiError
 from api.evaluate import evaluation_calibrated
 from api.images import ImageLimits
 from api.json_body import Loc
-from api.ratelimits import rate_limited
+from api.ratelimits import Admission
 from api.recording import evaluation_recorded
 from audit.callers import Caller
 from audit.storage.records import Received
@@ -123,7 +123,9 @@ def received_of_body(*, data: Any) -> Received:
     )
 
 
-async def decisions_evaluate(*, data: Any, request_id: str, caller: Caller | None, size: int = 0) -> Decided:
+async def decisions_evaluate(
+    *, data: Any, request_id: str, caller: Caller | None, size: int = 0, admission: Admission | None = None
+) -> Decided:
     """Validate (400 naming the field; 404 for a model not served), evaluate and calibrate as System One
     does (the same admission, deadlines and errors), record; a body of `size` bytes or more is validated in the
     body lane."""
@@ -146,9 +148,8 @@ async def decisions_evaluate(*, data: Any, request_id: str, caller: Caller | Non
                 param="model",
             ) from None
         call.received = received_of(request=request, refusal_below=config.refusal_label_mass)
-        async with rate_limited(call=call):
-            with problems_answered(request=request):
-                outcome = await evaluation_calibrated(call=call, request=request.evaluation)
+        with problems_answered(request=request):
+            outcome = await evaluation_calibrated(call=call, request=request.evaluation, admission=admission)
     assert call.evaluator is not None, "an evaluated call names its evaluator"
     return Decided(
         request_id=request_id,

@@ -11,7 +11,7 @@ from django.conf import settings
 from api.body_lane import body_lane_run
 from api.evaluate import evaluation_calibrated
 from api.images import ImageLimits
-from api.ratelimits import rate_limited
+from api.ratelimits import Admission
 from api.recording import evaluation_recorded
 from api.systemone.parsing import Limits, SystemOneRequest, systemone_request_parse
 from audit.callers import Caller
@@ -74,12 +74,14 @@ async def systemone_evaluate(
     request_id: str,
     caller: Caller | None,
     size: int = 0,
+    admission: Admission | None = None,
     on_answer: AnswerSink | None = None,
     parts: dict[str, bytes] | None = None,
 ) -> Served:
     """Validate (RequestInvalid), then evaluate and calibrate (`evaluation_calibrated`); `on_answer` gets each
     answer as soon as it is scored (the stream); `parts` are a multipart body's image parts; `size` is the body's
-    bytes (a large one is validated in the body lane)."""
+    bytes (a large one is validated in the body lane); `admission` holds the caller's limits (its tokens are
+    reserved once counted)."""
     config = settings.OPENJEV
     limits = request_limits()
     with evaluation_recorded(
@@ -90,7 +92,8 @@ async def systemone_evaluate(
         )
         request = await body_lane_run(work=parse, size=size)
         call.received = received_of(request=request)
-        async with rate_limited(call=call):
-            outcome = await evaluation_calibrated(call=call, request=request.evaluation, on_answer=on_answer)
+        outcome = await evaluation_calibrated(
+            call=call, request=request.evaluation, admission=admission, on_answer=on_answer
+        )
     assert call.evaluator is not None, "an evaluated call names its evaluator"
     return Served(request_id=request_id, request=request, model=call.evaluator.backend.model, outcome=outcome)

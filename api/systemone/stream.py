@@ -36,6 +36,7 @@ from api.body_lane import body_lane_run
 from api.errors import exception_detail
 from api.json_body import body_parse, document_problems
 from api.json_render import text_encode
+from api.ratelimits import request_admitted
 from api.requestids import client_address_bound, request_id_assign, request_id_bound
 from api.systemone.render import answer_render
 from api.systemone.service import systemone_evaluate
@@ -293,10 +294,17 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
 
         try:
             client = self.scope.get("client")
-            with request_id_bound(request_id=request_id), client_address_bound(address=client[0] if client else None):
-                served = await systemone_evaluate(
-                    data=body, size=size, request_id=request_id, caller=self.caller, on_answer=on_answer
-                )
+            address = client[0] if client else None
+            with request_id_bound(request_id=request_id), client_address_bound(address=address):
+                async with request_admitted(caller=self.caller, address=address) as admission:
+                    served = await systemone_evaluate(
+                        data=body,
+                        size=size,
+                        request_id=request_id,
+                        caller=self.caller,
+                        admission=admission,
+                        on_answer=on_answer,
+                    )
         except asyncio.CancelledError as exc:
             if key in self.cancelled:  # the client's cancel; a socket that closed hears nothing more
                 self._error_send(eid=eid, request_id=request_id, exc=exc)

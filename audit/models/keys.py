@@ -22,18 +22,18 @@ class ApiKey(models.Model):
     requests_per_minute = models.PositiveIntegerField(
         null=True,
         blank=True,
-        help_text="Evaluating requests per minute; blank: OPENJEV_KEY_REQUESTS_PER_MINUTE (unset: unlimited).",
+        help_text="Requests per minute; 0 pauses the key; blank: OPENJEV_KEY_REQUESTS_PER_MINUTE (unset: unlimited).",
     )
     tokens_per_minute = models.PositiveIntegerField(
         null=True,
         blank=True,
-        help_text="Input tokens per minute; blank: OPENJEV_KEY_TOKENS_PER_MINUTE (unset: unlimited).",
+        help_text="Input tokens per minute; 0 pauses the key; blank: OPENJEV_KEY_TOKENS_PER_MINUTE (unset: unlimited).",
     )
     concurrency = models.PositiveIntegerField(
         "concurrent evaluations",
         null=True,
         blank=True,
-        help_text="Evaluations in flight at once; blank: OPENJEV_KEY_CONCURRENCY (unset: unlimited).",
+        help_text="Evaluations in flight at once; 0 pauses the key; blank: OPENJEV_KEY_CONCURRENCY (unset: unlimited).",
     )
 
     class Meta:

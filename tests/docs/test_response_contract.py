@@ -680,7 +680,7 @@ async def _isolated(case: Case, *, api: httpx.AsyncClient, fake: FakeSGLang, set
     saved = settings.OPENJEV
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ratelimits, "_loops", weakref.WeakKeyDictionary())
-        patch.setattr(ratelimits, "_outage", {"logged": False})
+        patch.setattr(ratelimits, "_outage", {"logged": False, "until": 0.0})
         registry.classifier_cache_forget()
         evaluator_install(fake_evaluator(fake))
         try:

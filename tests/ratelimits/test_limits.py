@@ -43,14 +43,17 @@ async def test_a_limited_call_is_refused_in_each_routes_own_shape(api, fake, lim
     assert_limited(systemone)
 
 
-async def test_input_tokens_per_minute_admit_a_request_while_tokens_are_left_then_refuse(api, fake, limit):
-    limit(key_tokens_per_minute=500)
-    first = await api.post("/v1/systemone", json=README_REQUEST)  # reads over 400 tokens
+async def test_input_tokens_per_minute_admit_a_request_only_while_its_tokens_fit(api, fake, limit):
+    limit(key_tokens_per_minute=1_000)
+    first = await api.post("/v1/systemone", json=README_REQUEST)
+    read = first.json()["usage"]["input_tokens"]
+    assert first.status_code == 200 and 1_000 // 3 < read <= 1_000 // 2  # two fit, a third does not
     second = await api.post("/v1/systemone", json=README_REQUEST)
+    calls = fake.generate_calls
     third = await api.post("/v1/systemone", json=README_REQUEST)
-    assert first.status_code == 200 and second.status_code == 200
-    assert first.json()["usage"]["input_tokens"] + second.json()["usage"]["input_tokens"] > 500
+    assert second.status_code == 200
     assert_limited(third, counted="tokens")
+    assert fake.generate_calls == calls  # refused before any backend work
 
 
 async def test_evaluations_in_flight_are_limited_per_caller(api, fake, limit):

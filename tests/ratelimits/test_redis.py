@@ -17,10 +17,8 @@ from limits import RateLimitItemPerMinute, RateLimitItemPerSecond
 from limits.aio.storage import RedisStorage
 from limits.aio.strategies import SlidingWindowCounterRateLimiter
 
-from api.ratelimits import KEY_PREFIX, rate_limited
+from api.ratelimits import KEY_PREFIX, request_admitted
 from api.ratelimits_redis import RedisCounts, window_of, window_stats_of
-from api.recording import Recording
-from api.requestids import client_address_bound
 from tests.conftest import README_REQUEST
 from tests.ratelimits.conftest import REDIS_URL, assert_limited
 
@@ -44,11 +42,9 @@ def inflight_ttl(subject: str = SUBJECT) -> int:
 
 @contextlib.asynccontextmanager
 async def held(*, address: str = ADDRESS) -> AsyncIterator[None]:
-    """One evaluation's limits, as a route holds them, from `address`."""
-    call = Recording(request_id="req_test", caller=None, unparsed=lambda: None)  # type: ignore[arg-type, return-value]
-    with client_address_bound(address=address):
-        async with rate_limited(call=call):
-            yield
+    """One request's limits, as a route holds them, from `address`."""
+    async with request_admitted(caller=None, address=address):
+        yield
 
 
 async def admitted() -> bool:
@@ -114,11 +110,11 @@ async def test_the_429s_and_their_headers_are_the_same_in_redis_and_in_process(a
         await asyncio.sleep(0.05)  # the refused request's in-flight slot is given back after its answer
         assert await inflight_of() == 0
 
-    limit(key_requests_per_minute=None, key_tokens_per_minute=100, key_concurrency=None, redis_url=redis_url)
-    assert (await api.post("/v1/systemone", json=README_REQUEST)).status_code == 200
+    limit(key_requests_per_minute=None, key_tokens_per_minute=600, key_concurrency=None, redis_url=redis_url)
+    assert (await api.post("/v1/systemone", json=README_REQUEST)).status_code == 200  # reads over 300 tokens
     over = await api.post("/v1/systemone", json=README_REQUEST)
     assert_limited(over, counted="tokens")
-    assert over.headers["x-ratelimit-limit-tokens"] == "100"
+    assert over.headers["x-ratelimit-limit-tokens"] == "600"
     assert "x-ratelimit-limit-requests" not in over.headers
 
     limit(key_tokens_per_minute=None, key_concurrency=1, redis_url=redis_url)
