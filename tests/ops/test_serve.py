@@ -337,7 +337,7 @@ def test_a_killed_worker_is_replaced_while_the_other_answers(fake, tmp_path):
         assert len(first) == 2
         dead = min(first)
         os.kill(dead, signal.SIGKILL)  # as the OOM killer does
-        statuses = []
+        statuses: list[int | str] = []
         until = time.monotonic() + 10
         while time.monotonic() < until:  # a fresh connection each: the kernel spreads them over the workers
             try:
