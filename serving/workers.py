@@ -184,17 +184,19 @@ class WorkerPool:
         with tempfile.TemporaryDirectory(prefix="openjev-workers-") as directory:
             self._state_path = Path(directory) / "state.json"
             self._slots = [_Slot() for _ in range(self.count)]
-            for slot in self._slots:
-                self._slot_start(slot=slot)
-            self._state_write()
-            log.info("started %d API workers: pids %s", self.count, ", ".join(str(pid) for pid in self._pids()))
-            while not self.stopping:
-                now = time.monotonic()
-                self._deaths_handle(now=now)
-                if not self.stopping:
-                    self._replacements_start(now=now)
-                time.sleep(POLL_SECONDS)
-            self._workers_stop()
+            try:  # a worker that cannot be started (no memory to fork) still lets the others drain
+                for slot in self._slots:
+                    self._slot_start(slot=slot)
+                self._state_write()
+                log.info("started %d API workers: pids %s", self.count, ", ".join(str(pid) for pid in self._pids()))
+                while not self.stopping:
+                    now = time.monotonic()
+                    self._deaths_handle(now=now)
+                    if not self.stopping:
+                        self._replacements_start(now=now)
+                    time.sleep(POLL_SECONDS)
+            finally:
+                self._workers_stop()
 
     def stop(self) -> None:
         self.stopping = True

@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from serving.supervisor import process_launch
 from serving.workers import (
     SINGLE_PROCESS,
     WORKERS_STATE_ENV,
@@ -48,9 +51,16 @@ class Running:
     def __init__(self, pool: WorkerPool) -> None:
         self.pool = pool
         self.exited: list[int] = []
+        self.error: BaseException | None = None
         pool.on_worker_exit = self.exited.append
-        self.thread = threading.Thread(target=pool.run, name="pool", daemon=True)
+        self.thread = threading.Thread(target=self._run, name="pool", daemon=True)
         self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.pool.run()
+        except BaseException as exc:  # what serve's main thread would get
+            self.error = exc
 
     def join(self, timeout: float = 60.0) -> None:
         self.thread.join(timeout)
@@ -109,6 +119,24 @@ def test_stopping_stops_every_worker_and_replaces_none(tmp_path, caplog):
     assert _started(started) == pids and running.pool.replaced == 0 and running.pool.failure is None
     assert sorted(running.exited) == pids
     assert "replacing" not in caplog.text
+
+
+def test_a_replacement_that_cannot_start_stops_the_others(tmp_path, monkeypatch):
+    launched: list[int] = []
+
+    def launch_twice(**kwargs: Any) -> subprocess.Popen[bytes]:
+        if len(launched) == 2:
+            raise OSError(12, "Cannot allocate memory")
+        launched.append(1)
+        return process_launch(**kwargs)
+
+    monkeypatch.setattr("serving.workers.process_launch", launch_twice)
+    running, started = _sleepers(tmp_path, count=2)
+    first = _started(started)
+    os.kill(first[0], signal.SIGKILL)
+    running.join()
+    assert isinstance(running.error, OSError)  # serve exits non-zero with it
+    assert not pid_alive(first[1]) and sorted(running.exited) == first
 
 
 def test_a_crash_loop_makes_the_pool_give_up_with_the_last_status(tmp_path, caplog):
