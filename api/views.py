@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -43,6 +43,7 @@ from audit.callers import Caller
 from calibration.applied import calibrated_header
 from serving.compat import LeanAPIView
 from serving.evaluator import STARTUP_FAILED, evaluator_ready, evaluator_status
+from serving.workers import workers_state_current
 
 
 @dataclass(frozen=True)
@@ -295,6 +296,8 @@ class HealthView(ApiView):
             }
             if await _key_shown(request):
                 body |= {"model": evaluator.backend.model, "worker_pid": os.getpid()}
+                if (workers := workers_state_current()) is not None:
+                    body["workers"] = asdict(workers)
             return json_response(body=body)
         body = {
             "status": "unavailable",

@@ -1,9 +1,9 @@
 """Faults on real parts (issue 25, item 7): two API processes (`manage.py serve --connect GATEWAY --workers 2`)
 behind the real SGLang gateway (`smg`) with two SGLang stand-ins in processes of their own, PostgreSQL storage
 and Redis for the per-key limits, under a fixed-rate load of several API keys (one over its own requests-per-
-minute limit), while in turn one API worker is SIGKILLed (serve stops its other worker, which drains on
-SIGTERM, and exits; serve is started again, as its supervisor would), one stand-in is SIGKILLed and started
-again, and Redis is restarted (its counts are lost: CI's Redis keeps nothing on disk).
+minute limit), while in turn one API worker is SIGKILLed (serve replaces it while the other answers on; the
+fault lasts until the replacement answers too), one stand-in is SIGKILLed and started again, and Redis is
+restarted (its counts are lost: CI's Redis keeps nothing on disk).
 
 It prints the requests answered per status, before, during and after each fault, with their p50/p99 latency;
 the evaluations stored against those answered (rows looked up by request id after serve's SIGTERM shutdown);
@@ -58,6 +58,9 @@ NOISY = "noisy"
 """The key that sends over its own requests-per-minute limit."""
 KILL_MARGIN_SECONDS = 2.0
 """Answers received this long before the SIGKILL count as the killed worker's possibly unwritten batch."""
+KILL_ANSWERED_MIN = 0.9
+"""The share of requests sent while a worker is dead and replaced that must get an HTTP answer: the other
+worker answers on, only the dead one's requests in flight and in its accept queue are lost."""
 KEYS_SCRIPT = """
 import json, os
 from django.core.management import call_command
@@ -169,7 +172,7 @@ def keys_read(process: subprocess.Popen[str]) -> dict[str, str]:
 
 
 class ApiUnit:
-    """`manage.py serve --connect GATEWAY --workers 2` on one port: started, SIGKILLed in part, restarted, stopped."""
+    """`manage.py serve --connect GATEWAY --workers 2` on one port: started, one worker SIGKILLed, stopped."""
 
     def __init__(self, *, env: dict[str, str], drain: float, log_path: Path, probe_key: str) -> None:
         self.port = free_port()
@@ -202,26 +205,45 @@ class ApiUnit:
                 self._argv, cwd=ROOT, env=self._env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
         wait_http(self.url + "/health", timeout=120)
+        self.answering_wait(gone=set())
+
+    def answering_wait(self, *, gone: set[int]) -> dict[str, int]:
+        """Return once two workers, none of them `gone`, answer `/health` (each names its pid to a key); what
+        the last answer says of serve's workers."""
         seen: set[int] = set()
+        workers: dict[str, int] = {}
 
         def both_answer() -> bool:
+            assert self._process is not None
+            if self._process.poll() is not None:
+                raise RuntimeError(f"serve exited with {self._process.returncode}")
             with httpx.Client(base_url=self.url, timeout=30) as client:  # one connection: one worker
-                answer = client.get("/health", headers={"Authorization": f"Bearer {self._probe_key}"})
-                pid = int(answer.json().get("worker_pid", 0))
-            seen.add(pid)
-            return len(seen - {0}) >= 2
+                answer = client.get("/health", headers={"Authorization": f"Bearer {self._probe_key}"}).json()
+            seen.add(int(answer.get("worker_pid", 0)))
+            workers.update(answer.get("workers", {}))
+            if len(seen - gone - {0}) >= 2:
+                return True
+            time.sleep(0.05)  # wait_until polls every 2 ms: a replacement starting needs the core
+            return False
 
-        wait_until(both_answer, timeout=60, what="both API workers answering /health")
+        wait_until(both_answer, timeout=60, what="two API workers answering /health")
+        return workers
 
     def workers(self) -> list[int]:
         assert self._process is not None
         return process_tree(self._process.pid)[1:]
 
-    def worker_kill(self) -> int:
-        """SIGKILL one worker; serve then stops the other (SIGTERM, drain) and exits: its status is returned."""
+    def worker_kill(self) -> tuple[dict[str, int], int | None]:
+        """SIGKILL one worker and return once its replacement answers beside the other: what `/health` then
+        says of the workers, and serve's exit status (None: it ran on, as it should)."""
         assert self._process is not None
-        os.kill(self.workers()[0], signal.SIGKILL)
-        return self._process.wait(self._drain + 30)
+        killed = self.workers()[0]
+        os.kill(killed, signal.SIGKILL)
+        try:
+            workers = self.answering_wait(gone={killed})
+        except RuntimeError:
+            workers = {}
+        return workers, self._process.poll()
 
     def stop(self) -> int | None:
         """SIGTERM: every worker drains its requests and its storage writer, then serve exits (0)."""
@@ -262,7 +284,10 @@ class FaultRun:
     windows: list[Window]
     results: list[Sent]
     stored: dict[str, int]
-    kill_status: int
+    kill_status: int | None
+    """serve's exit status once its SIGKILLed worker's replacement answered; None: it ran on."""
+    kill_workers: dict[str, int]
+    """What `/health` then said of serve's workers (up, configured, replaced)."""
     stop_status: int | None
 
     def segments(self) -> list[Window]:
@@ -359,6 +384,17 @@ class FaultRun:
             limited = sum(s.status == 429 for s in self.results if s.caller == caller.name)
             if limited:
                 found.append(f"{caller.name} (no limit of its own) got {limited} 429s")
+        if self.kill_status is not None:
+            found.append(f"serve exited with {self.kill_status} after one worker's SIGKILL (expected: replaced)")
+        elif self.kill_workers != {"up": 2, "configured": 2, "replaced": 1}:
+            found.append(f"/health reported {self.kill_workers} after the replacement (expected 2 up, 1 replaced)")
+        kill = self.windows[0]
+        during_kill = [s for s in self.results if kill.holds(s.sent_at)]
+        if sum(s.status != 0 for s in during_kill) < KILL_ANSWERED_MIN * len(during_kill):
+            found.append(
+                f"{sum(s.status == 0 for s in during_kill)} of {len(during_kill)} requests without an answer while "
+                f"a worker was replaced (at most {100 * (1 - KILL_ANSWERED_MIN):.0f} %)"
+            )
         if self.stop_status != 0:
             found.append(f"serve exited with {self.stop_status} on SIGTERM (expected 0)")
         return found
@@ -371,8 +407,13 @@ class FaultRun:
             f"load: {len(self.callers) - 1} steady keys at {self.plan.rate:g} req/s each, the noisy key at "
             f"{self.plan.noisy_rate:g} req/s with a limit of {self.plan.noisy_limit}/min (from "
             f"{self.noisy_from - self.started:.0f} s on), {len(self.results)} requests in "
-            f"{self.ended - self.started:.1f} s; serve exited {self.kill_status} after the worker's SIGKILL, "
-            f"{self.stop_status} on the final SIGTERM",
+            f"{self.ended - self.started:.1f} s; "
+            + (
+                f"serve ran on through the worker's SIGKILL (/health then: workers {self.kill_workers}), "
+                if self.kill_status is None
+                else f"serve exited {self.kill_status} after the worker's SIGKILL, "
+            )
+            + f"exited {self.stop_status} on the final SIGTERM",
             "",
             "| phase | seconds | sent | " + " | ".join(names) + " | p50 ms | p99 ms | steady keys' p99 ms |",
             "|---|---|---|" + "---|" * len(names) + "---|---|---|",
@@ -532,9 +573,8 @@ def _faults_make(
         windows.append(Window(name, start, time.time()))
         progress(f"{name}: {windows[-1].end - start:.1f} s")
 
-    def api_restart() -> None:
-        kill_status.append(api.worker_kill())
-        api.start()
+    def worker_replace() -> None:
+        kill.append(api.worker_kill())
 
     def stand_in_restart() -> None:
         stand_ins[0].kill()
@@ -542,13 +582,13 @@ def _faults_make(
         stand_ins[0].start()
         gateway.wait_all_healthy()
 
-    kill_status: list[int] = []
+    kill: list[tuple[dict[str, int], int | None]] = []
     started = time.time()
     load.start()
     try:
         time.sleep(plan.quiet_seconds)
         noisy_from = time.time()
-        fault("API worker SIGKILL, serve restarted", api_restart)
+        fault("API worker SIGKILL, replaced", worker_replace)
         fault("stand-in SIGKILL and restart", stand_in_restart)
         fault("Redis restart", lambda: redis_restart(down_seconds=plan.down_seconds))
         time.sleep(plan.phase_seconds)
@@ -565,7 +605,8 @@ def _faults_make(
         windows=windows,
         results=load.stop(),
         stored={},
-        kill_status=kill_status[0],
+        kill_status=kill[0][1],
+        kill_workers=kill[0][0],
         stop_status=None,
     )
 

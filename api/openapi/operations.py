@@ -256,6 +256,7 @@ health_schema = extend_schema(
                         "model": "Qwen/Qwen3.6-35B-A3B",
                         "startup_seconds": 2.1,
                         "worker_pid": 4242,
+                        "workers": {"up": 2, "configured": 2, "replaced": 0},
                     },
                 )
             ],

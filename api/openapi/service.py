@@ -61,6 +61,16 @@ class LimitsSerializer(serializers.Serializer):
     )
 
 
+class WorkersSerializer(serializers.Serializer):
+    up = serializers.IntegerField(
+        min_value=0, help_text="API processes running; a replacement counts from its start (it answers once ready)."
+    )
+    configured = serializers.IntegerField(min_value=1, help_text="`serve --workers N`: N (1 for a single process).")
+    replaced = serializers.IntegerField(
+        min_value=0, help_text="Processes started in place of dead ones since serve started."
+    )
+
+
 class HealthSerializer(serializers.Serializer):
     status = HealthStatusField(help_text="`ok` when the backend answers its health check, else `unavailable`.")
     backend = serializers.CharField(help_text="`local` (embedded llama.cpp) or `sglang`.")
@@ -71,6 +81,10 @@ class HealthSerializer(serializers.Serializer):
     message = serializers.CharField(required=False, help_text="Why the service is unavailable.")
     worker_pid = serializers.IntegerField(
         required=False, help_text="The API process that answered (one of `serve --workers N`), once ready."
+    )
+    workers = WorkersSerializer(
+        required=False,
+        help_text="`serve`'s API processes, once ready: a dead one is replaced while the others answer.",
     )
 
 

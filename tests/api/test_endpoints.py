@@ -57,7 +57,21 @@ async def test_health_needs_no_key_when_auth_is_on_and_names_model_and_worker_on
     assert wrong.status_code == 200 and "model" not in wrong.json()
     keyed = (await api.get("/health", headers={"Authorization": "Bearer k"})).json()
     assert keyed["model"] == "Qwen/Qwen3.6-35B-A3B" and isinstance(keyed["worker_pid"], int)
+    assert keyed["workers"] == {"up": 1, "configured": 1, "replaced": 0}  # one process, no pool
     assert (await api.get("/health/live")).status_code == 200
+
+
+async def test_health_reports_the_workers_as_serves_pool_last_wrote_them(api, fake, tmp_path, monkeypatch):
+    from serving.workers import WORKERS_STATE_ENV, WorkersState, workers_state_write
+
+    state = tmp_path / "state.json"
+    monkeypatch.setenv(WORKERS_STATE_ENV, str(state))
+    workers_state_write(path=state, state=WorkersState(up=1, configured=2, replaced=1))
+    body = (await api.get("/health")).json()
+    assert body["status"] == "ok" and body["workers"] == {"up": 1, "configured": 2, "replaced": 1}
+    state.unlink()  # the pool is stopping: the count is unknown, the answer still ready
+    body = (await api.get("/health")).json()
+    assert body["status"] == "ok" and "workers" not in body
 
 
 async def test_the_openapi_document_shows_the_default_limits_not_this_deployments_when_auth_is_on(api, settings):

@@ -312,14 +312,76 @@ def test_serve_with_two_workers_answers_from_two_processes_and_sigterm_stops_bot
     assert "started 2 API workers" in serve.log
 
 
-def test_a_worker_that_dies_is_reported_and_stops_serve_with_the_other(fake, tmp_path):
+def _children(pid: int) -> list[int]:
+    """The live child processes of `pid` (zombies, exited but not yet reaped, are left out)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return sorted(found)
+
+
+def _workers_reported(url: str) -> dict[str, int]:
+    """What /health says of serve's workers (auth is off: every field is shown)."""
+    return httpx.get(url + "/health", timeout=10).json()["workers"]
+
+
+def test_a_killed_worker_is_replaced_while_the_other_answers(fake, tmp_path):
     with Serve(["--connect", fake.url, "--workers", "2"], log=tmp_path / "serve.log") as serve:
         serve.wait_healthy()
-        dead, survivor = sorted(_worker_pids_answering(serve.url, want=2))
-        os.kill(dead, signal.SIGKILL)
-        assert serve.wait_exit() == 128 + signal.SIGKILL
-        _assert_gone(survivor)
+        first = _worker_pids_answering(serve.url, want=2)
+        assert len(first) == 2
+        dead = min(first)
+        os.kill(dead, signal.SIGKILL)  # as the OOM killer does
+        statuses: list[int | str] = []
+        until = time.monotonic() + 10
+        while time.monotonic() < until:  # a fresh connection each: the kernel spreads them over the workers
+            try:
+                statuses.append(httpx.post(serve.url + "/v1/systemone", json=README_REQUEST, timeout=10).status_code)
+            except httpx.HTTPError as exc:
+                statuses.append(type(exc).__name__)
+            time.sleep(0.05)
+        answered = sum(status == 200 for status in statuses)
+        assert answered >= 0.9 * len(statuses), (statuses, serve.log)
+        assert serve.process.poll() is None, serve.log
+
+        deadline = time.monotonic() + 20
+        while _workers_reported(serve.url) != {"up": 2, "configured": 2, "replaced": 1}:
+            assert time.monotonic() < deadline, (_workers_reported(serve.url), serve.log)
+            time.sleep(0.2)
+        workers = _children(serve.process.pid)
+        assert len(workers) == 2 and dead not in workers and len(set(workers) & first) == 1, (workers, first)
+        (replacement,) = set(workers) - first
+        answering: set[int] = set()
+        while answering != set(workers):  # the replacement serves too, once its engine is built
+            assert time.monotonic() < deadline + 30, (answering, workers, serve.log)
+            answering |= _worker_pids_answering(serve.url, want=2)
+        assert serve.terminate() == 0, serve.log
+        _assert_gone(*workers)
     assert f"API worker {dead} exited with signal 9 (SIGKILL)" in serve.log
+    assert f"API worker {replacement} started in place of {dead}" in serve.log
+
+
+def test_workers_that_keep_dying_make_serve_give_up_and_exit_with_their_status(fake, tmp_path):
+    with Serve(["--connect", fake.url, "--workers", "2"], log=tmp_path / "serve.log") as serve:
+        serve.wait_healthy()
+        assert _workers_reported(serve.url) == {"up": 2, "configured": 2, "replaced": 0}
+        killed: set[int] = set()
+        deadline = time.monotonic() + 60
+        while serve.process.poll() is None:  # a crash loop: every worker dies as soon as it starts
+            assert time.monotonic() < deadline, serve.log
+            for pid in set(_children(serve.process.pid)) - killed:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            time.sleep(0.02)
+        assert serve.wait_exit() == 128 + signal.SIGKILL, serve.log
+        _assert_gone(*killed)
+    assert len(killed) == 6, serve.log  # 5 deaths within 60 s are borne (2 workers), the 6th is not
+    assert "giving up" in serve.log
 
 
 def test_workers_above_one_need_uvicorn(fake, tmp_path):

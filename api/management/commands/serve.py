@@ -12,7 +12,9 @@ so a load balancer or Modal never sees a port that answers before the model can.
 - SGLang exiting at any time, even with status 0, stops the API with a non-zero status that names
   the child's status: no API is left serving a dead backend;
 - SIGTERM or SIGINT stop the API first (in-flight requests get `--drain` seconds), then SIGTERM
-  SGLang's process group, SIGKILL after `--grace` seconds, and exit 0.
+  SGLang's process group, SIGKILL after `--grace` seconds, and exit 0;
+- with `--workers N`, a worker that dies is replaced while the others serve; only a crash loop stops
+  the rest and exits non-zero (`serving.workers`).
 
 The ASGI server runs in this process (`serving.servers`: uvicorn by default, `--server daphne` is
 supported), so signals, exit statuses and the evaluator are all in one place.
@@ -65,7 +67,7 @@ from serving.supervisor import (
     process_watch,
     returncode_describe,
 )
-from serving.workers import WorkerPool, workers_count
+from serving.workers import WorkerPool, restart_policy, workers_count
 
 log = logging.getLogger("openjev.serve")
 
@@ -327,7 +329,8 @@ class Command(BaseCommand):
         count: int,
         options: dict[str, Any],
     ) -> None:
-        """Supervise `count` worker `serve`s on this port until a signal, a worker's exit or SGLang's."""
+        """Supervise `count` worker `serve`s on this port, replacing the ones that die, until a signal,
+        SGLang's exit or a crash loop (`serving.workers`)."""
         argv = [
             sys.executable,
             sys.argv[0],
@@ -346,7 +349,7 @@ class Command(BaseCommand):
         ]
         argv += ["--access-log"] if options["access_log"] else []
         argv += ["--connect", config.backend_url] if config.backend == "sglang" and config.backend_url else []
-        pool = WorkerPool(argv=argv, count=count, grace=options["drain"] + 5)
+        pool = WorkerPool(argv=argv, count=count, grace=options["drain"] + 5, policy=restart_policy(count=count))
         if process is not None:
             process_watch(process=process, on_exit=lambda code: None if stop.stopping else pool.stop())
         stop.server = pool
@@ -359,9 +362,10 @@ class Command(BaseCommand):
                 f"SGLang exited with {returncode_describe(returncode=code)} while serving; the API stopped with it",
                 returncode=exit_status(returncode=code),
             )
-        if pool.failed:
+        if pool.failure is not None:
             raise CommandError(
-                "an API worker exited on its own; the others were stopped",
-                returncode=exit_status(returncode=pool.failed[0]),
+                f"API workers died more than {pool.policy.deaths_max} times within {pool.policy.window:.0f} s; "
+                "the others were stopped",
+                returncode=exit_status(returncode=pool.failure),
             )
         log.info("API workers stopped")
