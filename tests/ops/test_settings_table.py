@@ -213,3 +213,31 @@ def test_a_choice_rule_lists_values_its_parser_accepts() -> None:
     for spec in SETTINGS:
         for value in accepted_values(spec):
             _rule(spec).parse(value)  # raises for a word of prose the pattern took for a value
+
+
+OTHER_VARIABLES = {
+    "OPENJEV_PYTHON": "scripts/bootstrap.sh",
+    "OPENJEV_MODAL_MAX_CONTAINERS": "modal_app.py",
+    "OPENJEV_MODAL_SECRETS": "modal_app.py",
+    "OPENJEV_MODAL_SGLANG_IMAGE": "modal_app.py",
+    "OPENJEV_STREAM_URL": "docs/streaming.md",
+    "OPENJEV_TEST_POSTGRES_URL": "scripts/test.sh",
+    "OPENJEV_TEST_REDIS_URL": "tests/admin/test_dashboard_live.py",
+}
+"""`OPENJEV_*` variables that are not settings, each with the file that reads it (the streaming page's
+example client reads its own)."""
+VARIABLE = re.compile(r"\bOPENJEV_[A-Z0-9_]*[A-Z0-9]\b")
+
+
+def test_every_openjev_variable_the_docs_name_is_a_setting_or_read_where_listed() -> None:
+    settings = {variable(spec) for spec in SETTINGS}
+    for name, reader in OTHER_VARIABLES.items():
+        assert name in (BASE_DIR / reader).read_text(encoding="utf-8"), f"{reader} no longer reads {name}"
+    pages = [README, *sorted((BASE_DIR / "docs").glob("*.md"))]
+    unknown = {
+        f"{page.relative_to(BASE_DIR)}: {name}"
+        for page in pages
+        for name in VARIABLE.findall(page.read_text(encoding="utf-8"))
+        if name not in settings and name not in OTHER_VARIABLES
+    }
+    assert not unknown, f"the docs name variables nothing reads: {sorted(unknown)}"
