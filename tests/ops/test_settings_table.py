@@ -241,3 +241,28 @@ def test_every_openjev_variable_the_docs_name_is_a_setting_or_read_where_listed(
         if name not in settings and name not in OTHER_VARIABLES
     }
     assert not unknown, f"the docs name variables nothing reads: {sorted(unknown)}"
+
+
+STATED_DEFAULT = re.compile(r"`(OPENJEV_[A-Z0-9_]+)`\s*(?:\||\()\s*(?:default )?([0-9][0-9.]*)(?=[\s)|])")
+"""A number stated right after a setting's name in prose or a table: `OPENJEV_X` (20 s), | `OPENJEV_X` | 16 |."""
+
+
+def _number_is(text: str, default: object) -> bool:
+    return isinstance(default, int | float) and float(text.rstrip(".")) == float(default)
+
+
+def test_a_default_the_docs_state_beside_a_settings_name_is_the_codes() -> None:
+    defaults: dict[str, object] = {variable(spec): spec.default for spec in SETTINGS}
+    stated = [
+        (page.relative_to(BASE_DIR), name, number)
+        for page in [README, *sorted((BASE_DIR / "docs").glob("*.md"))]
+        for name, number in STATED_DEFAULT.findall(page.read_text(encoding="utf-8"))
+        if name in defaults
+    ]
+    assert len(stated) > 10
+    wrong = [
+        f"{page}: {name} ({number}), the code's default is {defaults[name]}"
+        for page, name, number in stated
+        if not _number_is(number, defaults[name])
+    ]
+    assert not wrong, wrong
