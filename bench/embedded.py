@@ -130,6 +130,12 @@ async def evaluate(*, backend: LlamaCppBackend, plan: Plan, tag: str) -> tuple[f
     return time.perf_counter() - started, sum(g.cached_tokens or 0 for g in generations)
 
 
+def question_orders(*, model: str, orders: str) -> Callable[[Question], int]:
+    """Option orders per question: as the service asks them of `model` (`served`), or one (`1`)."""
+    tuning = tuning_for(model=model)
+    return (lambda question: tuning.of(question).permutations) if orders == "served" else (lambda question: 1)
+
+
 def question_mix(*, count: int, orders: Callable[[Question], int]) -> str:
     """`count` questions as `questions_build` makes them, in words, with the option orders each is asked in."""
     questions = questions_build(count=count)
@@ -191,11 +197,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     backend = llamacpp_backend_create(
         source=args.source, cache_dir=args.cache_dir, n_ctx=8192, threads=args.threads, flash_attn=args.flash_attn
     )
-    tuning = tuning_for(model=backend.model)
-
-    def orders(question: Question) -> int:
-        return tuning.of(question).permutations if args.orders == "served" else 1
-
+    orders = question_orders(model=backend.model, orders=args.orders)
     print(
         f"model {backend.model}: ready in {time.perf_counter() - started:.2f}s (load {backend.load_seconds:.2f}s), "
         f"threads={args.threads or os.cpu_count()}, flash_attn={args.flash_attn}"
