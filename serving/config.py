@@ -124,6 +124,9 @@ class SettingRule:
     parse: Parse
     check: Check = _anything
     rule: str = ""
+    default_text: str = ""
+    """The default as the README's settings table states it, where a value cannot: derived by
+    `config_from_env` from other settings, or what unset means (tests/ops/test_settings_table.py)."""
 
 
 def setting[T](
@@ -133,21 +136,30 @@ def setting[T](
     check: Callable[[T], bool] = _anything,
     rule: str = "",
     required: bool = False,
+    default_text: str = "",
 ) -> T:
     """A config field and how its variable is read, in one place: the dataclass is the settings table.
-    `required`: no static default (config_from_env computes it from other settings)."""
-    metadata = {"setting": SettingRule(parse=parse, check=check, rule=rule)}
+    `required`: no static default (config_from_env computes it from other settings, and `default_text`
+    says how)."""
+    metadata = {"setting": SettingRule(parse=parse, check=check, rule=rule, default_text=default_text)}
     if required:
         return field(metadata=metadata)
     return field(default=default, metadata=metadata)  # type: ignore[return-value]  # None: an optional field's
 
 
-def setting_text(*, default: str | None = None, required: bool = False) -> Any:
-    return setting(default=default, parse=str, required=required)
+def setting_text(*, default: str | None = None, required: bool = False, default_text: str = "") -> Any:
+    return setting(default=default, parse=str, required=required, default_text=default_text)
 
 
-def setting_count(*, default: int | None = None, required: bool = False) -> Any:
-    return setting(default=default, parse=int, check=_positive, rule="a positive integer", required=required)
+def setting_count(*, default: int | None = None, required: bool = False, default_text: str = "") -> Any:
+    return setting(
+        default=default,
+        parse=int,
+        check=_positive,
+        rule="a positive integer",
+        required=required,
+        default_text=default_text,
+    )
 
 
 def setting_seconds(*, default: float) -> float:
@@ -159,20 +171,31 @@ class OpenJevConfig:
     """Every field is read from `OPENJEV_<FIELD NAME>` by the rule its `setting` gives; the fields marked
     `required` have defaults that depend on other settings (`config_from_env`)."""
 
-    backend: BackendKind = setting(parse=_choice("local", "sglang"), rule="one of local, sglang", required=True)
+    backend: BackendKind = setting(
+        parse=_choice("local", "sglang"),
+        rule="one of local, sglang",
+        required=True,
+        default_text="`local`, or `sglang` when `OPENJEV_BACKEND_URL` is set",
+    )
     """`sglang` when OPENJEV_BACKEND_URL is set, else `local`."""
     backend_url: str | None = setting_text()
     backend_api_key: str | None = setting_text()
     branch_mode: BranchMode = setting(
         default="batched", parse=_choice("batched", "parallel"), rule="batched or parallel"
     )
-    model: str = setting_text(required=True)
+    model: str = setting_text(
+        required=True,
+        default_text=f"the profile's model on SGLang (`{PROFILES[DEFAULT_PROFILE].model}`), else the bundled "
+        f"model's repository (`{BUNDLED[DEFAULT_SOURCE].repo}`) or the `.gguf` file's stem",
+    )
     """The profile's model on SGLang, else the bundled model's repository or the .gguf file's stem."""
-    served_model_name: str = setting_text(required=True)
+    served_model_name: str = setting_text(required=True, default_text="`OPENJEV_MODEL`'s value")
     """The model's name, unless set."""
     revision: str | None = setting_text()
     model_alias: str = setting_text(default="jev-latest")
-    model_release_date: str = setting_text(required=True)
+    model_release_date: str = setting_text(
+        required=True, default_text="the bundled model's or the profile's release date, else `unknown`"
+    )
     """What is known of the model's release (`_release_date`)."""
     local_model: str = setting_text(default=DEFAULT_SOURCE)
     local_context: int = setting_count(default=8192)
@@ -191,7 +214,12 @@ class OpenJevConfig:
     max_concurrent_requests: int = setting_count(default=16)
     max_concurrent_branches: int = setting_count(default=64)
     request_timeout: float = setting_seconds(default=120.0)
-    temperature: float | None = setting(parse=float, check=_positive, rule="a positive number")
+    temperature: float | None = setting(
+        parse=float,
+        check=_positive,
+        rule="a positive number",
+        default_text="unset: the served model's tuning, per question shape (`1` for a model never measured)",
+    )
     """None: the served model's fitted default (bench/quality.py), 1.0 for models never measured."""
     confidence: ConfidenceFormula = setting(
         default="entropy", parse=_choice("entropy", "typesafe"), rule="entropy or typesafe"
@@ -218,7 +246,10 @@ class OpenJevConfig:
     debias: Debias = setting(default="auto", parse=_choice("auto", "on", "off"), rule="auto, on or off")
     """`on`, `off`, or `auto`: what bench/quality.py measured best for the served model."""
     permutations: int | None = setting(
-        parse=int, check=lambda v: 1 <= v <= MAX_PERMUTATIONS, rule=f"an integer from 1 to {MAX_PERMUTATIONS}"
+        parse=int,
+        check=lambda v: 1 <= v <= MAX_PERMUTATIONS,
+        rule=f"an integer from 1 to {MAX_PERMUTATIONS}",
+        default_text="unset: the served model's tuning, per question shape (`1` for a model never measured)",
     )
     """Option orders averaged per question (cyclic shifts), every shape; None: the tuning's (1 unless measured)."""
     tuning_file: TuningFile | None = setting(parse=_tuning_file)
@@ -234,9 +265,11 @@ class OpenJevConfig:
     """Seconds a request has to deliver its whole body once the headers are in (the body reader)."""
     max_images: int = setting(default=0, parse=int, check=lambda v: 0 <= v <= 256, rule="an integer from 0 to 256")
     """Images one `POST /v1/systemone` may carry; 0 refuses images (text-only deployments)."""
-    max_image_bytes: int = setting_count(required=True)
+    max_image_bytes: int = setting_count(
+        required=True, default_text="`1048576`, or `OPENJEV_MAX_BODY_BYTES` if that is lower"
+    )
     """Bytes of one image file (decoded), at most the body limit (1 MiB, or the body limit if lower)."""
-    max_request_image_bytes: int = setting_count(required=True)
+    max_request_image_bytes: int = setting_count(required=True, default_text="`OPENJEV_MAX_BODY_BYTES`")
     """Bytes of all images of one request (decoded), at most the body limit (the body limit)."""
     channel_layer_url: str | None = setting(parse=str, check=_redis, rule=REDIS_RULE)
     """`redis://...`: the channel layer several processes share (the live dashboard); None: in-memory."""

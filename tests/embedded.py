@@ -1,13 +1,13 @@
 """Shared pieces of the embedded-model tests (`-m embedded`).
 
-The assembled GGUF files live in the user cache, shared by every test module, so each bundled model is
-assembled (hundreds of MB) once per machine, not once per module; a module loads its model once and
-serves it through the real ASGI application with `api_on`.
+The assembled GGUF files live where the service assembles them (`OPENJEV_MODEL_CACHE`, by default the
+checkout's `.cache/models`), shared by every test module and by `make serve`, so each bundled model is
+assembled (up to 1.1 GB) once per checkout, not once per module nor once more for the tests; a module
+loads its model once and serves it through the real ASGI application with `api_on`.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
@@ -24,8 +24,8 @@ SMALL = "qwen2.5-coder-0.5b"
 
 
 def models_cache_dir() -> Path:
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "openjev" / "models"
+    """The service's model cache, the one `make serve` fills: a second copy would cost another 1.1 GB."""
+    return Path(settings.OPENJEV.model_cache)
 
 
 @contextmanager

@@ -47,6 +47,14 @@ def close(a: list[float], b: list[float], tol: float = 1e-9) -> bool:
     return len(a) == len(b) and all(math.isclose(x, y, abs_tol=tol) for x, y in zip(a, b, strict=True))
 
 
+def assert_answers_expected(answers: dict[str, Any], expected: dict[str, list[float]]) -> None:
+    """Every question answered, in order, with the whole distribution predicted (a noul's P(true) alone)."""
+    assert list(answers) == list(expected)
+    for qid, answer in answers.items():
+        want = expected[qid][:1] if answer["type"] == "noul" else expected[qid]
+        assert len(want) >= 1 and close(answer_vector(answer), want), qid
+
+
 NOUL = {"type": "noul", "instructions": "Refund?"}
 
 

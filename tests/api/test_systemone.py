@@ -9,7 +9,7 @@ import pytest
 
 from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
-from tests.api.helpers import answer_vector, close, expected_probabilities, plan_for
+from tests.api.helpers import answer_vector, assert_answers_expected, close, expected_probabilities, plan_for
 from tests.conftest import README_REQUEST
 
 
@@ -36,9 +36,8 @@ async def test_readme_request_answers_all_three_types_with_the_documented_shape(
 async def test_answers_are_the_renormalised_label_logprobs_of_each_branch(api, fake):
     response = await api.post("/v1/systemone", json=README_REQUEST)
     expected = expected_probabilities(fake, README_REQUEST)
-    for qid, answer in response.json()["answers"].items():
-        vector = answer_vector(answer)
-        assert close(vector, expected[qid][: len(vector)]), qid
+    assert list(expected) == list(README_REQUEST["questions"])
+    assert_answers_expected(response.json()["answers"], expected)
 
 
 async def test_usage_counts_backend_prompt_tokens_and_n_plus_one_outputs(api, fake):
@@ -119,8 +118,10 @@ async def test_answer_does_not_depend_on_question_id_other_questions_or_order(ap
     renamed["questions"] = {f"other-{k}": v for k, v in reversed(README_REQUEST["questions"].items())}
     renamed["questions"]["extra"] = {"type": "noul", "instructions": "Is it urgent?"}
     moved = (await api.post("/v1/systemone", json=renamed)).json()["answers"]
+    assert list(base) == list(README_REQUEST["questions"])
+    assert sorted(moved) == sorted([*(f"other-{qid}" for qid in base), "extra"])
     for qid, answer in base.items():
-        assert close(answer_vector(answer), answer_vector(moved[f"other-{qid}"]))
+        assert answer_vector(answer) and close(answer_vector(answer), answer_vector(moved[f"other-{qid}"])), qid
 
 
 @pytest.mark.parametrize("model", ["jev-latest", "jev-2025-01", "Qwen/Qwen3.6-35B-A3B"])
@@ -129,11 +130,13 @@ async def test_alias_any_jev_alias_and_public_id_are_accepted(api, fake, model, 
     response = await api.post("/v1/systemone", json={**README_REQUEST, "model": model})
     assert response.status_code == 200
     assert response.json()["model"] == model
+    assert list(response.json()["answers"]) == list(README_REQUEST["questions"])
 
 
 async def test_unknown_top_level_fields_are_ignored(api, fake):
     response = await api.post("/v1/systemone", json={**README_REQUEST, "x_trace_id": "t", "seed": 7, "x_nonce": "n"})
     assert response.status_code == 200
+    assert list(response.json()["answers"]) == list(README_REQUEST["questions"])
 
 
 async def test_structured_state_chat_transcript_and_structured_text_are_accepted(api, fake):
@@ -155,6 +158,9 @@ async def test_structured_state_chat_transcript_and_structured_text_are_accepted
         }
         response = await api.post("/v1/systemone", json=body)
         assert response.status_code == 200, (state, response.text)
+        answers = response.json()["answers"]
+        assert list(answers) == ["n", "c", "s"], state
+        assert [len(answers[q]["probabilities"]) for q in ("c", "s")] == [2, 3], state
 
 
 async def test_choice_with_maximum_options_is_answered(api, fake):

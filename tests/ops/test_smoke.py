@@ -4,11 +4,9 @@ through a start, and failing clearly against servers that answer wrong."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 import httpx
 import pytest
@@ -151,14 +149,10 @@ def test_smoke_command_waits_for_serve_to_start_and_passes(tmp_path):
         assert serve.terminate() == 0
 
 
-def _model_cache() -> Path:
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "openjev" / "models"
-
-
 @pytest.mark.embedded
-def test_smoke_passes_on_the_embedded_engine(tmp_path):
-    env = serve_env(OPENJEV_BACKEND="local", OPENJEV_MODEL_CACHE=str(_model_cache()), OPENJEV_REQUEST_TIMEOUT="1200")
+def test_smoke_passes_on_the_embedded_engine(tmp_path, settings):
+    cache = str(settings.OPENJEV.model_cache)  # the one `make serve` and the other embedded tests fill
+    env = serve_env(OPENJEV_BACKEND="local", OPENJEV_MODEL_CACHE=cache, OPENJEV_REQUEST_TIMEOUT="1200")
     with Serve([], log=tmp_path / "serve.log", env=env) as serve:
         serve.wait_healthy(timeout=300)
         output = tmp_path / "smoke-result.json"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
 
 import httpx
@@ -17,6 +18,7 @@ from audit.models import ApiKey
 from testbed.live_server import LiveServer
 from tests.conftest import README_REQUEST
 from tests.database import db
+from tests.ops.helpers import Serve, serve_env
 from tests.ratelimits.conftest import assert_limited
 
 
@@ -78,15 +80,23 @@ async def test_unset_limits_count_nothing(api, fake, limit, monkeypatch):
     assert (await api.post("/v1/systemone", json=README_REQUEST)).status_code == 200
 
 
-def test_two_processes_share_the_counts_through_redis(evaluator, fake, limit, redis_counts):
-    """Two servers, each on its own event loop with its own Redis connection, count one limit together."""
-    limit(key_requests_per_minute=3, redis_url=redis_counts)
-    with LiveServer() as one, LiveServer() as two:
-        statuses = [
-            httpx.post(f"{server.url}/v1/systemone", json=README_REQUEST, timeout=30).status_code
-            for server in (one, two, one, two)
+@pytest.mark.servers
+def test_two_processes_share_the_counts_through_redis(fake, redis_counts, tmp_path):
+    """Two `manage.py serve` processes on one Redis, as two replicas run: a limit of 3 requests a minute is
+    counted once over both, whichever process each request reaches."""
+    env = serve_env(OPENJEV_REDIS_URL=redis_counts, OPENJEV_KEY_REQUESTS_PER_MINUTE="3")
+    with (
+        Serve(["--connect", fake.url], log=tmp_path / "one.log", env=env) as one,
+        Serve(["--connect", fake.url], log=tmp_path / "two.log", env=env) as two,
+    ):
+        pids = {one.wait_healthy().json()["worker_pid"], two.wait_healthy().json()["worker_pid"]}
+        responses = [
+            httpx.post(f"{server.url}/v1/systemone", json=README_REQUEST, timeout=30) for server in (one, two, one, two)
         ]
-    assert statuses == [200, 200, 200, 429]
+        assert [r.status_code for r in responses] == [200, 200, 200, 429], [r.text for r in responses]
+        assert_limited(responses[-1])
+        assert one.terminate() == 0 and two.terminate() == 0
+    assert len(pids) == 2 and os.getpid() not in pids
 
 
 def test_redis_down_serves_unlimited_when_open_and_429_when_closed(evaluator, fake, limit, caplog):
