@@ -223,9 +223,10 @@ OTHER_VARIABLES = {
     "OPENJEV_STREAM_URL": "docs/streaming.md",
     "OPENJEV_TEST_POSTGRES_URL": "scripts/test.sh",
     "OPENJEV_TEST_REDIS_URL": "tests/admin/test_dashboard_live.py",
+    "OPENJEV_WORKERS_STATE": "serving/workers.py",
 }
 """`OPENJEV_*` variables that are not settings, each with the file that reads it (the streaming page's
-example client reads its own)."""
+example client reads its own; `serve` sets the workers' state file for its workers)."""
 VARIABLE = re.compile(r"\bOPENJEV_[A-Z0-9_]*[A-Z0-9]\b")
 
 
