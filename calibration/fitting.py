@@ -61,10 +61,12 @@ def calibration_fit_store(
     min_labels: int | None = None,
     keys: Sequence[str] | None = None,
     applies_to: Sequence[str] | None = None,
+    everyone: bool = False,
 ) -> Calibration:
     """Fit and store an inactive calibration; FitRefused below the minimum number of labels. `keys`: fit from
-    these API keys' labels only; `applies_to`: serve it to these keys' calls only (None: everyone's). The
-    calibration records how many labels each key gave.
+    these API keys' labels only; `applies_to`: serve it to these keys' calls only; by default, to the keys whose
+    labels it was fitted on, so one tenant's labels never change another tenant's answers (`everyone`: every
+    caller's, an operator's explicit choice). The calibration records how many labels each key gave.
 
     A classifier's labels may have changed over time: only answers with its latest option keys count.
     """
@@ -88,6 +90,7 @@ def calibration_fit_store(
         items=[answer_scored(answer=r, uncalibrated=True) for r in rows], vector=vector
     )
     last = rows[-1]
+    label_keys = Counter(r.evaluation.api_key_label for r in rows).most_common()
     words = _instructions_of(answer=last) if classifier is None else None
     return Calibration.objects.create(
         key=classifier_key(name=classifier) if classifier is not None else str(question_key),
@@ -104,8 +107,8 @@ def calibration_fit_store(
         temperature=calibrator.temperature,
         biases=None if calibrator.biases is None else list(calibrator.biases),
         report=json_finite(asdict(report)),
-        label_keys=dict(Counter(r.evaluation.api_key_label for r in rows).most_common()),
-        applies_to=sorted(set(applies_to)) if applies_to else None,
+        label_keys=dict(label_keys),
+        applies_to=None if everyone else sorted(set(applies_to) if applies_to else {key for key, _ in label_keys}),
     )
 
 

@@ -1,5 +1,6 @@
-"""Calibrations across tenants: a calibration records which API keys' labels it was fitted on, `calibrate` fits
-from chosen keys only, and a calibration limited to some keys changes only their answers."""
+"""Calibrations across tenants: a calibration records which API keys' labels it was fitted on, serves only those
+keys unless told otherwise (`--apply-to`, `--apply-to-all`), `calibrate` fits from chosen keys only, and a
+calibration limited to some keys changes only their answers."""
 
 from __future__ import annotations
 
@@ -59,8 +60,11 @@ async def test_a_tenants_calibration_is_fitted_on_its_labels_and_changes_only_it
         )
     )
     assert fitted["label_keys"] == {tenant.label: 12} and fitted["applies_to"] == [tenant.label]
-    everyone = await db(lambda: calibrate("--question-key", key, "--min-labels", "10"))
-    assert everyone["label_keys"] == {tenant.label: 12, other.label: 3} and everyone["applies_to"] is None
+    both = await db(lambda: calibrate("--question-key", key, "--min-labels", "10"))
+    assert both["label_keys"] == {tenant.label: 12, other.label: 3}
+    assert both["applies_to"] == sorted([tenant.label, other.label])  # by default, the keys that gave labels
+    everyone = await db(lambda: calibrate("--question-key", key, "--min-labels", "10", "--apply-to-all"))
+    assert everyone["applies_to"] is None
     with pytest.raises(CommandError, match="has 3 labelled answer"):
         await db(lambda: calibrate("--question-key", key, "--keys", other.label, "--min-labels", "10"))
 

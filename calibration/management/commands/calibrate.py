@@ -48,11 +48,15 @@ class Command(BaseCommand):
             help="Fit from these API keys' labels only: comma-separated labels (oj_<prefix>, env; "
             "'' for calls without a key). Default: every key's.",
         )
-        parser.add_argument(
+        scope = parser.add_mutually_exclusive_group()
+        scope.add_argument(
             "--apply-to",
             type=_labels,
             default=None,
-            help="Serve it to these API keys' calls only (same form). Default: every caller's.",
+            help="Serve it to these API keys' calls only (same form). Default: the keys whose labels it was fitted on.",
+        )
+        scope.add_argument(
+            "--apply-to-all", action="store_true", help="Serve it to every caller, whoever gave the labels."
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -68,6 +72,7 @@ class Command(BaseCommand):
                 min_labels=options["min_labels"],
                 keys=options["keys"],
                 applies_to=options["apply_to"],
+                everyone=options["apply_to_all"],
             )
         except FitRefused as exc:
             raise CommandError(str(exc)) from None
