@@ -23,9 +23,15 @@ from concurrent.futures import ThreadPoolExecutor
 from django.conf import settings
 
 from inference.errors import Overloaded
+from serving import metrics
 
 OFF_LOOP_BYTES = 64 * 1024
 """Bodies this large or larger are read in the lane (64 KiB reads in about a millisecond on the loop)."""
+
+
+class BodyLaneFull(Overloaded):
+    """The lane has as many bodies waiting as it takes: a 529, counted as the lane's (not the evaluations')."""
+
 
 _lane = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openjev-body-lane")
 _queued = {"bodies": 0}
@@ -39,7 +45,8 @@ async def body_lane_run[T](*, work: Callable[[], T], size: int) -> T:
         return work()
     limit = settings.OPENJEV.max_concurrent_requests
     if _queued["bodies"] >= limit:
-        raise Overloaded(f"{limit} large bodies are waiting to be read; retry shortly")
+        metrics.overloaded_total.labels("body_lane").inc()
+        raise BodyLaneFull(f"{limit} large bodies are waiting to be read; retry shortly")
     _queued["bodies"] += 1
     try:
         context = contextvars.copy_context()

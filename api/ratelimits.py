@@ -52,6 +52,7 @@ from limits.errors import StorageError
 from api.errors import ApiError
 from api.ratelimits_redis import RedisCounts, Refused, redis_admitted, redis_released, redis_tokens_reserved
 from audit.callers import Caller, KeyLimits
+from serving import metrics
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +153,7 @@ def _window_headers(*, counted: Counted, limit: int, remaining: int, reset_at: f
 
 
 def _refused(refused: Refused) -> ApiError:
+    metrics.rate_limited_total.labels(refused.counted).inc()
     if refused.counted == "inflight":
         return ApiError(
             429,
@@ -187,11 +189,13 @@ def _paused(*, limits: KeyLimits) -> ApiError | None:
     ]
     if not zero:
         return None
+    metrics.rate_limited_total.labels("paused").inc()
     return ApiError(429, "rate_limited", f"this API key is paused: its limit of {zero[0]} is 0", dict(NOT_RETRIED))
 
 
 def _too_large(*, tokens: int, limit: int) -> ApiError:
     """OpenAI's "request too large": no window, however empty, can hold the request."""
+    metrics.rate_limited_total.labels("too_large").inc()
     return ApiError(
         429,
         "rate_limited",
@@ -211,6 +215,7 @@ async def _counted[T](work: Callable[[], Awaitable[T]]) -> T:
             result = await work()
     except (StorageError, TimeoutError) as exc:
         _outage["until"] = time.monotonic() + OUTAGE_SECONDS
+        metrics.ratelimit_store_failures_total.labels(settings.OPENJEV.rate_limit_failure).inc()
         if isinstance(exc, StorageError):
             raise
         raise StorageError(TimeoutError("the rate-limit store did not answer in time")) from None
@@ -235,6 +240,7 @@ def _failure_policy(exc: StorageError) -> None:
     the client's side), `open` lets the request through uncounted."""
     _outage_logged(exc)
     if settings.OPENJEV.rate_limit_failure == "closed":
+        metrics.rate_limited_total.labels("store_down").inc()
         raise ApiError(
             429, "rate_limits_unavailable", "rate limits cannot be checked right now; retry shortly", _retry_in(5.0)
         ) from None
@@ -407,6 +413,7 @@ async def bad_keys_refused(*, address: str | None) -> None:
         _failure_policy(exc)
         return
     if stats.remaining <= 0:
+        metrics.rate_limited_total.labels("wrong_keys").inc()
         raise ApiError(
             429,
             "rate_limited",

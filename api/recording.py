@@ -18,12 +18,16 @@ from datetime import datetime
 from django.conf import settings
 from django.utils import timezone
 
+from api.body_lane import BodyLaneFull
 from api.errors import api_error_of, problems_render
+from api.metering import meter_evaluated, phase_timed
 from audit.callers import Caller
 from audit.livefeed import live_feed
 from audit.storage.records import Failure, Received, StoredEvaluation
 from audit.storage.store import evaluation_store
+from inference.errors import BackendFailed, BackendUnavailable, EvaluationTimeout, Overloaded
 from inference.runner import Evaluator, Outcome
+from serving import metrics
 from serving.evaluator import evaluator_ready
 
 log = logging.getLogger(__name__)
@@ -76,7 +80,18 @@ def _stored(recording: Recording, *, error: BaseException | None) -> None:
             failure=None if error is None else failure_of(error=error),
         )
         live_feed.record(status=record.status, total_ms=record.total_ms, outcome=record.outcome)
-        evaluation_store(record=record)
+        received = record.received
+        meter_evaluated(
+            outcome=record.outcome,
+            requested_model=received.requested_model,
+            served_model=record.served_model,
+            questions=received.question_count,
+            refusal_below=received.refusal_below,
+        )
+        if error is not None:
+            failure_counted(error=error)
+        with phase_timed("store"):
+            evaluation_store(record=record)
     except Exception:
         log.exception("could not describe evaluation %s for storage", recording.request_id)
 
@@ -87,14 +102,36 @@ def evaluation_recorded(
 ) -> Iterator[Recording]:
     """Store the call when the block ends: answered if it set `outcome`, else failed with its exception."""
     recording = Recording(request_id=request_id, caller=caller, unparsed=unparsed)
+    metrics.evaluations_in_flight.inc()
     try:
         yield recording
     except (Exception, asyncio.CancelledError) as exc:
         _stored(recording, error=exc)
         raise
+    finally:
+        metrics.evaluations_in_flight.dec()
     assert recording.outcome is not None, "an answered call sets its outcome"
     _stored(recording, error=None)
     label_mass_check(outcome=recording.outcome, request_id=request_id)
+
+
+BACKEND_FAILURES: tuple[tuple[type[BaseException], str], ...] = (
+    (BackendUnavailable, "unavailable"),
+    (EvaluationTimeout, "timeout"),
+    (BackendFailed, "failed"),
+)
+"""The backend's failures as `openjev_backend_errors_total` names their kinds."""
+
+
+def failure_counted(*, error: BaseException) -> None:
+    """A failed evaluation in the metrics: the backend's failure by kind, or the admission limit's 529."""
+    if isinstance(error, Overloaded):
+        if not isinstance(error, BodyLaneFull):  # the lane counts its own
+            metrics.overloaded_total.labels("evaluations").inc()
+        return
+    kind = next((name for cls, name in BACKEND_FAILURES if isinstance(error, cls)), None)
+    if kind is not None:
+        metrics.backend_errors_total.labels(kind).inc()
 
 
 def label_mass_check(*, outcome: Outcome, request_id: str) -> None:

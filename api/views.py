@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Awaitable, Callable
@@ -25,6 +26,7 @@ from api.errors import ApiError, Shape, body_invalid, exception_response
 from api.feedback import feedback_record
 from api.json_body import BodyNotJson, body_parse
 from api.json_render import json_response
+from api.metering import meter_caller, phase_timed
 from api.multipart import MultipartInvalid, is_multipart, multipart_parse
 from api.openapi import operations as doc
 from api.openapi.classify import classify_schema
@@ -41,6 +43,7 @@ from api.systemone.render import served_headers, served_render
 from api.systemone.service import systemone_evaluate
 from audit.callers import Caller
 from calibration.applied import calibrated_header
+from serving import metrics
 from serving.compat import LeanAPIView
 from serving.evaluator import STARTUP_FAILED, evaluator_ready, evaluator_status
 from serving.workers import workers_state_current
@@ -137,8 +140,14 @@ class ApiView(LeanAPIView):
             _cross_site_refused(
                 request, content_type=request._request.META.get("CONTENT_TYPE", ""), multipart=self.multipart
             )
-            async with request_admitted(caller=caller, address=client_address_current()) as admission:
-                body = await _body_read(request, multipart=self.multipart, shape=self.shape)
+            meter_caller(label=caller.label if caller is not None else "")
+            async with contextlib.AsyncExitStack() as admitted:
+                with phase_timed("admission"):
+                    admission = await admitted.enter_async_context(
+                        request_admitted(caller=caller, address=client_address_current())
+                    )
+                with phase_timed("parse"):
+                    body = await _body_read(request, multipart=self.multipart, shape=self.shape)
                 response = await serve(body, request_id, caller, admission)
         except Exception as exc:
             response = self.handle_exception(exc)
@@ -154,14 +163,16 @@ async def _systemone_answer(body: Body, request_id: str, caller: Caller | None, 
     served = await systemone_evaluate(
         data=body.data, size=body.size, parts=body.parts, request_id=request_id, caller=caller, admission=admission
     )
-    return json_response(body=served_render(served=served), headers=served_headers(served=served))
+    with phase_timed("render"):
+        return json_response(body=served_render(served=served), headers=served_headers(served=served))
 
 
 async def _decisions_answer(body: Body, request_id: str, caller: Caller | None, admission: Admission) -> HttpResponse:
     decided = await decisions_evaluate(
         data=body.data, size=body.size, request_id=request_id, caller=caller, admission=admission
     )
-    return json_response(body=decided_render(decided=decided), headers=decided_headers(decided=decided))
+    with phase_timed("render"):
+        return json_response(body=decided_render(decided=decided), headers=decided_headers(decided=decided))
 
 
 async def _classify_answer(body: Body, request_id: str, caller: Caller | None, admission: Admission) -> HttpResponse:
@@ -169,10 +180,11 @@ async def _classify_answer(body: Body, request_id: str, caller: Caller | None, a
         data=body.data, size=body.size, request_id=request_id, caller=caller, admission=admission
     )
     headers = {"x-typesafe-request-id": request_id, "x-openjev-model": classified.served_model}
-    return json_response(
-        body=classified_render(classified=classified),
-        headers=headers | calibrated_header(answers=classified.outcome.answers),
-    )
+    with phase_timed("render"):
+        return json_response(
+            body=classified_render(classified=classified),
+            headers=headers | calibrated_header(answers=classified.outcome.answers),
+        )
 
 
 async def _feedback_answer(body: Body, request_id: str, caller: Caller | None, admission: Admission) -> HttpResponse:
@@ -288,7 +300,9 @@ class HealthView(ApiView):
     async def get(self, request: Request) -> HttpResponse:
         evaluator, startup_seconds, error = evaluator_status()
         backend = settings.OPENJEV.backend
-        if evaluator is not None and await evaluator.backend.health():
+        healthy = evaluator is not None and await evaluator.backend.health()
+        metrics.backend_up.set(1 if healthy else 0)
+        if evaluator is not None and healthy:
             body: dict[str, Any] = {
                 "status": "ok",
                 "backend": evaluator.backend.kind,

@@ -107,6 +107,7 @@ def outcomes_merge(*, outcomes: Sequence[Outcome]) -> Outcome:
             prepare_ms=sum(o.timings.prepare_ms for o in outcomes),
             prefill_ms=max(o.timings.prefill_ms for o in outcomes),
             branches_ms=max(o.timings.branches_ms for o in outcomes),
+            prefill_started_ns=min(o.timings.prefill_started_ns for o in outcomes),
         ),
         generations=sum(o.generations for o in outcomes),
     )

@@ -48,6 +48,8 @@ class Timings:
     prepare_ms: float
     prefill_ms: float
     branches_ms: float
+    prefill_started_ns: int = 0
+    """When the warm-up was sent (epoch nanoseconds): where a trace places prepare, prefill and branches."""
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,7 @@ async def plan_run(
     )
     try:
         async with asyncio.timeout(timeout):
-            t0 = time.perf_counter()
+            t0, t0_ns = time.perf_counter(), time.time_ns()
             warm = await backend.warm(rid=warm_rid, prefix=plan.prefix)
             pending.remove(warm_rid)
             t1 = time.perf_counter()
@@ -255,7 +257,9 @@ async def plan_run(
         ),
         prefix_tokens=len(plan.prefix.ids),
         cached_tokens=_cached_sum(generations),
-        timings=Timings(prepare_ms=prepare_ms, prefill_ms=_ms(t0, t1), branches_ms=_ms(t1, t2)),
+        timings=Timings(
+            prepare_ms=prepare_ms, prefill_ms=_ms(t0, t1), branches_ms=_ms(t1, t2), prefill_started_ns=t0_ns
+        ),
         generations=1 + len(generations),
     )
 

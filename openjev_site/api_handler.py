@@ -20,12 +20,19 @@ from __future__ import annotations
 
 from typing import Any
 
-API_PREFIXES = ("/v1/", "/health")
+API_PREFIXES = ("/v1/", "/health", "/metrics")
+EVALUATING_ROUTES = {"/v1/systemone": "systemone", "/v1/decisions": "decisions", "/v1/classify": "classify"}
+"""The HTTP routes that evaluate, by the API name their metrics carry (the stream's is `stream`)."""
 
 
 def path_is_api(scope: Any, *, script_name: str | None = None) -> bool:
     """Whether the request is for the API, under the ASGI root path or a forced script name."""
     return path_unprefixed(scope, script_name=script_name).startswith(API_PREFIXES)
+
+
+def evaluating_api_of(scope: Any, *, script_name: str | None = None) -> str | None:
+    """The API an HTTP request to an evaluating route is counted under; None for any other route."""
+    return EVALUATING_ROUTES.get(path_unprefixed(scope, script_name=script_name))
 
 
 def path_unprefixed(scope: Any, *, script_name: str | None = None) -> str:

@@ -16,15 +16,18 @@ django_application = get_asgi_application()
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 from django.conf import settings  # noqa: E402  (settings are ready only after get_asgi_application)
 
+from api.metering import Metering  # noqa: E402
 from api.ratelimits import ratelimits_prepare  # noqa: E402
 from api.request_body import RequestBodyReader  # noqa: E402
 from api.requestids import RequestIds  # noqa: E402
-from openjev_site.api_handler import path_is_api  # noqa: E402
+from api.tracing import tracing_setup  # noqa: E402
+from openjev_site.api_handler import evaluating_api_of, path_is_api  # noqa: E402
 from openjev_site.sockets import websocket_application  # noqa: E402
 from serving.compat import LeanASGIHandler  # noqa: E402
 
 api_application = LeanASGIHandler()
 ratelimits_prepare()
+tracing_setup()
 
 
 def _is_api(scope: Any) -> bool:
@@ -37,9 +40,19 @@ async def router(scope: Any, receive: Any, send: Any) -> None:
     await app(scope, receive, send)
 
 
-# The request id outermost, so even the body reader's refusals carry one.
+def _evaluating_api(scope: Any) -> str | None:
+    return evaluating_api_of(scope, script_name=settings.FORCE_SCRIPT_NAME)
+
+
+# The request id outermost, so even the body reader's refusals carry one; the meter inside it, so every answer
+# to an evaluating route is counted with the status the client got, the body reader's included.
 http_application = RequestIds(
-    RequestBodyReader(router, max_bytes=settings.OPENJEV.max_body_bytes, read_timeout=settings.OPENJEV.body_timeout),
+    Metering(
+        RequestBodyReader(
+            router, max_bytes=settings.OPENJEV.max_body_bytes, read_timeout=settings.OPENJEV.body_timeout
+        ),
+        api_of=_evaluating_api,
+    ),
     applies=_is_api,
 )
 

@@ -150,6 +150,8 @@ LOGGING = {
     # strings and Authorization values too, which the servers' access lines would otherwise carry in full.
     "formatters": {
         "plain": {"()": "serving.redaction.RedactingFormatter", "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s"}
+        if OPENJEV.log_format == "text"
+        else {"()": "api.log_format.JsonFormatter"}
     },
     "filters": {"lines": {"()": "serving.access_log.LogLineRedaction"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["lines"]}},

@@ -3,7 +3,7 @@
 from django.contrib import admin
 from django.urls import path
 
-from api import assets, views
+from api import assets, metrics, views
 from api.openapi import pages
 
 handler400 = "api.errors.bad_request_view"
@@ -20,6 +20,7 @@ urlpatterns = [
     path("v1/limits", views.LimitsView.as_view(), name="limits"),
     path("health", views.HealthView.as_view(), name="health"),
     path("health/live", views.LiveView.as_view(), name="health-live"),
+    path("metrics", metrics.MetricsView.as_view(), name="metrics"),
     path("admin/", admin.site.urls),
     path("openapi.json", pages.openapi_view, name="openapi-json"),
     path("docs", pages.SwaggerView.as_view(), name="swagger-ui"),

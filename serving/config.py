@@ -30,6 +30,7 @@ BackendKind = Literal["local", "sglang"]
 Frontend = Literal["rust", "python"]
 StoreLevel = Literal["full", "metadata", "off"]
 Debias = Literal["auto", "on", "off"]
+LogFormat = Literal["text", "json"]
 
 
 DEFAULT_SECRET_KEY = "openjev-insecure-development-key-set-OPENJEV_SECRET_KEY-in-production"
@@ -309,6 +310,14 @@ class OpenJevConfig:
     """Seconds Redis has to answer a count before it is treated as down (its failure policy applies)."""
     bad_keys_per_minute: int = setting_count(default=30)
     """Wrong Bearer keys one client address may send per minute before it gets 429 (before any key lookup)."""
+    metrics_token: str | None = setting_text()
+    """`GET /metrics` needs `Authorization: Bearer <this>`; unset: /metrics is open (keep it off the internet)."""
+    metrics_per_key: bool = setting(
+        default=False, parse=lambda raw: _choice("on", "off")(raw) == "on", rule="on or off"
+    )
+    """`on`: per-key series (`openjev_key_*`) labelled by each key's public label; one series per key and route."""
+    log_format: LogFormat = setting(default="text", parse=_choice("text", "json"), rule="text or json")
+    """`json`: one JSON object per log line (time, level, logger, message, request id, trace id, key, route)."""
 
     @property
     def auth_required(self) -> bool:
@@ -323,7 +332,8 @@ class OpenJevConfig:
     def secrets(self) -> tuple[str, ...]:
         """Values that must never appear in a log, a stored error or a client's answer."""
         public = DEFAULT_SECRET_KEY
-        return tuple(v for v in (self.api_key, self.backend_api_key, self.secret_key) if v and v != public)
+        values = (self.api_key, self.backend_api_key, self.secret_key, self.metrics_token)
+        return tuple(v for v in values if v and v != public)
 
 
 SETTINGS = {f.name: f for f in fields(OpenJevConfig)}
@@ -410,7 +420,7 @@ def language_model_named(*, name: str, names: frozenset[str]) -> bool:
 def config_describe(config: OpenJevConfig) -> dict[str, Any]:
     """The configuration without secrets, for logs and the startup banner: the secret settings
     masked, and credentials inside any other value (a backend or database URL) redacted."""
-    hidden = {"backend_api_key", "api_key", "secret_key"}
+    hidden = {"backend_api_key", "api_key", "secret_key", "metrics_token"}
     return {
         k: (REDACTED if k in hidden and v else text_redact(text=v, secrets=config.secrets) if isinstance(v, str) else v)
         for k, v in config.__dict__.items()

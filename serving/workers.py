@@ -23,8 +23,9 @@ stops is not replaced.
 The pool writes how many workers are configured, up and replaced to a small JSON file, rewritten
 atomically on each change, and names it to its workers in `OPENJEV_WORKERS_STATE` (serve's own channel,
 not an operator setting): `/health` reads a few bytes per request, with no lock and no message to wait
-on, and a metrics exporter can read the same file. `WorkerPool.on_worker_exit` is the point where a dead
-worker's pid is known (what per-process metrics files need cleaning up). No Django here.
+on, and a metrics exporter can read the same file. The workers write their metrics to files in the same
+directory (`serving.metrics`), and a dead worker's live gauges are dropped from them when it is reaped. No
+Django here.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from serving.metrics import MULTIPROCESS_ENV, metrics_process_dead
 from serving.supervisor import (
     parent_death_signal,
     process_group_stop,
@@ -171,6 +173,8 @@ class WorkerPool:
     _slots: list[_Slot] = field(default_factory=list)
     _deaths: list[float] = field(default_factory=list)
     _state_path: Path | None = None
+    _metrics_path: Path | None = None
+    """Where the workers write their metrics (prometheus_client's multiprocess files), summed by any scrape."""
 
     def run(self) -> None:
         """Start the workers and keep `count` of them running until `stop` is called or they die too
@@ -183,6 +187,8 @@ class WorkerPool:
         """
         with tempfile.TemporaryDirectory(prefix="openjev-workers-") as directory:
             self._state_path = Path(directory) / "state.json"
+            self._metrics_path = Path(directory) / "metrics"
+            self._metrics_path.mkdir()
             self._slots = [_Slot() for _ in range(self.count)]
             try:  # a worker that cannot be started (no memory to fork) still lets the others drain
                 for slot in self._slots:
@@ -206,9 +212,9 @@ class WorkerPool:
 
     def _slot_start(self, *, slot: _Slot) -> None:
         assert self._state_path is not None
-        slot.process = process_launch(
-            argv=self.argv, env={WORKERS_STATE_ENV: str(self._state_path)}, preexec=parent_death_signal()
-        )
+        assert self._metrics_path is not None
+        env = {WORKERS_STATE_ENV: str(self._state_path), MULTIPROCESS_ENV: str(self._metrics_path)}
+        slot.process = process_launch(argv=self.argv, env=env, preexec=parent_death_signal())
 
     def _state_write(self) -> None:
         assert self._state_path is not None
@@ -216,6 +222,8 @@ class WorkerPool:
         workers_state_write(path=self._state_path, state=state)
 
     def _exit_report(self, *, pid: int) -> None:
+        if self._metrics_path is not None:
+            metrics_process_dead(pid=pid, directory=self._metrics_path)
         if self.on_worker_exit is not None:
             self.on_worker_exit(pid)
 

@@ -19,6 +19,7 @@ from api.body_lane import body_lane_run
 from api.classify.parsing import classify_request_parse
 from api.classify.registry import ClassifierSpec, classifier_find
 from api.errors import ApiError
+from api.metering import phase_timed
 from api.ratelimits import Admission
 from api.recording import evaluation_recorded
 from audit.callers import Caller
@@ -125,7 +126,8 @@ async def classify_run(
         request_id=request_id, caller=caller, unparsed=lambda: received_of(data=data, classifier=found)
     ) as call:
         parse = functools.partial(classify_request_parse, data=data, max_inputs=config.max_classify_inputs)
-        request = await body_lane_run(work=parse, size=size)
+        with phase_timed("validate"):
+            request = await body_lane_run(work=parse, size=size)
         if classifier is not None and classifier.problem:
             raise ApiError(404, "not_found", f"classifier {classifier.name!r} cannot be served: {classifier.problem}")
         found = classifier if classifier is not None else await classifier_find(name=request.model)

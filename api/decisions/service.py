@@ -24,6 +24,7 @@ from api.errors import ApiError
 from api.evaluate import evaluation_calibrated
 from api.images import ImageLimits
 from api.json_body import Loc
+from api.metering import phase_timed
 from api.ratelimits import Admission
 from api.recording import evaluation_recorded
 from audit.callers import Caller
@@ -138,7 +139,8 @@ async def decisions_evaluate(
                 parse = functools.partial(
                     decisions_request_parse, data=data, limits=decisions_limits(), models=config.language_model_names
                 )
-                request = await body_lane_run(work=parse, size=size)
+                with phase_timed("validate"):
+                    request = await body_lane_run(work=parse, size=size)
         except ModelUnknown as exc:
             raise ApiError(
                 404,

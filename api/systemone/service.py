@@ -11,6 +11,7 @@ from django.conf import settings
 from api.body_lane import body_lane_run
 from api.evaluate import evaluation_calibrated
 from api.images import ImageLimits
+from api.metering import phase_timed
 from api.ratelimits import Admission
 from api.recording import evaluation_recorded
 from api.systemone.parsing import Limits, SystemOneRequest, systemone_request_parse
@@ -90,7 +91,8 @@ async def systemone_evaluate(
         parse = functools.partial(
             systemone_request_parse, data=data, limits=limits, models=config.language_model_names, parts=parts
         )
-        request = await body_lane_run(work=parse, size=size)
+        with phase_timed("validate"):
+            request = await body_lane_run(work=parse, size=size)
         call.received = received_of(request=request)
         outcome = await evaluation_calibrated(
             call=call, request=request.evaluation, admission=admission, on_answer=on_answer

@@ -21,6 +21,7 @@ reason; the per-process cap on open sockets is `openjev_site.sockets`'.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -36,6 +37,7 @@ from api.body_lane import body_lane_run
 from api.errors import exception_detail
 from api.json_body import body_parse, document_problems
 from api.json_render import text_encode
+from api.metering import CLIENT_CLOSED, meter_caller, meter_close, meter_open, phase_timed
 from api.ratelimits import request_admitted
 from api.requestids import client_address_bound, request_id_assign, request_id_bound
 from api.systemone.render import answer_render
@@ -292,11 +294,21 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
                 {"type": "answer", "id": eid, "question_id": answer.question_id, "answer": answer_render(answer=answer)}
             )
 
-        try:
-            client = self.scope.get("client")
-            address = client[0] if client else None
-            with request_id_bound(request_id=request_id), client_address_bound(address=address):
-                async with request_admitted(caller=self.caller, address=address) as admission:
+        client = self.scope.get("client")
+        address = client[0] if client else None
+        status = CLIENT_CLOSED
+        with (
+            request_id_bound(request_id=request_id),
+            client_address_bound(address=address),
+            meter_open(api="stream", name="WS /v1/systemone/stream", headers=self.scope.get("headers", ())) as meter,
+        ):
+            meter_caller(label=self.caller.label if self.caller is not None else "")
+            try:
+                async with contextlib.AsyncExitStack() as admitted:
+                    with phase_timed("admission"):
+                        admission = await admitted.enter_async_context(
+                            request_admitted(caller=self.caller, address=address)
+                        )
                     served = await systemone_evaluate(
                         data=body,
                         size=size,
@@ -305,31 +317,34 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
                         admission=admission,
                         on_answer=on_answer,
                     )
-        except asyncio.CancelledError as exc:
-            if key in self.cancelled:  # the client's cancel; a socket that closed hears nothing more
-                self._error_send(eid=eid, request_id=request_id, exc=exc)
-        except Exception as exc:
-            with request_id_bound(request_id=request_id):
-                self._error_send(eid=eid, request_id=request_id, exc=exc)
-        else:
-            usage = served.outcome.usage
-            self._send_soon(
-                {
-                    "type": "done",
-                    "id": eid,
-                    "request_id": request_id,
-                    "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
-                }
-            )
-        finally:
-            self.in_flight.pop(key, None)
-            self.cancelled.discard(key)
-            self.last_activity = asyncio.get_running_loop().time()
-            self.settled.set()
+            except asyncio.CancelledError as exc:
+                if key in self.cancelled:  # the client's cancel; a socket that closed hears nothing more
+                    status = self._error_send(eid=eid, request_id=request_id, exc=exc)
+            except Exception as exc:
+                status = self._error_send(eid=eid, request_id=request_id, exc=exc)
+            else:
+                status = 200
+                usage = served.outcome.usage
+                self._send_soon(
+                    {
+                        "type": "done",
+                        "id": eid,
+                        "request_id": request_id,
+                        "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+                    }
+                )
+            finally:
+                meter_close(meter=meter, status=status)
+                self.in_flight.pop(key, None)
+                self.cancelled.discard(key)
+                self.last_activity = asyncio.get_running_loop().time()
+                self.settled.set()
 
-    def _error_send(self, *, eid: Any, request_id: str, exc: BaseException) -> None:
+    def _error_send(self, *, eid: Any, request_id: str, exc: BaseException) -> int:
+        """Send the evaluation's error; its status."""
         status, detail = exception_detail(exc)
         self._send_soon({"type": "error", "id": eid, "request_id": request_id, "status": status, "detail": detail})
+        return status
 
     # -- writing, idleness, closing ---------------------------------------------------------------
 

@@ -23,6 +23,8 @@ from typing import Any, Protocol
 
 from django.db import InterfaceError, OperationalError, ProgrammingError, connections
 
+from serving import metrics
+
 log = logging.getLogger(__name__)
 
 QUEUE_SIZE = 10_000
@@ -109,6 +111,7 @@ class BatchWriter:
                 self._pending -= 1
                 self._idle.notify_all()
             self.stats.add(sink=sink.name, dropped=1)
+            metrics.storage_writes_total.labels(sink.name, "dropped").inc()
             now = time.monotonic()
             if now - self._last_drop_log > 10:
                 self._last_drop_log = now
@@ -180,10 +183,12 @@ class BatchWriter:
                 except queue.Empty:
                     break
             jobs = [j for j in batch if isinstance(j, _Job)]
-            started = time.thread_time()
+            metrics.storage_queue_depth.set(self._queue.qsize())
+            started, began = time.thread_time(), time.perf_counter()
             try:
                 self._batch_write(jobs)
             finally:
+                metrics.storage_batch_duration.observe(time.perf_counter() - began)
                 self.stats.add(cpu_s=time.thread_time() - started, batches=1)
                 with self._idle:
                     self._pending -= len(jobs)
@@ -205,6 +210,9 @@ class BatchWriter:
                 written = 0
                 connections.close_all()
             self.stats.add(sink=name, written=written, failed=len(payloads) - written)
+            metrics.storage_writes_total.labels(name, "written").inc(written)
+            if written < len(payloads):
+                metrics.storage_writes_total.labels(name, "failed").inc(len(payloads) - written)
 
 
 def schema_missing(exc: BaseException) -> bool:

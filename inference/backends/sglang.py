@@ -50,6 +50,7 @@ from inference.backends.sglang_wire import call_ids_text, generation_parse, requ
 from inference.errors import BackendFailed, BackendUnavailable
 from inference.redaction import backend_text_redact
 from inference.tokenizer import Tokenizer
+from inference.tracing import trace_headers_current
 
 READINESS_PATH = "/readiness"
 """The gateway's readiness: 200, or 503 while it has no healthy worker (when its `/health` still says
@@ -81,12 +82,14 @@ class LoopHttp:
         return cls(client, merged.url, headers, merged.extensions)
 
     def generate_request(self, body: bytes) -> httpx.Request:
-        """What `client.post("/generate", content=body, headers=JSON)` would send (cookies included)."""
+        """What `client.post("/generate", content=body, headers=JSON)` would send (cookies included), with the
+        evaluation's trace headers when it is traced (`inference.tracing`)."""
+        trace = trace_headers_current()
         return httpx.Request(
             "POST",
             self.generate_url,
             content=body,
-            headers=self.headers,
+            headers=self.headers if trace is None else httpx.Headers({**self.headers, **trace}),
             cookies=self.client.cookies,
             extensions=dict(self.extensions),
         )

@@ -1,0 +1,202 @@
+"""One meter per evaluating request: what the metrics (`serving.metrics`) and the trace (`api.tracing`) of the
+request are made of, recorded as it goes and reported once, when it ends.
+
+The outermost ASGI wrapper (`Metering`) opens a meter for every request to an evaluating route and closes it
+with the status the client got, whoever answered (the body reader's 413, DRF's 405, a view's 429, a 500), so
+`openjev_requests_total` counts every answer and `/metrics` and `/health` count nothing. The WebSocket stream
+opens one per evaluation message. The code in between adds what it knows: phases as they end (`phase_timed`),
+the caller (`meter_caller`), and, from the stored record, the evaluation itself (`meter_evaluated`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from api.requestids import ASGIApp, Message, Receive, Scope, Send, request_id_current
+from api.tracing import RequestSpan, request_span_end, request_span_start
+from inference.runner import Outcome
+from inference.tracing import trace_headers_bound
+from serving import metrics
+
+request_log = logging.getLogger("openjev.request")
+"""One line per evaluating request, with JSON logs (`api.log_format`)."""
+
+SYSTEMS = {"systemone": "typesafe", "stream": "typesafe", "decisions": "openai"}
+CLIENT_CLOSED = 499
+"""The status of a request whose client hung up before an answer started (as nginx logs it, and storage)."""
+"""OpenInference's `decision.system` of each API: the wire format the client speaks."""
+
+
+@dataclass
+class Meter:
+    """What one evaluating request has shown so far."""
+
+    api: str
+    started: float = field(default_factory=time.perf_counter)
+    started_ns: int = field(default_factory=time.time_ns)
+    phases: list[tuple[str, int, int]] = field(default_factory=list)
+    """(phase, start, end) in epoch nanoseconds, in the order they ended."""
+    caller: str | None = None
+    """The caller's public label (`oj_<prefix>`, `env`; '' without a key), once authenticated."""
+    attributes: dict[str, Any] = field(default_factory=dict)
+    """The trace's attributes of the evaluation (models, counts, label mass)."""
+    span: RequestSpan | None = None
+
+    def phase(self, name: str, start_ns: int, end_ns: int) -> None:
+        self.phases.append((name, start_ns, end_ns))
+
+
+_current: ContextVar[Meter | None] = ContextVar("openjev_meter", default=None)
+
+
+def meter_current() -> Meter | None:
+    return _current.get()
+
+
+@contextmanager
+def meter_open(*, api: str, name: str, headers: Any = ()) -> Iterator[Meter]:
+    """A meter (and, with tracing on, a server span continuing the client's `traceparent`) for one request inside
+    the block; the caller reports it with `meter_close`."""
+    meter = Meter(api=api)
+    meter.span = request_span_start(name=name, headers=headers, start_ns=meter.started_ns)
+    token = _current.set(meter)
+    try:
+        with trace_headers_bound(headers=meter.span.headers if meter.span is not None else None):
+            yield meter
+    finally:
+        _current.reset(token)
+
+
+@contextmanager
+def phase_timed(name: str) -> Iterator[None]:
+    """Record the block as phase `name` of the current request (nothing outside one)."""
+    meter = _current.get()
+    if meter is None:
+        yield
+        return
+    start = time.time_ns()
+    try:
+        yield
+    finally:
+        meter.phase(name, start, time.time_ns())
+
+
+def meter_caller(*, label: str | None) -> None:
+    meter = _current.get()
+    if meter is not None:
+        meter.caller = label
+
+
+def meter_close(*, meter: Meter, status: int) -> None:
+    """Report the request: its count and duration by status, its phases, its per-key series (when on), its span,
+    and with JSON logs its own log line."""
+    api = meter.api
+    seconds = time.perf_counter() - meter.started
+    metrics.requests_total.labels(api, str(status)).inc()
+    metrics.request_duration.labels(api).observe(seconds)
+    if settings.OPENJEV.log_format == "json":
+        route = "/v1/systemone/stream" if api == "stream" else f"/v1/{api}"
+        extra = {"route": route, "status": status, "duration_ms": round(seconds * 1000, 3)}
+        request_log.info("%s %s %.1f ms", route, status, seconds * 1000, extra=extra)
+    for phase, start, end in meter.phases:
+        metrics.phase_duration.labels(api, phase).observe((end - start) / 1e9)
+    if settings.OPENJEV.metrics_per_key and meter.caller is not None:
+        metrics.key_requests_total.labels(meter.caller, api, str(status)).inc()
+    if meter.span is not None:
+        request_span_end(
+            span=meter.span,
+            phases=meter.phases,
+            attributes={**meter.attributes, "openjev.request_id": request_id_current()},
+            status=status,
+            end_ns=time.time_ns(),
+        )
+
+
+def meter_evaluated(
+    *, outcome: Outcome | None, requested_model: str, served_model: str, questions: int, refusal_below: float
+) -> None:
+    """What one evaluation shows, from its stored record: questions, answers by type, the lowest label mass,
+    tokens, backend generations and refusals; the prepare, prefill and branches phases as the core timed them."""
+    meter = _current.get()
+    api = meter.api if meter is not None else "systemone"
+    metrics.questions_per_request.labels(api).observe(questions)
+    if meter is not None:
+        meter.attributes |= {
+            "openinference.span.kind": "DECISION",
+            "decision.system": SYSTEMS.get(api),
+            "decision.provider": "openjev",
+            "decision.request.model_name": requested_model or None,
+            "decision.response.model_name": served_model or None,
+            "decision.model_name": served_model or None,
+            "openjev.question_count": questions,
+        }
+    if outcome is None:
+        return
+    answers = outcome.answers
+    for kind in {a.question.type for a in answers}:
+        metrics.answers_total.labels(api, kind).inc(sum(1 for a in answers if a.question.type == kind))
+    lowest = min((a.label_mass for a in answers), default=1.0)
+    metrics.label_mass.labels(api).observe(lowest)
+    refused = sum(1 for a in answers if a.label_mass < refusal_below)
+    if refused:
+        metrics.refusals_total.labels(api).inc(refused)
+    metrics.input_tokens_total.labels(api).inc(outcome.usage.input_tokens)
+    if outcome.cached_tokens:
+        metrics.cached_tokens_total.labels(api).inc(outcome.cached_tokens)
+    metrics.backend_generations_total.inc(outcome.generations)
+    if meter is None:
+        return
+    if settings.OPENJEV.metrics_per_key and meter.caller is not None:
+        metrics.key_input_tokens_total.labels(meter.caller).inc(outcome.usage.input_tokens)
+    timings = outcome.timings
+    prefill_start = timings.prefill_started_ns
+    if prefill_start:
+        branches_start = prefill_start + int(timings.prefill_ms * 1e6)
+        meter.phase("prepare", prefill_start - int(timings.prepare_ms * 1e6), prefill_start)
+        meter.phase("prefill", prefill_start, branches_start)
+        meter.phase("branches", branches_start, branches_start + int(timings.branches_ms * 1e6))
+    meter.attributes |= {
+        "decision.token_count.input": outcome.usage.input_tokens,
+        "decision.token_count.output": outcome.usage.output_tokens,
+        "openjev.label_mass": lowest,
+        "openjev.refusals": refused,
+    }
+
+
+class Metering:
+    """Opens and closes a meter for each request `api_of` names an evaluating API for (see the module)."""
+
+    def __init__(self, app: ASGIApp, *, api_of: Any) -> None:
+        self.app = app
+        self.api_of = api_of
+        """scope -> the API's name, or None for a request that is not an evaluation (`/metrics`, `/health`)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        api = self.api_of(scope) if scope["type"] == "http" else None
+        if api is None:
+            await self.app(scope, receive, send)
+            return
+        status = [CLIENT_CLOSED]  # no response started: the client hung up first
+
+        async def send_seen(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            await send(message)
+
+        name = f"{scope.get('method', 'POST')} /v1/{api}"  # the route, never the path a client sent
+        with meter_open(api=api, name=name, headers=scope["headers"]) as meter:
+            try:
+                await self.app(scope, receive, send_seen)
+            except Exception:
+                status[0] = 500 if status[0] == CLIENT_CLOSED else status[0]
+                raise
+            finally:
+                meter_close(meter=meter, status=status[0])

@@ -1,0 +1,65 @@
+"""`GET /metrics`: every metric of `serving.metrics` in Prometheus' text format, summed over the workers.
+
+Not behind the API's keys (a scraper has none) but behind its own optional token, `OPENJEV_METRICS_TOKEN`
+(Prometheus' `authorization` in the scrape config); without one, keep the route off the internet (see
+docs/observability.md). Reading the workers' files is a few milliseconds of file reads, done in a worker thread
+so a scrape never holds the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import tomllib
+from functools import cache
+from typing import Any, ClassVar
+
+from django.conf import settings
+from django.http import HttpResponse
+from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4
+from rest_framework.request import Request
+
+from api.authentication import bearer_token
+from api.errors import ApiError
+from api.views import ApiView
+from serving.config import BASE_DIR
+from serving.metrics import ScrapeCollector, metrics_exposition
+from serving.workers import workers_state_current
+
+
+@cache
+def version() -> str:
+    """The project's version, from its one source (pyproject.toml)."""
+    try:
+        return str(tomllib.loads((BASE_DIR / "pyproject.toml").read_text())["project"]["version"])
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return "unknown"
+
+
+def _workers() -> tuple[int, int, int] | None:
+    state = workers_state_current()
+    return None if state is None else (state.up, state.configured, state.replaced)
+
+
+def scrape_collector() -> ScrapeCollector:
+    config = settings.OPENJEV
+    build = {"version": version(), "backend": config.backend, "model": config.served_model_name}
+    return ScrapeCollector(build=build, workers=_workers)
+
+
+class MetricsView(ApiView):
+    authentication_classes: ClassVar[list[Any]] = []
+
+    async def get(self, request: Request) -> HttpResponse:
+        token = settings.OPENJEV.metrics_token
+        if token is not None:
+            sent = bearer_token(request.headers.get("Authorization")) or ""
+            if not hmac.compare_digest(sent.encode(), token.encode()):
+                raise ApiError(
+                    401,
+                    "authentication_error",
+                    "send Authorization: Bearer <OPENJEV_METRICS_TOKEN>",
+                    {"WWW-Authenticate": "Bearer"},
+                )
+        body = await asyncio.to_thread(metrics_exposition, scrape=scrape_collector())
+        return HttpResponse(body, content_type=CONTENT_TYPE_PLAIN_0_0_4)
