@@ -21,6 +21,7 @@ from api.request_body import RequestBodyReader  # noqa: E402
 from api.requestids import RequestIds  # noqa: E402
 from openjev_site.api_handler import path_is_api  # noqa: E402
 from openjev_site.sockets import websocket_application  # noqa: E402
+from serving.addresses import ForwardedClient  # noqa: E402
 from serving.compat import LeanASGIHandler  # noqa: E402
 
 api_application = LeanASGIHandler()
@@ -43,5 +44,6 @@ http_application = RequestIds(
     applies=_is_api,
 )
 
-# WebSockets (the System One stream, the dashboard's live feed) beside HTTP, which is unchanged.
-application = ProtocolTypeRouter({"http": http_application, "websocket": websocket_application()})
+# WebSockets (the System One stream, the dashboard's live feed) beside HTTP, which is unchanged. The client's
+# address (and scheme) from trusted proxies in front of both, so every layer below reads the same one.
+application = ForwardedClient(ProtocolTypeRouter({"http": http_application, "websocket": websocket_application()}))

@@ -7,6 +7,7 @@ variable, not surface as a 500 on the first request. Django's settings module ho
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
@@ -115,6 +116,22 @@ def _redis(value: str) -> bool:
 
 
 REDIS_RULE = "a redis://, rediss:// or unix:// URL of a Redis server"
+
+
+def _networks(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """Comma-separated IP addresses and CIDR networks; one that is neither stops the start, named (a typo
+    here would silently trust nobody, or the wrong hosts)."""
+    networks = []
+    for entry in (part.strip() for part in raw.split(",")):
+        if not entry:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(entry))
+        except ValueError as exc:
+            raise ConfigError(
+                f"OPENJEV_TRUSTED_PROXIES: {entry[:60]!r} is not an IP address or a CIDR network ({exc})"
+            ) from None
+    return tuple(networks)
 
 
 @dataclass(frozen=True)
@@ -273,6 +290,11 @@ class OpenJevConfig:
     """With Redis unreachable: `open` serves unlimited (logged once per outage), `closed` answers 429."""
     bad_keys_per_minute: int = setting_count(default=30)
     """Wrong Bearer keys one client address may send per minute before it gets 429 (before any key lookup)."""
+    trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = setting(
+        default=(), parse=_networks, rule="comma-separated IP addresses or CIDR networks"
+    )
+    """Peers whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed (`serving.addresses`); none by default,
+    loopback included: the client address is then always the connecting peer's."""
 
     @property
     def auth_required(self) -> bool:
