@@ -20,6 +20,7 @@ from api.ratelimits import ratelimits_prepare  # noqa: E402
 from api.request_body import RequestBodyReader  # noqa: E402
 from api.requestids import RequestIds  # noqa: E402
 from openjev_site.api_handler import path_is_api  # noqa: E402
+from openjev_site.hosts import HostCheck  # noqa: E402
 from openjev_site.sockets import websocket_application  # noqa: E402
 from serving.addresses import ForwardedClient  # noqa: E402
 from serving.compat import LeanASGIHandler  # noqa: E402
@@ -38,11 +39,12 @@ async def router(scope: Any, receive: Any, send: Any) -> None:
     await app(scope, receive, send)
 
 
-# The request id outermost, so even the body reader's refusals carry one.
-http_application = RequestIds(
-    RequestBodyReader(router, max_bytes=settings.OPENJEV.max_body_bytes, read_timeout=settings.OPENJEV.body_timeout),
-    applies=_is_api,
+body_reader = RequestBodyReader(
+    router, max_bytes=settings.OPENJEV.max_body_bytes, read_timeout=settings.OPENJEV.body_timeout
 )
+# The request id outermost, so even the host check's and the body reader's refusals carry one; the host is
+# checked before any body is read.
+http_application = RequestIds(HostCheck(body_reader), applies=_is_api)
 
 # WebSockets (the System One stream, the dashboard's live feed) beside HTTP, which is unchanged. The client's
 # address (and scheme) from trusted proxies in front of both, so every layer below reads the same one.

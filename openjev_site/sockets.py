@@ -9,7 +9,8 @@ once with 4404 and the reason, which a client can read (a refused handshake show
 
 At most `OPENJEV_MAX_WEBSOCKETS` sockets are open in the process at once, on every route together; one
 more is accepted and closed at once with 4529 (the API's 529: this server is full, retry later), so a
-flood of sockets costs the process a bounded number of file descriptors and tasks.
+flood of sockets costs the process a bounded number of file descriptors and tasks. A socket whose Host
+`ALLOWED_HOSTS` does not name (DNS rebinding) is closed at once with 4400, on every route, as HTTP answers 400.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from api.requestids import ASGIApp, Receive, Scope, Send
 from api.systemone.stream import SystemOneStreamConsumer
 from audit.dashboard_live import DashboardConsumer
 from openjev_site.api_handler import path_unprefixed
+from openjev_site.hosts import HOST_REFUSED, scope_host_allowed
 
 STREAM_PATH = "v1/systemone/stream"
 DASHBOARD_LIVE_PATH = "admin/evaluations/evaluation/dashboard/live"
+CLOSE_HOST_REFUSED = 4400
 CLOSE_NOT_FOUND = 4404
 CLOSE_SERVER_FULL = 4529
 REASON_MAX_CHARACTERS = 120
@@ -74,6 +77,19 @@ class SocketCap:
             self.open -= 1
 
 
+class SocketHostCheck:
+    """Closes a socket whose Host `ALLOWED_HOSTS` does not name with 4400, before any route sees it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not scope_host_allowed(scope=scope):
+            await socket_refuse(receive=receive, send=send, code=CLOSE_HOST_REFUSED, reason=HOST_REFUSED)
+            return
+        await self.app(scope, receive, send)
+
+
 class ScriptPrefix:
     """Routes on the path below the prefix, as the HTTP side does (`path_is_api`): channels' URLRouter
     reads `path_remaining` when it is set, and otherwise knows only the ASGI root path."""
@@ -88,13 +104,15 @@ class ScriptPrefix:
 
 def websocket_application() -> Any:
     return SocketCap(
-        ScriptPrefix(
-            URLRouter(
-                [
-                    path(STREAM_PATH, SystemOneStreamConsumer.as_asgi()),
-                    path(DASHBOARD_LIVE_PATH, AuthMiddlewareStack(DashboardConsumer.as_asgi())),
-                    re_path(r"", cast(Any, route_missing)),  # django-stubs type route targets as views
-                ]
+        SocketHostCheck(
+            ScriptPrefix(
+                URLRouter(
+                    [
+                        path(STREAM_PATH, SystemOneStreamConsumer.as_asgi()),
+                        path(DASHBOARD_LIVE_PATH, AuthMiddlewareStack(DashboardConsumer.as_asgi())),
+                        re_path(r"", cast(Any, route_missing)),  # django-stubs type route targets as views
+                    ]
+                )
             )
         )
     )

@@ -13,9 +13,11 @@ Each evaluation ends with exactly one `done` or `error`. Evaluations go through 
 `POST /v1/systemone` (validation, admission with its 529, the deadline, storage), each in its own
 task, so several run at once on one socket. A message that cannot be read (a binary frame, not JSON,
 too large, an unknown type, a missing id or one JavaScript cannot hold) gets an `error` with
-`"id": null` or its id, and the socket stays open. The socket is closed only for authentication (4401:
-a wrong key, or none within `OPENJEV_STREAM_AUTH_TIMEOUT` of opening) and for idleness (4408), with a
-reason; the per-process cap on open sockets is `openjev_site.sockets`'.
+`"id": null` or its id, and the socket stays open. The socket is closed only when a page of another
+origin opened it (4403: the same rule as the HTTP API's, so no website can use a service it can reach
+through its visitor's browser), for authentication (4401: a wrong key, or none within
+`OPENJEV_STREAM_AUTH_TIMEOUT` of opening) and for idleness (4408), with a reason; the per-process cap on
+open sockets and the host check are `openjev_site.sockets`'.
 """
 
 from __future__ import annotations
@@ -40,11 +42,13 @@ from api.systemone.service import systemone_evaluate
 from audit.callers import Caller
 from inference.errors import Problem, RequestInvalid
 from inference.scoring import Answer
+from serving.hosts import origin_same, scope_host
 
 log = logging.getLogger(__name__)
 
 STREAM_PATH = "/v1/systemone/stream"
 CLOSE_UNAUTHENTICATED = 4401
+CLOSE_CROSS_ORIGIN = 4403
 CLOSE_IDLE = 4408
 ID_MAX_CHARACTERS = 200
 ID_MAX_MAGNITUDE = 2**53 - 1
@@ -100,6 +104,17 @@ def evaluation_id_check(*, message: dict[str, Any]) -> Any:
     return eid
 
 
+def stream_origin_allowed(*, scope: dict[str, Any]) -> bool:
+    """No `Origin` (a client that is not a browser), or this service's own origin, scheme and port included
+    (`serving.hosts.origin_same`, the HTTP API's rule): a browser opens a WebSocket to any site without asking."""
+    headers = scope.get("headers", [])
+    origin = dict(headers).get(b"origin")
+    if origin is None:
+        return True
+    host = scope_host(headers=headers, server=scope.get("server"))
+    return origin_same(origin=origin.decode("latin-1"), scheme=str(scope.get("scheme", "ws")), host=host)
+
+
 def _id_key(eid: Any) -> str:
     """1 and "1" are different ids."""
     return json.dumps(eid)
@@ -124,6 +139,9 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
         self.writer = asyncio.create_task(self._write(), name="openjev-stream-writer")
         self.watchdog = asyncio.create_task(self._watch_idle(), name="openjev-stream-idle")
         self.deadline: asyncio.Task[None] | None = None
+        if not stream_origin_allowed(scope=self.scope):
+            await self._close(code=CLOSE_CROSS_ORIGIN, reason="a web page of another origin may not open this socket")
+            return
         header = dict(self.scope.get("headers", [])).get(b"authorization")
         if header is not None or not settings.OPENJEV.auth_required:
             await self._authenticate(authorization=header.decode("latin-1") if header is not None else None)
