@@ -30,6 +30,7 @@ from audit.livefeed import (
     tally_history,
 )
 from audit.models import Evaluation, EvaluationAnswer
+from audit.permissions import VIEW_EVALUATIONS
 from serving.hosts import origin_same, scope_host
 
 HISTORY_SECONDS = 3600
@@ -40,7 +41,6 @@ oldest part of the hour is left out (the page says so) rather than the socket ta
 STORE_GRACE_SECONDS = 0.5
 """Wait before reading the snapshot, so evaluations finished just before joining are in the database."""
 CLOSE_FORBIDDEN = 4403
-VIEW_PERMISSION = "evaluations.view_evaluation"
 
 
 def origin_allowed(*, scope: dict[str, Any]) -> bool:
@@ -100,7 +100,7 @@ def _snapshot_load(*, until: int) -> dict[str, Any]:
 
 @database_sync_to_async
 def _user_allowed(user: Any) -> bool:
-    return bool(user is not None and user.is_active and user.is_staff and user.has_perm(VIEW_PERMISSION))
+    return bool(user is not None and user.is_active and user.is_staff and user.has_perm(VIEW_EVALUATIONS))
 
 
 class DashboardConsumer(AsyncJsonWebsocketConsumer):
