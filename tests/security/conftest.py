@@ -41,7 +41,7 @@ def served(evaluator) -> Iterator[str]:
         port=port,
         drain=1.0,
         keep_alive=5,
-        access_log=False,
+        access_log=True,
         header_timeout=20.0,
         header_timeout_body=b"{}",
         websocket_max_bytes=1 << 22,

@@ -5,6 +5,7 @@ changes nothing. The HTTP API, the admin's sign-in lockout and the servers `serv
 from __future__ import annotations
 
 import ipaddress
+import logging
 import re
 import uuid
 from dataclasses import replace
@@ -134,6 +135,18 @@ async def test_from_a_client_that_is_no_proxy_a_rotating_x_forwarded_for_never_d
         ]
         right = await api.post("/v1/systemone", json=README_REQUEST, headers=forwarded("192.0.2.1", key=KEY))
     assert statuses == [401, 401, 401, 429, 429] and right.status_code == 429
+
+
+def test_the_access_log_names_the_client_the_protections_count(served, trusted, caplog):
+    caplog.set_level(logging.INFO, logger="uvicorn.access")
+    made_up = {"X-Forwarded-For": "198.51.100.7"}
+    assert httpx.get(served + "/health/live", headers=made_up).status_code == 200
+    trusted("127.0.0.1")
+    assert httpx.get(served + "/health/live", headers={"X-Forwarded-For": "203.0.113.9"}).status_code == 200
+    lines = [r.getMessage() for r in caplog.records if r.name == "uvicorn.access"]
+    assert len(lines) == 2
+    assert lines[0].startswith("127.0.0.1:") and "198.51.100.7" not in lines[0]  # not a proxy: its header is ignored
+    assert lines[1].startswith("203.0.113.9:")
 
 
 # -- the admin's sign-in lockout (django-axes), by username and address ------------------------------------------
