@@ -73,7 +73,10 @@ def client_address_resolve(*, peer: str | None, forwarded_for: str | None, trust
 
 
 def forwarded_scope_apply(*, scope: Scope, trusted: tuple[Network, ...]) -> None:
-    """Set `scope`'s `client` (and `scheme`, from `X-Forwarded-Proto`) to what trusted proxies forwarded."""
+    """Set `scope`'s `client` (and `scheme`, from `X-Forwarded-Proto`) to what trusted proxies forwarded; with
+    none trusted (the default) the scope is left as it is, at no cost on the request path."""
+    if not trusted:
+        return
     client = scope.get("client")
     peer = str(client[0]) if client else None
     hop = address_parse(text=peer) if peer is not None else None
