@@ -39,18 +39,19 @@ def bearer_token(header: str | None) -> str | None:
 
 async def caller_authenticate(*, authorization: str | None) -> Caller | None:
     """The caller an `Authorization` header names, or None while auth is off; raises AuthenticationFailed
-    (401), or a 429 for an address that sent too many wrong keys this minute (before any key lookup). The
-    API's views and the WebSocket stream (header or `auth` message) both ask this."""
+    (401), or a 429 for an address that sent too many wrong keys this minute (before any key is compared, the
+    environment's included). The API's views and the WebSocket stream (header or `auth` message) both ask
+    this, with the client's address bound (`api.requestids.client_address_bound`)."""
     config = settings.OPENJEV
     if not config.auth_required:
         return None
     token = bearer_token(authorization)
     if token is None:
         raise AuthenticationFailed("missing API key: send Authorization: Bearer <key>")
+    address = client_address_current()
+    await bad_keys_refused(address=address)  # before any comparison: a refused address learns nothing of a guess
     if config.api_key and hmac.compare_digest(token.encode(), config.api_key.encode()):
         return ENV_CALLER
-    address = client_address_current()
-    await bad_keys_refused(address=address)
     try:
         caller = await apikey_verify(secret=token)
     except KeysUnavailable:

@@ -81,7 +81,7 @@ def body_decode(*, data: bytes, encoding: str, limit: int) -> bytes:
     return data
 
 
-async def _send_error(send: Send, status: int, error_type: str, message: str, *, scope: Scope) -> None:
+async def error_response_send(send: Send, status: int, error_type: str, message: str, *, scope: Scope) -> None:
     """The error in its route's shape, from `api.errors` like every other error of the API."""
     error = ApiError(status, error_type, message)
     shape = shape_of_path(str(scope.get("path", "")))
@@ -117,7 +117,7 @@ class RequestBodyReader:
             elif name == b"content-length":
                 length = value
         if encoding not in DECODERS:
-            await _send_error(
+            await error_response_send(
                 send,
                 415,
                 "unsupported_media_type",
@@ -126,21 +126,23 @@ class RequestBodyReader:
             )
             return
         if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            await _send_error(send, 413, "request_too_large", f"the body is over {self.max_bytes} bytes", scope=scope)
+            await error_response_send(
+                send, 413, "request_too_large", f"the body is over {self.max_bytes} bytes", scope=scope
+            )
             return
         try:
             raw = await self._read(receive)
             body = body_decode(data=raw, encoding=encoding, limit=self.max_bytes)
         except BodyTooLarge:
-            await _send_error(
+            await error_response_send(
                 send, 413, "request_too_large", f"the body is over {self.max_bytes} bytes (decoded)", scope=scope
             )
             return
         except BodyUndecodable as exc:
-            await _send_error(send, 400, "invalid_request", str(exc), scope=scope)
+            await error_response_send(send, 400, "invalid_request", str(exc), scope=scope)
             return
         except TimeoutError:
-            await _send_error(
+            await error_response_send(
                 send, 408, "request_timeout", f"the body did not arrive within {self.read_timeout:g} s", scope=scope
             )
             return

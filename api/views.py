@@ -8,7 +8,6 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.http import HttpResponse
@@ -46,6 +45,7 @@ from calibration.applied import calibrated_header
 from serving import metrics
 from serving.compat import LeanAPIView
 from serving.evaluator import STARTUP_FAILED, evaluator_ready, evaluator_status
+from serving.hosts import origin_same
 from serving.workers import workers_state_current
 
 
@@ -101,10 +101,13 @@ def _cross_site_refused(request: Request, *, content_type: str, multipart: bool)
     """No page on another website may make this service evaluate, label or store: a browser sends a form or
     `text/plain` body cross-site without asking first, so a body must say it is JSON (which a browser sends
     cross-site only after a preflight this server never grants), and a request a browser marks as coming from
-    another origin is refused whatever its type. Clients that are not browsers send no `Origin`."""
+    another origin is refused whatever its type. Clients that are not browsers send no `Origin`. The Origin is
+    compared with the host `ALLOWED_HOSTS` validated (a rebound name never gets this far), scheme and port
+    included."""
     origin = request.headers.get("Origin")
-    host = request._request.META.get("HTTP_HOST", "")  # as sent: get_host() would raise on a host not allowed
-    if origin is not None and urlsplit(origin).netloc.lower() != host.lower():
+    if origin is not None and not origin_same(
+        origin=origin, scheme=request._request.scheme or "", host=request._request.get_host()
+    ):
         raise ApiError(403, "permission_denied", "requests from a web page of another origin are refused")
     media = content_type.partition(";")[0].strip().lower()
     if media == "application/json" or media.endswith("+json") or (multipart and is_multipart(content_type)):

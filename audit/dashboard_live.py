@@ -7,8 +7,9 @@ forwards each process's tally of each second (`audit.livefeed.LiveFeed`); the pa
 tallies of that second and later to the snapshot, so nothing is counted twice or missed.
 
 The session cookie authenticates the socket, so a page on another site must not be able to open it
-in the user's name (cross-site WebSocket hijacking): the Origin must be this host, or one of
-`CSRF_TRUSTED_ORIGINS`, as Django's CSRF check requires for a form.
+in the user's name (cross-site WebSocket hijacking): the Origin must be this site's own origin, scheme, host
+and port alike (a page over http is not the https site), or one of `CSRF_TRUSTED_ORIGINS`, as Django's CSRF
+check requires for a form.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import asyncio
 import time
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -30,6 +30,8 @@ from audit.livefeed import (
     tally_history,
 )
 from audit.models import Evaluation, EvaluationAnswer
+from audit.permissions import VIEW_EVALUATIONS
+from serving.hosts import origin_same, scope_host
 
 HISTORY_SECONDS = 3600
 BUCKET_SECONDS = 10
@@ -39,17 +41,19 @@ oldest part of the hour is left out (the page says so) rather than the socket ta
 STORE_GRACE_SECONDS = 0.5
 """Wait before reading the snapshot, so evaluations finished just before joining are in the database."""
 CLOSE_FORBIDDEN = 4403
-VIEW_PERMISSION = "evaluations.view_evaluation"
 
 
-def origin_allowed(*, headers: list[tuple[bytes, bytes]]) -> bool:
-    """The socket's Origin is the host it was sent to, or a trusted origin (Django's CSRF rules)."""
-    found = dict(headers)
-    origin = found.get(b"origin", b"").decode("latin-1")
-    host = found.get(b"host", b"").decode("latin-1")
+def origin_allowed(*, scope: dict[str, Any]) -> bool:
+    """The socket's Origin is this site's own origin (scheme, host and port), or a trusted origin (Django's CSRF
+    rules)."""
+    headers = scope.get("headers", [])
+    origin = dict(headers).get(b"origin", b"").decode("latin-1")
+    host = scope_host(headers=headers, server=scope.get("server"))
     if not origin or not host:
         return False
-    return urlsplit(origin).netloc == host or origin in getattr(settings, "CSRF_TRUSTED_ORIGINS", ())
+    return origin_same(origin=origin, scheme=str(scope.get("scheme", "ws")), host=host) or origin in getattr(
+        settings, "CSRF_TRUSTED_ORIGINS", ()
+    )
 
 
 def dashboard_snapshot(*, now: float, until: int) -> dict[str, Any]:
@@ -96,7 +100,7 @@ def _snapshot_load(*, until: int) -> dict[str, Any]:
 
 @database_sync_to_async
 def _user_allowed(user: Any) -> bool:
-    return bool(user is not None and user.is_active and user.is_staff and user.has_perm(VIEW_PERMISSION))
+    return bool(user is not None and user.is_active and user.is_staff and user.has_perm(VIEW_EVALUATIONS))
 
 
 class DashboardConsumer(AsyncJsonWebsocketConsumer):
@@ -106,7 +110,7 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         await self.accept()
-        if not origin_allowed(headers=self.scope.get("headers", [])):
+        if not origin_allowed(scope=self.scope):
             await self.close(code=CLOSE_FORBIDDEN, reason="cross-origin dashboard socket refused")
             return
         if not await _user_allowed(self.scope.get("user")):

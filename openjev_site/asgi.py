@@ -22,7 +22,9 @@ from api.request_body import RequestBodyReader  # noqa: E402
 from api.requestids import RequestIds  # noqa: E402
 from api.tracing import tracing_setup  # noqa: E402
 from openjev_site.api_handler import evaluating_api_of, path_is_api  # noqa: E402
+from openjev_site.hosts import HostCheck  # noqa: E402
 from openjev_site.sockets import websocket_application  # noqa: E402
+from serving.addresses import ForwardedClient  # noqa: E402
 from serving.compat import LeanASGIHandler  # noqa: E402
 
 api_application = LeanASGIHandler()
@@ -44,17 +46,14 @@ def _evaluating_api(scope: Any) -> str | None:
     return evaluating_api_of(scope, script_name=settings.FORCE_SCRIPT_NAME)
 
 
-# The request id outermost, so even the body reader's refusals carry one; the meter inside it, so every answer
-# to an evaluating route is counted with the status the client got, the body reader's included.
-http_application = RequestIds(
-    Metering(
-        RequestBodyReader(
-            router, max_bytes=settings.OPENJEV.max_body_bytes, read_timeout=settings.OPENJEV.body_timeout
-        ),
-        api_of=_evaluating_api,
-    ),
-    applies=_is_api,
+body_reader = RequestBodyReader(
+    router, max_bytes=settings.OPENJEV.max_body_bytes, read_timeout=settings.OPENJEV.body_timeout
 )
+# The request id outermost, so even the host check's and the body reader's refusals carry one; the meter inside
+# it, so every answer to an evaluating route is counted with the status the client got, whoever gave it; the host
+# is checked before any body is read.
+http_application = RequestIds(Metering(HostCheck(body_reader), api_of=_evaluating_api), applies=_is_api)
 
-# WebSockets (the System One stream, the dashboard's live feed) beside HTTP, which is unchanged.
-application = ProtocolTypeRouter({"http": http_application, "websocket": websocket_application()})
+# WebSockets (the System One stream, the dashboard's live feed) beside HTTP, which is unchanged. The client's
+# address (and scheme) from trusted proxies in front of both, so every layer below reads the same one.
+application = ForwardedClient(ProtocolTypeRouter({"http": http_application, "websocket": websocket_application()}))

@@ -55,6 +55,8 @@ AXES_COOLOFF_TIME = timedelta(seconds=OPENJEV.admin_lockout_seconds)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "admin/lockout.html"
+# The address is the one serving.addresses resolved (OPENJEV_TRUSTED_PROXIES), never a header axes reads itself.
+AXES_CLIENT_IP_CALLABLE = "serving.addresses.request_client_address"
 
 SECURE_CSP = site_policy(templates=BASE_DIR / "templates")
 

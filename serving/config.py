@@ -7,6 +7,7 @@ variable, not surface as a 500 on the first request. Django's settings module ho
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
@@ -116,6 +117,22 @@ def _redis(value: str) -> bool:
 
 
 REDIS_RULE = "a redis://, rediss:// or unix:// URL of a Redis server"
+
+
+def _networks(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """Comma-separated IP addresses and CIDR networks; one that is neither stops the start, named (a typo
+    here would silently trust nobody, or the wrong hosts)."""
+    networks = []
+    for entry in (part.strip() for part in raw.split(",")):
+        if not entry:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(entry))
+        except ValueError as exc:
+            raise ConfigError(
+                f"OPENJEV_TRUSTED_PROXIES: {entry[:60]!r} is not an IP address or a CIDR network ({exc})"
+            ) from None
+    return tuple(networks)
 
 
 @dataclass(frozen=True)
@@ -281,7 +298,11 @@ class OpenJevConfig:
     stream_auth_timeout: float = setting_seconds(default=5.0)
     """Seconds a `/v1/systemone/stream` socket has to authenticate once open (auth on) before it is closed (4401)."""
     max_websockets: int = setting_count(default=1000)
-    """WebSockets open at once in one process, every route together; one more is closed at once (4529)."""
+    """API WebSockets open at once in one process (the stream, and paths without a route); one more is closed at
+    once (4529). The admin dashboard's live sockets are counted apart, so API sockets never starve it."""
+    max_websockets_per_key: int = setting_count(required=True)
+    """Stream sockets one API key (or one client address, while auth is off or before the key is known) may
+    hold at once in one process; one more is closed (4429). Default: a tenth of `max_websockets`."""
     admin_login_failures: int = setting_count(default=5)
     """Failed admin sign-ins of one username from one address before that pair is locked out (django-axes)."""
     admin_lockout_seconds: float = setting_seconds(default=900.0)
@@ -318,6 +339,11 @@ class OpenJevConfig:
     """`on`: per-key series (`openjev_key_*`) labelled by each key's public label; one series per key and route."""
     log_format: LogFormat = setting(default="text", parse=_choice("text", "json"), rule="text or json")
     """`json`: one JSON object per log line (time, level, logger, message, request id, trace id, key, route)."""
+    trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = setting(
+        default=(), parse=_networks, rule="comma-separated IP addresses or CIDR networks"
+    )
+    """Peers whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed (`serving.addresses`); none by default,
+    loopback included: the client address is then always the connecting peer's."""
 
     @property
     def auth_required(self) -> bool:
@@ -373,6 +399,7 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
         default=PROFILES[profile].model if backend == "sglang" else bundled.repo if bundled else Path(local_model).stem,
     )
     max_body_bytes = read(name="max_body_bytes")
+    max_websockets = read(name="max_websockets")
     within_body = f"a positive integer up to OPENJEV_MAX_BODY_BYTES ({max_body_bytes})"
     fits_body: Check = lambda v: 0 < v <= max_body_bytes  # noqa: E731
     derived = {
@@ -389,6 +416,13 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
         ),
         "max_request_image_bytes": read(
             name="max_request_image_bytes", default=max_body_bytes, check=fits_body, rule=within_body
+        ),
+        "max_websockets": max_websockets,
+        "max_websockets_per_key": read(
+            name="max_websockets_per_key",
+            default=max(1, max_websockets // 10),
+            check=lambda v: 0 < v <= max_websockets,
+            rule=f"a positive integer up to OPENJEV_MAX_WEBSOCKETS ({max_websockets})",
         ),
     }
     config = OpenJevConfig(**derived, **{name: read(name=name) for name in SETTINGS if name not in derived})

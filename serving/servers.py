@@ -71,7 +71,10 @@ class _Uvicorn:
             timeout_graceful_shutdown=max(1, round(options.drain)),
             timeout_keep_alive=options.keep_alive,
             server_header=False,
-            proxy_headers=True,
+            # The application resolves the client from trusted proxies itself (serving.addresses: the same rule
+            # under either server); uvicorn's own would trust loopback (FORWARDED_ALLOW_IPS) and any string.
+            proxy_headers=False,
+            forwarded_allow_ips="",
             http=http_protocol_with_header_timeout(seconds=options.header_timeout, body=options.header_timeout_body),
             ws_max_size=options.websocket_max_bytes,
         )
@@ -108,6 +111,9 @@ class _Daphne:
             verbosity=1,
             websocket_max_message_size=options.websocket_max_bytes,
             websocket_max_frame_size=options.websocket_max_bytes,
+            # daphne's own X-Forwarded-For reading believes any peer and the leftmost entry: off, the
+            # application resolves the client (serving.addresses).
+            proxy_forwarded_address_header=None,
         )
 
     def run(self) -> None:

@@ -19,8 +19,14 @@ class LiveServer:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # No proxy headers, as `serve` runs it: the application resolves the client (serving.addresses).
         config = uvicorn.Config(
-            app or application, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"
+            app or application,
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="off",
+            proxy_headers=False,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)

@@ -86,8 +86,8 @@ def error_documented(description: str) -> OpenApiResponse:
 
 KEY_MISSING = error_documented("Auth is on and the Bearer key is missing or wrong (`authentication_error`).")
 CROSS_SITE_DESCRIPTION = (
-    "A browser request from a web page of another origin (its `Origin` is not this server's host), refused "
-    "whatever its type (`permission_denied`). Clients that are not browsers send no `Origin`."
+    "A browser request from a web page of another origin (its `Origin` is not this server's own: scheme, host "
+    "and port), refused whatever its type (`permission_denied`). Clients that are not browsers send no `Origin`."
 )
 CROSS_SITE = error_documented(CROSS_SITE_DESCRIPTION)
 BODY_CORRUPT = error_documented("The body is a corrupt gzip/zstd stream (`invalid_request`).")

@@ -13,9 +13,14 @@ Each evaluation ends with exactly one `done` or `error`. Evaluations go through 
 `POST /v1/systemone` (validation, admission with its 529, the deadline, storage), each in its own
 task, so several run at once on one socket. A message that cannot be read (a binary frame, not JSON,
 too large, an unknown type, a missing id or one JavaScript cannot hold) gets an `error` with
-`"id": null` or its id, and the socket stays open. The socket is closed only for authentication (4401:
-a wrong key, or none within `OPENJEV_STREAM_AUTH_TIMEOUT` of opening) and for idleness (4408), with a
-reason; the per-process cap on open sockets is `openjev_site.sockets`'.
+`"id": null` or its id, and the socket stays open. The socket is closed only when a page of another
+origin opened it (4403: the same rule as the HTTP API's, so no website can use a service it can reach
+through its visitor's browser), for authentication (4401: a wrong key, or none within
+`OPENJEV_STREAM_AUTH_TIMEOUT` of opening), for idleness (4408), and when its client is over a limit (4429:
+its address sent too many wrong keys, over HTTP or here, the one throttle; or its key, or its address before
+a key is known or while auth is off, already holds `OPENJEV_MAX_WEBSOCKETS_PER_KEY` sockets, so no caller can
+take every socket of the process), with a reason; the per-process cap on open sockets and the host check are
+`openjev_site.sockets`'.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import contextlib
 import functools
 import json
 import logging
+from collections import Counter
 from typing import Any
 
 from channels.consumer import get_handler_name
@@ -34,23 +40,30 @@ from rest_framework.exceptions import AuthenticationFailed
 
 from api.authentication import caller_authenticate
 from api.body_lane import body_lane_run
-from api.errors import exception_detail
+from api.errors import ApiError, exception_detail
 from api.json_body import body_parse, document_problems
 from api.json_render import text_encode
 from api.metering import CLIENT_CLOSED, meter_caller, meter_close, meter_open, phase_timed
-from api.ratelimits import request_admitted
+from api.ratelimits import request_admitted, subject_of
 from api.requestids import client_address_bound, request_id_assign, request_id_bound
 from api.systemone.render import answer_render
 from api.systemone.service import systemone_evaluate
 from audit.callers import Caller
 from inference.errors import Problem, RequestInvalid, value_quoted
 from inference.scoring import Answer
+from serving.hosts import origin_same, scope_host
 
 log = logging.getLogger(__name__)
 
 STREAM_PATH = "/v1/systemone/stream"
+CLOSE_STATUS_BASE = 4000
+"""A close code is 4000 plus the HTTP status it stands for: 4401, 4403, 4408, 4429, 4503, 4529."""
 CLOSE_UNAUTHENTICATED = 4401
+CLOSE_CROSS_ORIGIN = 4403
 CLOSE_IDLE = 4408
+CLOSE_RATE_LIMITED = 4429
+CLOSE_REASON_MAX_CHARACTERS = 120
+"""A close frame carries at most 123 bytes of reason."""
 ID_MAX_CHARACTERS = 200
 ID_MAX_MAGNITUDE = 2**53 - 1
 """Integer ids are bounded to what a JavaScript number holds exactly (`Number.MAX_SAFE_INTEGER`), so a
@@ -113,6 +126,36 @@ def _id_echoed(message: dict[str, Any]) -> Any:
         return None
 
 
+def stream_origin_allowed(*, scope: dict[str, Any]) -> bool:
+    """No `Origin` (a client that is not a browser), or this service's own origin, scheme and port included
+    (`serving.hosts.origin_same`, the HTTP API's rule): a browser opens a WebSocket to any site without asking."""
+    headers = scope.get("headers", [])
+    origin = dict(headers).get(b"origin")
+    if origin is None:
+        return True
+    host = scope_host(headers=headers, server=scope.get("server"))
+    return origin_same(origin=origin.decode("latin-1"), scheme=str(scope.get("scheme", "ws")), host=host)
+
+
+_shares: Counter[str] = Counter()
+"""Stream sockets open in this process per subject (`api.ratelimits.subject_of`: a key, or an address)."""
+
+
+def socket_share_take(*, subject: str) -> bool:
+    """Count one more socket for `subject`, unless it already holds `OPENJEV_MAX_WEBSOCKETS_PER_KEY`."""
+    if _shares[subject] >= settings.OPENJEV.max_websockets_per_key:
+        return False
+    _shares[subject] += 1
+    return True
+
+
+def socket_share_return(*, subject: str) -> None:
+    """One socket of `subject` is no longer held (closed, or moved to the key it authenticated with)."""
+    _shares[subject] -= 1
+    if _shares[subject] <= 0:
+        del _shares[subject]
+
+
 def _id_key(eid: Any) -> str:
     """1 and "1" are different ids."""
     return json.dumps(eid)
@@ -123,7 +166,20 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
 
     channel_layer_alias = NO_CHANNEL_LAYER
 
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """The socket's share is given back however the consumer ends (closed by either side, or a failure)."""
+        self.share: str | None = None
+        """The subject this socket is counted for: its client's address, then the key it authenticated with."""
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.share is not None:
+                socket_share_return(subject=self.share)
+
     async def connect(self) -> None:
+        client = self.scope.get("client")
+        self.address: str | None = str(client[0]) if client else None
+        """The client's address (`serving.addresses`: through trusted proxies), as the HTTP API counts it."""
         self.caller: Caller | None = None
         self.authenticated = False
         self.in_flight: dict[str, asyncio.Task[None]] = {}
@@ -137,6 +193,11 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
         self.writer = asyncio.create_task(self._write(), name="openjev-stream-writer")
         self.watchdog = asyncio.create_task(self._watch_idle(), name="openjev-stream-idle")
         self.deadline: asyncio.Task[None] | None = None
+        if not stream_origin_allowed(scope=self.scope):
+            await self._close(code=CLOSE_CROSS_ORIGIN, reason="a web page of another origin may not open this socket")
+            return
+        if not await self._share_move(caller=None):
+            return
         header = dict(self.scope.get("headers", [])).get(b"authorization")
         if header is not None or not settings.OPENJEV.auth_required:
             await self._authenticate(authorization=header.decode("latin-1") if header is not None else None)
@@ -239,12 +300,41 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
         await self._authenticate(authorization=f"Bearer {key}")
 
     async def _authenticate(self, *, authorization: str | None) -> None:
+        """The key checked as over HTTP, from this socket's address: a wrong one counts in the address's wrong-key
+        throttle (4401), an address over it is closed with 4429 whatever the key, and the socket then counts
+        against its key's share."""
         try:
-            self.caller = await caller_authenticate(authorization=authorization)
+            with client_address_bound(address=self.address):
+                caller = await caller_authenticate(authorization=authorization)
         except AuthenticationFailed as exc:
             await self._refuse(str(exc.detail))
             return
+        except ApiError as exc:  # 429: too many wrong keys from this address; 503: keys cannot be checked now
+            await self._close(code=CLOSE_STATUS_BASE + exc.status, reason=exc.message)
+            return
+        if caller is not None and not await self._share_move(caller=caller):
+            return
+        self.caller = caller
         self.authenticated = True
+
+    async def _share_move(self, *, caller: Caller | None) -> bool:
+        """Count this socket for `caller`'s key instead (for its address while no key is known); one that
+        already holds its share gets the socket closed with 4429."""
+        subject = subject_of(caller=caller, address=self.address)
+        if subject == self.share:
+            return True
+        if not socket_share_take(subject=subject):
+            limit = settings.OPENJEV.max_websockets_per_key
+            holder = "this address" if caller is None else "this API key"
+            await self._close(
+                code=CLOSE_RATE_LIMITED,
+                reason=f"{holder} holds {limit} sockets, the most one may in this process; close one or retry later",
+            )
+            return False
+        if self.share is not None:
+            socket_share_return(subject=self.share)
+        self.share = subject
+        return True
 
     async def _refuse(self, reason: str) -> None:
         await self._close(code=CLOSE_UNAUTHENTICATED, reason=reason)
@@ -294,8 +384,7 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
                 {"type": "answer", "id": eid, "question_id": answer.question_id, "answer": answer_render(answer=answer)}
             )
 
-        client = self.scope.get("client")
-        address = client[0] if client else None
+        address = self.address
         status = CLIENT_CLOSED
         with (
             request_id_bound(request_id=request_id),
@@ -385,7 +474,7 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
             task.cancel()
         self.outbox.put_nowait(None)
         await self.writer
-        await self.close(code=code, reason=reason)
+        await self.close(code=code, reason=reason[:CLOSE_REASON_MAX_CHARACTERS])
 
     @classmethod
     async def encode_json(cls, content: Any) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.admin import AdminSite
+from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.db.models import Aggregate, Count, FloatField, Q, QuerySet, Sum
 from django.http import HttpRequest, HttpResponse
@@ -22,6 +23,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from audit.models import Evaluation, EvaluationAnswer
+from audit.permissions import VIEW_API_KEYS, VIEW_EVALUATIONS
 from audit.storage.store import storage_stats
 
 PERCENTILES = (0.5, 0.9, 0.99)
@@ -96,7 +98,8 @@ def percentiles_compute(
     return {label: ordered[max(0, math.ceil(f * n) - 1)] for label, f in zip(labels, fractions, strict=True)}
 
 
-def window_stats_compute(*, title: str, since: Any) -> WindowStats:
+def window_stats_compute(*, title: str, since: Any, keys_shown: bool = True) -> WindowStats:
+    """The window's figures; `keys_shown=False` leaves the volumes by API key (key names) out."""
     rows = Evaluation.objects.filter(created_at__gte=since)
     counts = rows.aggregate(
         total=Count("id"),
@@ -139,7 +142,9 @@ def window_stats_compute(*, title: str, since: Any) -> WindowStats:
             .values("api_key_label", "api_key__name")
             .annotate(n=Count("id"))
             .order_by("-n", "api_key_label")[:10]
-        ],
+        ]
+        if keys_shown
+        else [],
         classifications=counts["classifications"],
         label_mass_p50=percentiles_compute(queryset=answers, field="label_mass", fractions=(0.5,))["p50"],
         label_mass_low_share=masses["low"] / masses["n"] if masses["n"] else None,
@@ -156,9 +161,14 @@ def window_stats_compute(*, title: str, since: Any) -> WindowStats:
 
 
 def dashboard_view(request: HttpRequest, *, site: AdminSite) -> HttpResponse:
-    """The admin page (mounted by `EvaluationAdmin.get_urls`, behind `admin_view`)."""
+    """The admin page (mounted by `EvaluationAdmin.get_urls`, behind `admin_view`, which admits any staff user):
+    it shows the stored evaluations, so it needs the view permission on evaluations, as their list does; the
+    volumes by API key name the keys, so they are shown only with the view permission on keys too."""
+    if not request.user.has_perm(VIEW_EVALUATIONS):
+        raise PermissionDenied
+    keys_shown = request.user.has_perm(VIEW_API_KEYS)
     now = timezone.now()
-    windows = [window_stats_compute(title=title, since=now - span) for title, span in WINDOWS]
+    windows = [window_stats_compute(title=title, since=now - span, keys_shown=keys_shown) for title, span in WINDOWS]
     context = {
         **site.each_context(request),
         "title": "Evaluations dashboard",
@@ -168,5 +178,6 @@ def dashboard_view(request: HttpRequest, *, site: AdminSite) -> HttpResponse:
         "label_mass_warn": settings.OPENJEV.label_mass_warn,
         "opts": Evaluation._meta,
         "now": now,
+        "keys_shown": keys_shown,
     }
     return TemplateResponse(request, "admin/evaluations/dashboard.html", context)

@@ -7,12 +7,14 @@ from datetime import UTC, timedelta
 
 from django.contrib import admin
 from django.contrib.admin import AdminSite
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from audit.models import ApiKey, KeyUsage
+from audit.permissions import VIEW_API_KEYS
 from audit.storage.usage import usage_export
 
 CHART_DAYS = 30
@@ -36,7 +38,11 @@ class KeyUsageAdmin(admin.ModelAdmin):
 
 
 def apikey_usage_view(request: HttpRequest, pk: int, *, site: AdminSite) -> HttpResponse:
-    """One key's usage over the last 30 days (UTC), every day shown, a day without use as 0."""
+    """One key's usage over the last 30 days (UTC), every day shown, a day without use as 0. It names the key and
+    its volumes, so it needs the view permission on API keys, as the keys' list does (`admin_view` admits any
+    staff user)."""
+    if not request.user.has_perm(VIEW_API_KEYS):
+        raise PermissionDenied
     key = get_object_or_404(ApiKey, pk=pk)
     today = timezone.now().astimezone(UTC).date()
     days = [today - timedelta(days=n) for n in range(CHART_DAYS - 1, -1, -1)]

@@ -153,9 +153,9 @@ def _stalled(path: str) -> Drive:
     """A client that sends the start of its body and then nothing: the body reader's deadline (shortened)."""
 
     async def drive(ctx: Ctx) -> Reply:
-        from openjev_site.asgi import application, http_application
+        from openjev_site.asgi import application, body_reader
 
-        ctx.patch.setattr(http_application.app, "read_timeout", 0.2)
+        ctx.patch.setattr(body_reader, "read_timeout", 0.2)
         chunks = [{"type": "http.request", "body": b'{"model":', "more_body": True}]
 
         async def receive() -> dict[str, Any]:

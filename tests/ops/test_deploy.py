@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from serving.config import config_from_env
 from serving.profiles import DEFAULT_PROFILE, PROFILES, sglang_command
 from tests.ops.packages import embedded_only_packages, sync_packages
 
@@ -118,6 +119,19 @@ def test_the_load_balancer_spreads_over_the_api_replicas(compose):
     assert "$" not in nginx.replace("$$", "")  # compose interpolates a lone $ ($$ is its escape)
     assert nginx.count("proxy_set_header Host $$http_host;") == 2  # the admin's Origin checks see the browser's Host
     assert compose["services"]["lb"]["ports"] == ["8000:8000"]
+
+
+def test_the_balancer_forwards_each_clients_address_and_only_the_projects_network_is_trusted(compose):
+    nginx = compose["configs"]["nginx"]["content"]
+    for location in nginx.split("location ")[1:]:
+        assert "proxy_set_header X-Forwarded-For $$proxy_add_x_forwarded_for;" in location
+        assert "proxy_set_header X-Forwarded-Proto $$scheme;" in location
+    (subnet,) = [c["subnet"] for c in compose["networks"]["default"]["ipam"]["config"]]
+    trusted = compose["services"]["api"]["environment"]["OPENJEV_TRUSTED_PROXIES"]
+    assert trusted == subnet
+    default = re.fullmatch(r"\$\{OPENJEV_COMPOSE_SUBNET:-(.+)\}", subnet)
+    assert default is not None
+    assert config_from_env({"OPENJEV_TRUSTED_PROXIES": default.group(1)}).trusted_proxies[0].is_private
 
 
 def _dockerfile() -> list[tuple[str, str]]:
