@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from django.conf import settings
 from django.http import HttpResponse
+from drf_spectacular.utils import extend_schema
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4
 from rest_framework.request import Request
 
@@ -50,6 +51,7 @@ def scrape_collector() -> ScrapeCollector:
 class MetricsView(ApiView):
     authentication_classes: ClassVar[list[Any]] = []
 
+    @extend_schema(exclude=True)  # Prometheus' text format, documented in docs/observability.md
     async def get(self, request: Request) -> HttpResponse:
         token = settings.OPENJEV.metrics_token
         if token is not None:

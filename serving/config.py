@@ -300,7 +300,7 @@ class OpenJevConfig:
     max_websockets: int = setting_count(default=1000)
     """API WebSockets open at once in one process (the stream, and paths without a route); one more is closed at
     once (4529). The admin dashboard's live sockets are counted apart, so API sockets never starve it."""
-    max_websockets_per_key: int = setting_count(required=True)
+    max_websockets_per_key: int = setting_count(required=True, default_text="a tenth of `OPENJEV_MAX_WEBSOCKETS`")
     """Stream sockets one API key (or one client address, while auth is off or before the key is known) may
     hold at once in one process; one more is closed (4429). Default: a tenth of `max_websockets`."""
     admin_login_failures: int = setting_count(default=5)
@@ -340,7 +340,10 @@ class OpenJevConfig:
     log_format: LogFormat = setting(default="text", parse=_choice("text", "json"), rule="text or json")
     """`json`: one JSON object per log line (time, level, logger, message, request id, trace id, key, route)."""
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = setting(
-        default=(), parse=_networks, rule="comma-separated IP addresses or CIDR networks"
+        default=(),
+        parse=_networks,
+        rule="comma-separated IP addresses or CIDR networks",
+        default_text="— (none, loopback included)",
     )
     """Peers whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed (`serving.addresses`); none by default,
     loopback included: the client address is then always the connecting peer's."""

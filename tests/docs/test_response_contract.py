@@ -450,6 +450,7 @@ UNDOCUMENTED_ROUTES = {
     "": "the API reference: an HTML page",
     "v1/systemone/stream": "the System One WebSocket stream: no HTTP operation, so not in OpenAPI 3.1",
     "admin/evaluations/evaluation/dashboard/live": "the admin dashboard's live feed: a WebSocket for operators",
+    "metrics": "Prometheus' text format for scrapers, not JSON (docs/observability.md; tests/observability/)",
 }
 """Routes served outside the OpenAPI document, with the reason they are not in it."""
 

@@ -224,6 +224,7 @@ OTHER_VARIABLES = {
     "OPENJEV_TEST_POSTGRES_URL": "scripts/test.sh",
     "OPENJEV_TEST_REDIS_URL": "tests/admin/test_dashboard_live.py",
     "OPENJEV_WORKERS_STATE": "serving/workers.py",
+    "OPENJEV_COMPOSE_SUBNET": "deploy/compose.yaml",
 }
 """`OPENJEV_*` variables that are not settings, each with the file that reads it (the streaming page's
 example client reads its own; `serve` sets the workers' state file for its workers)."""
