@@ -24,7 +24,7 @@ from typing import Any, Literal
 from django.http import HttpRequest, HttpResponse
 from rest_framework import exceptions as drf_exceptions
 
-from api.json_render import json_response
+from api.plumbing.json_render import json_response
 from api.requestids import path_is_classify, path_is_decisions, request_id_current
 from inference.errors import (
     BackendFailed,

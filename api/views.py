@@ -14,8 +14,7 @@ from django.http import HttpResponse
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
-from api.authentication import BearerKeyAuthentication, caller_authenticate
-from api.body_lane import body_lane_run
+from api.checking.json_body import BodyNotJson, body_parse
 from api.classify.registry import classifier_names_list
 from api.classify.render import classified_render
 from api.classify.service import classify_run
@@ -23,14 +22,15 @@ from api.decisions.render import decided_headers, decided_render
 from api.decisions.service import decisions_evaluate, decisions_limits
 from api.errors import ApiError, Shape, body_invalid, exception_response
 from api.feedback import feedback_record
-from api.json_body import BodyNotJson, body_parse
-from api.json_render import json_response
-from api.metering import meter_caller, phase_timed
-from api.multipart import MultipartInvalid, is_multipart, multipart_parse
 from api.openapi import operations as doc
 from api.openapi.classify import classify_schema
 from api.openapi.feedback import feedback_schema
-from api.ratelimits import Admission, request_admitted
+from api.plumbing.authentication import BearerKeyAuthentication, caller_authenticate
+from api.plumbing.body_lane import body_lane_run
+from api.plumbing.json_render import json_response
+from api.plumbing.metering import meter_caller, phase_timed
+from api.plumbing.multipart import MultipartInvalid, is_multipart, multipart_parse
+from api.plumbing.ratelimits import Admission, request_admitted
 from api.requestids import (
     CLASSIFY_PATH,
     DECISIONS_PATH,
@@ -55,7 +55,7 @@ class Body:
 
     data: Any
     size: int
-    """Bytes the body had as sent (decoded): what decides where it is read (`api.body_lane`)."""
+    """Bytes the body had as sent (decoded): what decides where it is read (`api.plumbing.body_lane`)."""
     parts: dict[str, bytes] = field(default_factory=dict)
 
 
@@ -64,7 +64,7 @@ MAX_PARTS_BEYOND_IMAGES = 8
 
 
 async def _body_read(request: Request, *, multipart: bool, shape: Shape) -> Body:
-    """The body as JSON (and parts), read in the body lane when it is large (`api.body_lane`)."""
+    """The body as JSON (and parts), read in the body lane when it is large (`api.plumbing.body_lane`)."""
     content_type = request._request.META.get("CONTENT_TYPE", "")
     raw = request._request.body
     if is_multipart(content_type) and not multipart:

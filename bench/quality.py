@@ -124,7 +124,7 @@ CODE_FILES = (
     "inference/requests.py",
     "serving/evaluator.py",
     "api/systemone/parsing.py",
-    "api/state_parsing.py",
+    "api/checking/checker.py",
     "bench/datasets.py",
 )
 """The source files that decide what a saved item holds: the items and their questions, the prompt, the

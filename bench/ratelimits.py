@@ -26,8 +26,8 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from api.ratelimits import rate_limited  # noqa: E402
-from api.recording import Recording  # noqa: E402
+from api.plumbing.ratelimits import rate_limited  # noqa: E402
+from api.plumbing.recording import Recording  # noqa: E402
 
 CONCURRENCY = 16
 

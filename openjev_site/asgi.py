@@ -16,11 +16,11 @@ django_application = get_asgi_application()
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 from django.conf import settings  # noqa: E402  (settings are ready only after get_asgi_application)
 
-from api.metering import Metering  # noqa: E402
-from api.ratelimits import ratelimits_prepare  # noqa: E402
-from api.request_body import RequestBodyReader  # noqa: E402
+from api.plumbing.metering import Metering  # noqa: E402
+from api.plumbing.ratelimits import ratelimits_prepare  # noqa: E402
+from api.plumbing.request_body import RequestBodyReader  # noqa: E402
+from api.plumbing.tracing import tracing_setup  # noqa: E402
 from api.requestids import RequestIds  # noqa: E402
-from api.tracing import tracing_setup  # noqa: E402
 from openjev_site.api_handler import evaluating_api_of, path_is_api  # noqa: E402
 from openjev_site.hosts import HostCheck  # noqa: E402
 from openjev_site.sockets import websocket_application  # noqa: E402

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from api.request_body import error_response_send
+from api.plumbing.request_body import error_response_send
 from api.requestids import ASGIApp, Receive, Scope, Send
 from openjev_site.api_handler import path_unprefixed
 from serving.hosts import HOST_FREE_PATHS, host_allowed, scope_host

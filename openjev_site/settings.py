@@ -153,7 +153,7 @@ LOGGING = {
     "formatters": {
         "plain": {"()": "serving.redaction.RedactingFormatter", "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s"}
         if OPENJEV.log_format == "text"
-        else {"()": "api.log_format.JsonFormatter"}
+        else {"()": "api.plumbing.log_format.JsonFormatter"}
     },
     "filters": {"lines": {"()": "serving.access_log.LogLineRedaction"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["lines"]}},

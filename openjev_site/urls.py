@@ -3,8 +3,9 @@
 from django.contrib import admin
 from django.urls import path
 
-from api import assets, metrics, views
+from api import views
 from api.openapi import pages
+from api.plumbing import assets, metrics
 
 handler400 = "api.errors.bad_request_view"
 handler403 = "api.errors.permission_denied_view"

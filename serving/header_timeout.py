@@ -5,7 +5,7 @@ armed after a response): a client that connects and sends nothing, or half its h
 connection for ever, and enough of them exhaust the process's sockets. Here the headers must be
 complete within `header_timeout` seconds of the connection opening, or of the first byte of the
 next request on a kept-alive connection; otherwise the answer is 408 and the connection is closed.
-The body has its own deadline in the body reader (`api.request_body`), which also covers daphne.
+The body has its own deadline in the body reader (`api.plumbing.request_body`), which also covers daphne.
 
 httptools (C) rather than h11 (pure Python): h11's parsing and event bookkeeping were most of the
 request cycle outside our own code in the server's CPU profile.

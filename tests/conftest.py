@@ -93,7 +93,7 @@ def _rate_limit_outage_forgotten() -> Iterator[None]:
     """Each test starts with the per-key limits' store taken as up and no address known for wrong keys: a test
     that brought the store down (a Redis that is not there), or sent wrong keys, must not leave the next test's
     requests under the failure policy or the wrong-key throttle."""
-    from api import ratelimits
+    from api.plumbing import ratelimits
 
     def forget() -> None:
         ratelimits._outage.update(logged=False, until=0.0)

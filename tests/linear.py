@@ -54,8 +54,17 @@ def cost_growth(work: Work, *, size: int, factor: int = 8) -> float:
             gc.enable()
 
 
+ATTEMPTS = 3
+
+
 def assert_linear(work: Work, *, size: int, factor: int = 8) -> None:
     """`work`'s cost grows at most about linearly from `size` to `factor * size`: under `factor * 3` (a
-    quadratic cost grows `factor ** 2` = 64 times, linear 8, and noise or a log factor stays far below 24)."""
-    growth = cost_growth(work, size=size, factor=factor)
-    assert growth < factor * 3, f"the cost grew {growth:.1f} times for an input {factor} times larger"
+    quadratic cost grows `factor ** 2` = 64 times, linear 8, and a log factor stays far below 24). A machine
+    busy with other work can inflate one measurement, so up to `ATTEMPTS` are made: a quadratic cost would need
+    every one of them to come in at a third of its growth to pass."""
+    growths = []
+    for _ in range(ATTEMPTS):
+        growths.append(cost_growth(work, size=size, factor=factor))
+        if growths[-1] < factor * 3:
+            return
+    raise AssertionError(f"the cost grew {min(growths):.1f} times (at best) for an input {factor} times larger")

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from api.checking.json_body import document_problems, json_kind
 from api.errors import ApiError, problems_text
-from api.json_body import document_problems, json_kind
 
 
 @dataclass(frozen=True)

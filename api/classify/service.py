@@ -15,13 +15,13 @@ from typing import Any
 
 from django.conf import settings
 
-from api.body_lane import body_lane_run
 from api.classify.parsing import classify_request_parse
 from api.classify.registry import ClassifierSpec, classifier_find
 from api.errors import ApiError
-from api.metering import phase_timed
-from api.ratelimits import Admission
-from api.recording import evaluation_recorded
+from api.plumbing.body_lane import body_lane_run
+from api.plumbing.metering import phase_timed
+from api.plumbing.ratelimits import Admission
+from api.plumbing.recording import evaluation_recorded
 from audit.callers import Caller
 from audit.storage.records import ClassifierLink, Received
 from calibration.applied import calibrating_get, outcome_calibrated

@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
-from api.json_body import Loc, json_kind
-from api.state_parsing import Checker
+from api.checking.checker import Checker
+from api.checking.json_body import Loc, json_kind
 from inference.errors import value_quoted
 from inference.questions import text_render
 from inference.requests import Image, Message, Part, Role, conversation_of_text

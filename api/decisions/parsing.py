@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from api.checking.checker import Checker
+from api.checking.images import ImageLimits, images_total_check
+from api.checking.json_body import JsonKeyed, Loc, document_problems, json_cache_cost, json_cached, json_kind
 from api.decisions.inputs import (
     conversation_parse,
     json_part_text,
     string_check,
     unknown_keys_check,
 )
-from api.images import ImageLimits, images_total_check
-from api.json_body import JsonKeyed, Loc, document_problems, json_cache_cost, json_cached, json_kind
-from api.state_parsing import Checker
 from api.systemone.parsing import PARSED_CACHE_BYTES
 from inference.errors import Problem, RequestInvalid, value_quoted
 from inference.lru import SizedLRU

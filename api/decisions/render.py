@@ -6,7 +6,7 @@ from typing import Any
 
 from api.decisions.parsing import Asked
 from api.decisions.service import Decided
-from api.headers import served_headers_common
+from api.plumbing.headers import served_headers_common
 from calibration.applied import calibrated_header
 from inference.scoring import Answer
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from django.conf import settings
 
-from api.body_lane import body_lane_run
+from api.checking.images import ImageLimits
+from api.checking.json_body import Loc
 from api.decisions.parsing import (
     MAX_LEVELS,
     DecisionsRequest,
@@ -21,12 +22,11 @@ from api.decisions.parsing import (
     decisions_request_parse,
 )
 from api.errors import ApiError
-from api.evaluate import evaluation_calibrated
-from api.images import ImageLimits
-from api.json_body import Loc
-from api.metering import phase_timed
-from api.ratelimits import Admission
-from api.recording import evaluation_recorded
+from api.plumbing.body_lane import body_lane_run
+from api.plumbing.evaluate import evaluation_calibrated
+from api.plumbing.metering import phase_timed
+from api.plumbing.ratelimits import Admission
+from api.plumbing.recording import evaluation_recorded
 from audit.callers import Caller
 from audit.storage.records import Received
 from inference.errors import PROBLEMS_TEXT_MAX, Problem, RequestInvalid, loc_bounded, value_quoted

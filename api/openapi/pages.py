@@ -21,8 +21,8 @@ from drf_spectacular.views import SpectacularSwaggerView
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api.assets import asset_url, etag_matches, method_refused
 from api.openapi.document import schema_render
+from api.plumbing.assets import asset_url, etag_matches, method_refused
 
 SCALAR_VERSION = "1.76.0"
 SCALAR_JS = f"vendor/scalar/{SCALAR_VERSION}/standalone.js"

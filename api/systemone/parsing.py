@@ -5,7 +5,7 @@ for every problem, byte-exact caller keys and no coercion (a number is not a str
 this runs on every request: a 64-question body validates in well under a millisecond. Problems are
 located relative to the body; the error renderer puts them under `body`.
 
-Images reach the state four ways, all typed `Image` parts of a user message (`api.images`):
+Images reach the state four ways, all typed `Image` parts of a user message (`api.checking.images`):
 `image_url` content parts of a transcript's user messages; an object state whose `images` is a list
 of image URLs (one user message: the images, then the rest of the object as compact JSON, as the seed
 system sends it); and the official API's `assets`, whose placeholders stand for the image wherever they
@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from api.images import ImageLimits, assets_check, images_total_check
-from api.json_body import JsonKeyed, Loc, document_problems, json_cache_cost, json_cached, json_kind
-from api.state_parsing import Checker, conversation_check, is_text
+from api.checking.checker import Checker, conversation_check, is_text
+from api.checking.images import ImageLimits, assets_check, images_total_check
+from api.checking.json_body import JsonKeyed, Loc, document_problems, json_cache_cost, json_cached, json_kind
 from inference.errors import Problem, RequestInvalid, value_quoted
 from inference.lru import SizedLRU
 from inference.questions import QUESTION_TYPES, Question, question_build

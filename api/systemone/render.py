@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.headers import served_headers_common
+from api.plumbing.headers import served_headers_common
 from api.systemone.service import Served
 from calibration.applied import calibrated_header
 from inference.scoring import Answer

@@ -8,12 +8,12 @@ from typing import Any
 
 from django.conf import settings
 
-from api.body_lane import body_lane_run
-from api.evaluate import evaluation_calibrated
-from api.images import ImageLimits
-from api.metering import phase_timed
-from api.ratelimits import Admission
-from api.recording import evaluation_recorded
+from api.checking.images import ImageLimits
+from api.plumbing.body_lane import body_lane_run
+from api.plumbing.evaluate import evaluation_calibrated
+from api.plumbing.metering import phase_timed
+from api.plumbing.ratelimits import Admission
+from api.plumbing.recording import evaluation_recorded
 from api.systemone.parsing import Limits, SystemOneRequest, systemone_request_parse
 from audit.callers import Caller
 from audit.storage.records import Received

@@ -38,13 +38,13 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from rest_framework.exceptions import AuthenticationFailed
 
-from api.authentication import caller_authenticate
-from api.body_lane import body_lane_run
+from api.checking.json_body import body_parse, document_problems
 from api.errors import ApiError, exception_detail
-from api.json_body import body_parse, document_problems
-from api.json_render import text_encode
-from api.metering import CLIENT_CLOSED, meter_caller, meter_close, meter_open, phase_timed
-from api.ratelimits import request_admitted, subject_of
+from api.plumbing.authentication import caller_authenticate
+from api.plumbing.body_lane import body_lane_run
+from api.plumbing.json_render import text_encode
+from api.plumbing.metering import CLIENT_CLOSED, meter_caller, meter_close, meter_open, phase_timed
+from api.plumbing.ratelimits import request_admitted, subject_of
 from api.requestids import client_address_bound, request_id_assign, request_id_bound
 from api.systemone.render import answer_render
 from api.systemone.service import systemone_evaluate
@@ -138,7 +138,7 @@ def stream_origin_allowed(*, scope: dict[str, Any]) -> bool:
 
 
 _shares: Counter[str] = Counter()
-"""Stream sockets open in this process per subject (`api.ratelimits.subject_of`: a key, or an address)."""
+"""Stream sockets open in this process per subject (`api.plumbing.ratelimits.subject_of`: a key, or an address)."""
 
 
 def socket_share_take(*, subject: str) -> bool:

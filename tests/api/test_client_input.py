@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from api.checking.json_body import NESTING_MAX, body_parse, document_problems
 from api.errors import problems_render
-from api.json_body import NESTING_MAX, body_parse, document_problems
 from tests.api.helpers import NOUL, assert_validation, body_with
 
 HIGH, LOW = "\ud800", "\udfff"

@@ -72,7 +72,7 @@ async def test_the_same_fault_gives_the_same_message_but_for_the_id(api, fake):
 
 
 async def test_a_bug_answers_500_with_the_request_id_and_no_exception_text(api, fake, monkeypatch):
-    from api import evaluate
+    from api.plumbing import evaluate
 
     async def broken(**kwargs):
         raise KeyError(f"http://admin:{SECRET}@db.internal/")

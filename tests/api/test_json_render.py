@@ -1,5 +1,5 @@
 """The API's JSON, byte for byte: each body below is written exactly as it was before rendering moved to
-`api/json_render.py` and was encoded once (the bytes were recorded from the old two-pass `json_bytes`)."""
+`api/plumbing/json_render.py` and was encoded once (the bytes were recorded from the old two-pass `json_bytes`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from api.json_render import body_encode, text_encode
+from api.plumbing.json_render import body_encode, text_encode
 
 
 class Kind(enum.StrEnum):

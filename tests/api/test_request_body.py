@@ -75,7 +75,7 @@ async def test_compression_bomb_gets_413(api, fake, encoding):
 
 async def guard_refusal(scope, receive, *, read_timeout=5.0):
     """What the body reader alone (10 KiB limit) sends for `scope`, in front of an app that must not run."""
-    from api.request_body import RequestBodyReader
+    from api.plumbing.request_body import RequestBodyReader
 
     sent: list[dict] = []
 

@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
+from api.checking.images import ImageLimits
 from api.decisions.parsing import Limits, decisions_request_parse
-from api.images import ImageLimits
 from inference.prompts import prompt_split
 from testbed.images import png_bytes
 from testbed.qwen3 import qwen3_tokenizer

@@ -24,10 +24,11 @@ from django.db import OperationalError
 from django.urls import URLPattern, URLResolver
 from jsonschema import Draft202012Validator
 
-from api import feedback, ratelimits, views
+from api import feedback, views
 from api.classify import registry
 from api.openapi.classify import CLASSIFY_REQUEST
 from api.openapi.decisions import DECISIONS_CHAT_REQUEST, DECISIONS_REQUEST
+from api.plumbing import ratelimits
 from fake_sglang import FakeSGLang
 from inference.runner import Evaluator
 from serving.evaluator import evaluator_install

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from api import body_lane
-from api.body_lane import OFF_LOOP_BYTES
+from api.checking.json_body import body_parse, document_problems
 from api.decisions.parsing import decisions_request_parse
 from api.decisions.service import decisions_limits
-from api.json_body import body_parse, document_problems
+from api.plumbing import body_lane
+from api.plumbing.body_lane import OFF_LOOP_BYTES
 from api.systemone.parsing import systemone_request_parse
 from api.systemone.service import request_limits
 from inference.errors import RequestInvalid

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from api.images import ImageLimits, assets_check, image_of_url
-from api.state_parsing import Checker
+from api.checking.checker import Checker
+from api.checking.images import ImageLimits, assets_check, image_of_url
 from api.systemone.parsing import Limits, systemone_request_parse
 from inference.errors import RequestInvalid
 from tests.linear import assert_linear

@@ -13,7 +13,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from api.management.commands.serve import server_options
-from api.request_body import RequestBodyReader
+from api.plumbing.request_body import RequestBodyReader
 from api.requestids import RequestIds
 from serving.servers import server_create
 from testbed.ports import free_port

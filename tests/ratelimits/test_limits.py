@@ -71,7 +71,7 @@ async def test_evaluations_in_flight_are_limited_per_caller(api, fake, limit):
 
 
 async def test_unset_limits_count_nothing(api, fake, limit, monkeypatch):
-    from api import ratelimits
+    from api.plumbing import ratelimits
 
     def counted() -> None:
         raise AssertionError("no limit is set, so nothing may be counted")
@@ -101,7 +101,7 @@ def test_two_processes_share_the_counts_through_redis(fake, redis_counts, tmp_pa
 
 def test_redis_down_serves_unlimited_when_open_and_429_when_closed(evaluator, fake, limit, caplog):
     limit(key_requests_per_minute=1, redis_url="redis://127.0.0.1:1/0")
-    with LiveServer() as server, caplog.at_level(logging.WARNING, logger="api.ratelimits"):
+    with LiveServer() as server, caplog.at_level(logging.WARNING, logger="api.plumbing.ratelimits"):
         opened = [httpx.post(f"{server.url}/v1/systemone", json=README_REQUEST, timeout=30) for _ in range(3)]
         limit(key_requests_per_minute=1, redis_url="redis://127.0.0.1:1/0", rate_limit_failure="closed")
         closed = httpx.post(f"{server.url}/v1/decisions", json=DECISIONS_REQUEST, timeout=30)
@@ -142,7 +142,7 @@ async def test_an_address_sending_wrong_keys_gets_429_before_any_key_lookup(api,
     async def looked_up(**kwargs):
         raise AssertionError("a refused address must not cost a key lookup")
 
-    monkeypatch.setattr("api.authentication.apikey_verify", looked_up)
+    monkeypatch.setattr("api.plumbing.authentication.apikey_verify", looked_up)
     refused = await api.post("/v1/systemone", json=README_REQUEST, headers={"Authorization": f"Bearer {good.secret}"})
     assert_limited(refused, counted=None)
 

@@ -1,4 +1,4 @@
-"""Per-key limits counted in a real Redis through batched pipelines (`api/ratelimits_redis.py`): the counts
+"""Per-key limits counted in a real Redis through batched pipelines (`api/plumbing/ratelimits_redis.py`): the counts
 are the `limits` library's own, the 429s are the in-process ones, cancelled requests give their in-flight
 slot back, the in-flight count's expiry is renewed, a flushed script cache is reloaded, and Redis down
 follows the failure policy without a 5xx."""
@@ -17,8 +17,8 @@ from limits import RateLimitItemPerMinute, RateLimitItemPerSecond
 from limits.aio.storage import RedisStorage
 from limits.aio.strategies import SlidingWindowCounterRateLimiter
 
-from api.ratelimits import KEY_PREFIX, request_admitted
-from api.ratelimits_redis import RedisCounts, window_of, window_stats_of
+from api.plumbing.ratelimits import KEY_PREFIX, request_admitted
+from api.plumbing.ratelimits_redis import RedisCounts, window_of, window_stats_of
 from tests.conftest import README_REQUEST
 from tests.ratelimits.conftest import REDIS_URL, assert_limited
 
@@ -28,7 +28,7 @@ SUBJECT = f"address:{ADDRESS}"
 
 
 def library_storage() -> RedisStorage:
-    """The library's own view of the same counts, as `api/ratelimits.py` configures it."""
+    """The library's own view of the same counts, as `api/plumbing/ratelimits.py` configures it."""
     return RedisStorage(f"async+{REDIS_URL}", implementation="redispy", key_prefix=KEY_PREFIX)
 
 
@@ -180,7 +180,7 @@ async def test_a_flushed_script_cache_is_loaded_again(via_redis):
 
 @pytest.mark.parametrize("policy", ["open", "closed"])
 async def test_redis_down_follows_the_failure_policy_and_is_never_a_5xx(api, fake, limit, caplog, monkeypatch, policy):
-    from api import ratelimits
+    from api.plumbing import ratelimits
 
     monkeypatch.setitem(ratelimits._outage, "logged", False)
     limit(

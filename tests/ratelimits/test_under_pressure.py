@@ -144,7 +144,7 @@ def silent_redis() -> Iterator[str]:
 async def test_a_redis_that_never_answers_is_down_after_the_timeout_then_not_asked(
     api, fake, limit, silent_redis, policy, monkeypatch
 ):
-    from api import ratelimits
+    from api.plumbing import ratelimits
 
     asked: list[int] = []
     admit = ratelimits._admit

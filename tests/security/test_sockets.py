@@ -197,7 +197,7 @@ async def test_a_key_store_outage_closes_the_socket_with_4503_never_a_server_err
     async def unavailable(**kwargs):
         raise KeysUnavailable("the database is down")
 
-    monkeypatch.setattr("api.authentication.apikey_verify", unavailable)
+    monkeypatch.setattr("api.plumbing.authentication.apikey_verify", unavailable)
     async with connect(ws_url(served), additional_headers=bearer("oj_someone_else")) as ws:
         code, reason = await closed_with(ws)
     assert code == 4503 and "retry shortly" in reason

@@ -31,7 +31,7 @@ def test_a_bug_behind_the_admin_is_a_500_whose_traceback_django_logs_once(admin_
 
 
 async def test_a_bug_behind_the_api_logs_its_traceback_once_with_the_request_id(api, fake, monkeypatch, caplog):
-    from api import evaluate
+    from api.plumbing import evaluate
 
     async def broken(**kwargs: object) -> None:
         raise ZeroDivisionError("a bug in the core")

@@ -44,7 +44,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.module_loading import import_string
 
 from api.errors import ApiError, error_body
-from api.json_render import body_encode
+from api.plumbing.json_render import body_encode
 from api.systemone.stream import stream_transport_limit
 from inference.backends.sglang import HEALTH_PATH, READINESS_PATH
 from inference.errors import StartupError

@@ -19,7 +19,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from api.errors import ApiError
-from api.ratelimits import bad_key_counted, bad_keys_refused
+from api.plumbing.ratelimits import bad_key_counted, bad_keys_refused
 from api.requestids import client_address_current
 from audit.callers import Caller
 from audit.keys import KeysUnavailable, apikey_verify

@@ -21,7 +21,7 @@ import zlib
 import zstandard
 
 from api.errors import SHOULD_RETRY, ApiError, error_body, shape_of_path
-from api.json_render import body_encode
+from api.plumbing.json_render import body_encode
 from api.requestids import ASGIApp, Message, Receive, Scope, Send
 from inference.errors import value_quoted
 

@@ -18,9 +18,9 @@ from datetime import datetime
 from django.conf import settings
 from django.utils import timezone
 
-from api.body_lane import BodyLaneFull
 from api.errors import api_error_of, problems_render
-from api.metering import meter_evaluated, phase_timed
+from api.plumbing.body_lane import BodyLaneFull
+from api.plumbing.metering import meter_evaluated, phase_timed
 from audit.callers import Caller
 from audit.livefeed import live_feed
 from audit.storage.records import Failure, Received, StoredEvaluation

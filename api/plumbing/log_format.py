@@ -3,7 +3,7 @@
 Every line has `time` (UTC, ISO 8601), `level`, `logger` and `message`, and, when it was written while a request
 was served, the request's `request_id`, its `trace_id` (with tracing on), its `api` and the caller's `key` (its
 public label, `oj_<prefix>`; never a secret). Each evaluating request also ends with one line of its own
-(`openjev.request`: `route`, `status`, `duration_ms`), written by its meter (`api.metering`). Redaction is the
+(`openjev.request`: `route`, `status`, `duration_ms`), written by its meter (`api.plumbing.metering`). Redaction is the
 text format's (`serving.redaction`): the whole line, after formatting, so no field can carry a secret out.
 """
 
@@ -14,9 +14,9 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from api.metering import meter_current
+from api.plumbing.metering import meter_current
+from api.plumbing.tracing import trace_id_current
 from api.requestids import request_id_current
-from api.tracing import trace_id_current
 from serving.redaction import RedactingFormatter, configured_secrets, text_redact
 
 RECORD_FIELDS = ("route", "status", "duration_ms")

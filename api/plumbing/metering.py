@@ -1,4 +1,4 @@
-"""One meter per evaluating request: what the metrics (`serving.metrics`) and the trace (`api.tracing`) of the
+"""One meter per evaluating request: what the metrics (`serving.metrics`) and the trace (`api.plumbing.tracing`) of the
 request are made of, recorded as it goes and reported once, when it ends.
 
 The outermost ASGI wrapper (`Metering`) opens a meter for every request to an evaluating route and closes it
@@ -20,14 +20,14 @@ from typing import Any
 
 from django.conf import settings
 
+from api.plumbing.tracing import RequestSpan, request_span_end, request_span_start
 from api.requestids import ASGIApp, Message, Receive, Scope, Send, request_id_current
-from api.tracing import RequestSpan, request_span_end, request_span_start
 from inference.runner import Outcome
 from inference.tracing import trace_headers_bound
 from serving import metrics
 
 request_log = logging.getLogger("openjev.request")
-"""One line per evaluating request, with JSON logs (`api.log_format`)."""
+"""One line per evaluating request, with JSON logs (`api.plumbing.log_format`)."""
 
 SYSTEMS = {"systemone": "typesafe", "stream": "typesafe", "decisions": "openai"}
 CLIENT_CLOSED = 499

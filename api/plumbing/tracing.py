@@ -7,7 +7,7 @@ On when the standard `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACE
 configured by the SDK's own `OTEL_*` variables (service name, resource attributes, headers, sampler). Unset, no
 tracing library is imported and a request pays one attribute read.
 
-Phases are recorded by the request's meter (`api.metering`) as they happen and become spans when the request
+Phases are recorded by the request's meter (`api.plumbing.metering`) as they happen and become spans when the request
 ends, with the times they had: the core times prefill and branches itself, and so needs no tracing library.
 The request's `traceparent` is handed to the backend calls (`inference.tracing`), so SGLang's spans join it.
 """

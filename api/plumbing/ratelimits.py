@@ -27,7 +27,7 @@ within `OPENJEV_RATE_LIMIT_TIMEOUT`: `OPENJEV_RATE_LIMIT_FAILURE=open` serves un
 for `OUTAGE_SECONDS` after a failure Redis is not asked at all, so a Redis that hangs costs a request nothing.
 
 With Redis, the checks of one request are sent together and the requests of one process share pipelines
-(`api/ratelimits_redis.py`): admitting a request is one round trip, reserving its tokens another, ending it a
+(`api/plumbing/ratelimits_redis.py`): admitting a request is one round trip, reserving its tokens another, ending it a
 third.
 """
 
@@ -50,7 +50,7 @@ from limits.aio.strategies import SlidingWindowCounterRateLimiter
 from limits.errors import StorageError
 
 from api.errors import ApiError
-from api.ratelimits_redis import RedisCounts, Refused, redis_admitted, redis_released, redis_tokens_reserved
+from api.plumbing.ratelimits_redis import RedisCounts, Refused, redis_admitted, redis_released, redis_tokens_reserved
 from audit.callers import Caller, KeyLimits
 from serving import metrics
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import ahocorasick
 
-from api.images import ImageLimits, image_of_url, images_refused, is_image_url
-from api.json_body import Loc, json_kind
+from api.checking.images import ImageLimits, image_of_url, images_refused, is_image_url
+from api.checking.json_body import Loc, json_kind
 from inference.errors import Problem, value_quoted
 from inference.questions import text_render
 from inference.requests import ROLES, Image, ImageMeta, Message, Part, Role, conversation_of_text

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from api.json_body import Loc, json_kind
+from api.checking.json_body import Loc, json_kind
 from inference.errors import Problem, value_quoted
 from inference.requests import Image, ImageMeta
 

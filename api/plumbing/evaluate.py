@@ -4,8 +4,8 @@ same question gets the same answer whichever format asked it."""
 
 from __future__ import annotations
 
-from api.ratelimits import Admission
-from api.recording import Recording
+from api.plumbing.ratelimits import Admission
+from api.plumbing.recording import Recording
 from calibration.applied import answer_calibrated, calibrating_get, outcome_calibrated
 from inference.requests import EvaluationRequest
 from inference.runner import Outcome, evaluation_run

@@ -2,7 +2,7 @@
 JSON, then one part per image (`asset-0`, `asset-1`, ...), which the JSON's `assets` name.
 
 Parsed here, strictly and in memory, rather than by Django's upload handlers: the body reader
-(`api.request_body`) has already bounded and decoded the whole body, every part included,
+(`api.plumbing.request_body`) has already bounded and decoded the whole body, every part included,
 and Django's parser would spool files to disk and apply limits of its own. The number of parts is
 capped too, so a body of a million empty parts is refused before any of them is read.
 """

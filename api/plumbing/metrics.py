@@ -20,8 +20,8 @@ from drf_spectacular.utils import extend_schema
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4
 from rest_framework.request import Request
 
-from api.authentication import bearer_token
 from api.errors import ApiError
+from api.plumbing.authentication import bearer_token
 from api.views import ApiView
 from serving.config import BASE_DIR
 from serving.metrics import ScrapeCollector, metrics_exposition
