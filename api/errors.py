@@ -1,17 +1,16 @@
 """Every error the API returns: one mapping from any exception to `ApiError`, one renderer per shape.
 
-Clients retry every 5xx three times, so a client mistake must never be reported as one: anything
-the caller can fix is a 4xx, and 5xx is kept for the backend and for our own bugs.
+Clients retry every 5xx (the official SDKs twice by default), so a client mistake must never be reported as one:
+anything the caller can fix is a 4xx, and 5xx is kept for the backend and for our own bugs.
 
 A 5xx tells the client a stable message for its class and the request id, nothing else: the backend's
 URL (with its credentials), its status and its own error text are for operators, who find them under
 that id in the log and in the stored evaluation (`ApiError.internal`), redacted.
 
-Three response shapes: System One's `{"detail": ...}` (a 422 lists its problems, located under `body`),
-`{"error", "type", "code"}` on `POST /v1/classify`, whose clients were written for SGLang and vLLM, and
-OpenAI's `{"error": {"message", "type", "param", "code"}}` on `POST /v1/decisions`, where an invalid
-request is a 400 and `x-should-retry` tells the SDK which failures to retry.
-Whatever produces an error (a view, DRF, the URL resolver, the ASGI body reader) renders it here.
+Each route writes its errors in its wire format's shape (`WireFormat.shape`, an `ErrorShape`: the status, the
+body and the headers its clients read); a route of no format, and any path no format serves, writes the plain
+shape, `{"detail": ...}` (a 422 lists its problems, located under `body`). Whatever produces an error (a view,
+DRF, the URL resolver, the ASGI body reader) renders it here, by the shape of its path.
 """
 
 from __future__ import annotations
@@ -19,13 +18,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from rest_framework import exceptions as drf_exceptions
 
+from api.plumbing.formats import ErrorShape, route_of_path
 from api.plumbing.json_render import json_response
-from api.requestids import path_is_classify, path_is_decisions, request_id_current
+from api.requestids import request_id_current
 from inference.errors import (
     BackendFailed,
     BackendUnavailable,
@@ -44,18 +44,12 @@ from serving.redaction import configured_secrets, text_redact
 
 log = logging.getLogger(__name__)
 
-Shape = Literal["detail", "classify", "openai"]
+PLAIN = ErrorShape()
+"""`{"detail": ...}`: routes of no wire format, and paths no format serves."""
 RETRY_AFTER = {529: "1", 503: "5"}
-SHOULD_RETRY = {429: "true", 503: "true", 529: "true"}
-"""`x-should-retry` on OpenAI's shape, which the SDK reads before its own rule (it retries 408, 409, 429
-and every 5xx): a 504 ran out the request timeout and would again, a 502 or 500 would fail again."""
-OPENAI_TYPES = {401: "invalid_request_error", 403: "permission_error", 429: "rate_limit_error"}
-"""OpenAI's error `type` by status where it is not `invalid_request_error` (4xx) or `server_error` (5xx)."""
-OPENAI_CODES = {
-    "authentication_error": "invalid_api_key",
-    "validation_error": "invalid_value",
-    "rate_limited": "rate_limit_exceeded",
-}
+RETRIED = frozenset({429, 503, 529})
+"""Statuses worth retrying: a 504 ran out the request timeout and would again, a 502 or a 500 would fail again
+(a shape whose clients read a retry hint says so)."""
 REASONS = {529: "Site Is Overloaded"}
 PUBLIC_MESSAGES = {
     500: "internal server error",
@@ -164,42 +158,26 @@ def api_error_of(exc: BaseException) -> ApiError:
     return ApiError(500, "internal_error", PUBLIC_MESSAGES[500], internal=error_text(error=exc))
 
 
-def error_body(error: ApiError, *, shape: Shape, message: str | None = None) -> dict[str, Any]:
+def error_body(error: ApiError, *, shape: ErrorShape = PLAIN, message: str | None = None) -> dict[str, Any]:
     """The error in its route's shape; `message` replaces the error's own (a 5xx's, with the request id)."""
-    text = error.message if message is None else message
-    if shape == "classify":
-        return {"error": text, "type": error.error_type, "code": error.status}
-    if shape == "openai":
-        kind = OPENAI_TYPES.get(error.status, "server_error" if error.status >= 500 else "invalid_request_error")
-        return {
-            "error": {
-                "message": text,
-                "type": kind,
-                "param": error.param,
-                "code": OPENAI_CODES.get(error.error_type, error.error_type),
-            }
-        }
-    if error.problems:
-        return {"detail": problems_render(error.problems)}
-    return {"detail": {"error_type": error.error_type, "message": text}}
+    return shape.body(error, message=error.message if message is None else message)
 
 
-def shape_of_path(path: str) -> Shape:
-    if path_is_classify(path):
-        return "classify"
-    return "openai" if path_is_decisions(path) else "detail"
+def shape_of_path(path: str) -> ErrorShape:
+    """The error shape of the route a path is for (its primary format's), the plain one for any other path."""
+    route = route_of_path(path)
+    return PLAIN if route is None else route.primary.shape
 
 
-def error_response(error: ApiError, *, shape: Shape = "detail", logged: bool = True) -> HttpResponse:
+def error_response(error: ApiError, *, shape: ErrorShape = PLAIN, logged: bool = True) -> HttpResponse:
     """The response for `error`, logged as `error_message` says. `logged=False` for Django's own error
     views: Django logs their exception (with its traceback) once the view has answered."""
     headers = dict(error.headers)
     if error.status in RETRY_AFTER:
         headers.setdefault("Retry-After", RETRY_AFTER[error.status])
-    status = error.status
-    if shape == "openai":
-        status = 400 if status == 422 else status  # OpenAI's API has no 422: an invalid request is a 400
-        headers.setdefault("x-should-retry", SHOULD_RETRY.get(status, "false"))
+    status = shape.status(error)
+    for name, value in shape.headers(error, status=status).items():
+        headers.setdefault(name, value)
     body = error_body(error, shape=shape, message=error_message(error) if logged else error.message)
     response = json_response(body=body, status=status, headers=headers)
     if logged:
@@ -230,16 +208,16 @@ def error_message(error: ApiError) -> str:
     return message
 
 
-def exception_response(exc: Exception, *, shape: Shape = "detail") -> HttpResponse:
+def exception_response(exc: Exception, *, shape: ErrorShape = PLAIN) -> HttpResponse:
     """The one place that turns any exception from an API view into a response."""
     return error_response(_api_error_logged(exc), shape=shape)
 
 
 def exception_detail(exc: BaseException) -> tuple[int, Any]:
-    """(status, `detail`) exactly as a System One view would answer `exc`, for a transport without an
-    HTTP response of its own (the WebSocket stream's error messages); logged as a response would be."""
+    """(status, `detail`) exactly as the plain shape answers `exc`, for a transport without an HTTP response of
+    its own (the WebSocket stream's error messages); logged as a response would be."""
     error = _api_error_logged(exc)
-    return error.status, error_body(error, shape="detail", message=error_message(error))["detail"]
+    return error.status, error_body(error, message=error_message(error))["detail"]
 
 
 def _api_error_logged(exc: BaseException) -> ApiError:
@@ -250,8 +228,9 @@ def _api_error_logged(exc: BaseException) -> ApiError:
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse:
-    """DRF's hook: its own exceptions (405, parse errors) get our shape too."""
-    return exception_response(exc)
+    """DRF's hook: its own exceptions (405, parse errors) get our shape too (its route's)."""
+    request = context.get("request")
+    return exception_response(exc, shape=shape_of_path(request.path) if request is not None else PLAIN)
 
 
 def not_found_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

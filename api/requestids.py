@@ -14,39 +14,31 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from api.plumbing.formats import REQUEST_ID_HEADER, route_of_path
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-HEADER = b"x-typesafe-request-id"
-OPENAI_HEADER = b"x-request-id"
-"""The id's header on `POST /v1/decisions` too: OpenAI's SDK reads it (`_request_id`) and logs it."""
-CLASSIFY_PATH = "/v1/classify"
-"""The route whose clients were written for SGLang and vLLM: their id format and error shape."""
-DECISIONS_PATH = "/v1/decisions"
-"""The route whose clients were written for OpenAI's API: its error shape and request id header."""
+HEADER = REQUEST_ID_HEADER.encode()
 
 _current: ContextVar[str | None] = ContextVar("openjev_request_id", default=None)
 _address: ContextVar[str | None] = ContextVar("openjev_client_address", default=None)
 
 
 def request_id_assign(*, path: str) -> str:
-    """`classify-<hex>` on `POST /v1/classify` (SGLang's id format, which its clients read back from
-    the body), `req_<hex>` everywhere else."""
-    prefix = "classify-" if path_is_classify(path) else "req_"
+    """A fresh id with the prefix of the path's wire format (`<prefix><hex>`; `req_` on a path of none)."""
+    route = route_of_path(path)
+    prefix = "req_" if route is None else route.primary.request_id_prefix
     return f"{prefix}{uuid.uuid4().hex}"
 
 
-def path_is_classify(path: str) -> bool:
-    """Whether `path` is `POST /v1/classify`'s, under whatever prefix a gateway mounts the API."""
-    return path.endswith(CLASSIFY_PATH)
-
-
-def path_is_decisions(path: str) -> bool:
-    """Whether `path` is `POST /v1/decisions`'s, under whatever prefix a gateway mounts the API."""
-    return path.endswith(DECISIONS_PATH)
+def request_id_headers(*, path: str) -> tuple[bytes, ...]:
+    """The headers that carry the id on the path's responses: the wire format's own names for it too."""
+    route = route_of_path(path)
+    return (HEADER,) if route is None else tuple(name.encode() for name in route.primary.request_id_headers)
 
 
 def client_address_current() -> str | None:
@@ -96,7 +88,7 @@ class RequestIds:
         path = str(scope.get("path", ""))
         request_id = request_id_assign(path=path)
         value = request_id.encode()
-        names = (HEADER, OPENAI_HEADER) if path_is_decisions(path) else (HEADER,)
+        names = request_id_headers(path=path)
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":

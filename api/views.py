@@ -1,4 +1,7 @@
-"""Thin async API views: authenticate, read the body, call one service function, render the response."""
+"""The views every route shares: the base (auth, cross-site refusal, admission, body reading, errors in the route's
+shape), the one every wire format's view extends (its format chosen by its path and body, answered by the format's
+`serve`), and the routes of no format (models, limits, health, feedback). No wire format is named here: each is
+read from its `WireFormat` (`api.plumbing.formats`)."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import functools
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from django.conf import settings
@@ -15,36 +19,23 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from api.checking.json_body import BodyNotJson, body_parse
-from api.classify.registry import classifier_names_list
-from api.classify.render import classified_render
-from api.classify.service import classify_run
-from api.decisions.render import decided_headers, decided_render
-from api.decisions.service import decisions_evaluate, decisions_limits
-from api.errors import ApiError, Shape, body_invalid, exception_response
+from api.errors import PLAIN, ApiError, body_invalid, exception_response
 from api.feedback import feedback_record
 from api.openapi import operations as doc
-from api.openapi.classify import classify_schema
 from api.openapi.feedback import feedback_schema
 from api.plumbing.authentication import BearerKeyAuthentication, caller_authenticate
 from api.plumbing.body_lane import body_lane_run
+from api.plumbing.evaluate import images_accepted
+from api.plumbing.formats import ErrorShape, Route, WireFormat, route_of_path, wire_formats
 from api.plumbing.json_render import json_response
-from api.plumbing.metering import meter_caller, phase_timed
+from api.plumbing.metering import meter_caller, meter_current, phase_timed
 from api.plumbing.multipart import MultipartInvalid, is_multipart, multipart_parse
 from api.plumbing.ratelimits import Admission, request_admitted
-from api.requestids import (
-    CLASSIFY_PATH,
-    DECISIONS_PATH,
-    client_address_current,
-    request_id_assign,
-    request_id_current,
-)
-from api.systemone.render import served_headers, served_render
-from api.systemone.service import systemone_evaluate
+from api.requestids import client_address_current, request_id_assign, request_id_current
 from audit.callers import Caller
-from calibration.applied import calibrated_header
 from serving import metrics
 from serving.compat import LeanAPIView
-from serving.evaluator import STARTUP_FAILED, evaluator_ready, evaluator_status
+from serving.evaluator import STARTUP_FAILED, evaluator_status
 from serving.hosts import origin_same
 from serving.workers import workers_state_current
 
@@ -63,7 +54,7 @@ MAX_PARTS_BEYOND_IMAGES = 8
 """Multipart parts a body may have beyond one per allowed image (the `request` part, and slack)."""
 
 
-async def _body_read(request: Request, *, multipart: bool, shape: Shape) -> Body:
+async def _body_read(request: Request, *, multipart: bool, shape: ErrorShape) -> Body:
     """The body as JSON (and parts), read in the body lane when it is large (`api.plumbing.body_lane`)."""
     content_type = request._request.META.get("CONTENT_TYPE", "")
     raw = request._request.body
@@ -73,10 +64,9 @@ async def _body_read(request: Request, *, multipart: bool, shape: Shape) -> Body
     return await body_lane_run(work=read, size=len(raw))
 
 
-def _body_decode(*, raw: bytes, content_type: str, shape: Shape) -> Body:
-    """The body as JSON (and parts). A JSON error is System One's 422 `json_invalid` (a multipart one
-    `multipart_invalid`); `POST /v1/classify` answers 400, as SGLang and vLLM do, and `POST /v1/decisions`
-    as OpenAI does."""
+def _body_decode(*, raw: bytes, content_type: str, shape: ErrorShape) -> Body:
+    """The body as JSON (and parts); one that is not JSON is answered as the route's shape says (a multipart one
+    that breaks is a located 422, `multipart_invalid`)."""
     parts: dict[str, bytes] = {}
     size = len(raw)
     if is_multipart(content_type):
@@ -90,11 +80,7 @@ def _body_decode(*, raw: bytes, content_type: str, shape: Shape) -> Body:
     try:
         return Body(data=body_parse(raw), size=size, parts=parts)
     except BodyNotJson as exc:
-        if shape == "classify":
-            raise ApiError(400, "invalid_request", str(exc)) from None
-        if shape == "openai":
-            raise ApiError(400, "invalid_json", f"We could not parse the JSON body of your request: {exc}") from None
-        raise body_invalid(message=str(exc), error_type="json_invalid", position=exc.position) from None
+        raise shape.json_invalid(exc) from None
 
 
 def _cross_site_refused(request: Request, *, content_type: str, multipart: bool) -> None:
@@ -125,23 +111,21 @@ class ApiView(LeanAPIView):
 
     authentication_classes: ClassVar[list[Any]] = [BearerKeyAuthentication]
     permission_classes: ClassVar[list[Any]] = []
-    shape: ClassVar[Shape] = "detail"
-    multipart: ClassVar[bool] = False
-    """Whether the body may be multipart/form-data (the official SDK's image uploads)."""
+    shape: ErrorShape = PLAIN
 
     def handle_exception(self, exc: Exception) -> HttpResponse:
         return exception_response(exc, shape=self.shape)
 
-    async def _served(self, request: Request, *, path: str, serve: Serve) -> HttpResponse:
+    async def _served(self, request: Request, *, path: str, serve: Serve, multipart: bool = False) -> HttpResponse:
         """Refuse what a web page sent, admit the request under its caller's limits (before its body is read:
-        an invalid body counts too), read the body (JSON, or multipart with a JSON `request` part on
-        `/v1/systemone`) and answer it with `serve`; the request id goes on errors too, so a client can quote
-        it to operators."""
+        an invalid body counts too), read the body (JSON, or multipart with a JSON `request` part where the route
+        takes one) and answer it with `serve`; the request id goes on errors too, so a client can quote it to
+        operators."""
         request_id = request_id_current() or request_id_assign(path=path)
         caller = request.auth if isinstance(request.auth, Caller) else None
         try:
             _cross_site_refused(
-                request, content_type=request._request.META.get("CONTENT_TYPE", ""), multipart=self.multipart
+                request, content_type=request._request.META.get("CONTENT_TYPE", ""), multipart=multipart
             )
             meter_caller(label=caller.label if caller is not None else "")
             async with contextlib.AsyncExitStack() as admitted:
@@ -150,7 +134,7 @@ class ApiView(LeanAPIView):
                         request_admitted(caller=caller, address=client_address_current())
                     )
                 with phase_timed("parse"):
-                    body = await _body_read(request, multipart=self.multipart, shape=self.shape)
+                    body = await _body_read(request, multipart=multipart, shape=self.shape)
                 response = await serve(body, request_id, caller, admission)
         except Exception as exc:
             response = self.handle_exception(exc)
@@ -159,35 +143,43 @@ class ApiView(LeanAPIView):
 
 
 Serve = Callable[[Body, str, Caller | None, Admission], Awaitable[HttpResponse]]
-"""What a route does with a read body: (body, request id, caller, the caller's admission) -> the response."""
 
 
-async def _systemone_answer(body: Body, request_id: str, caller: Caller | None, admission: Admission) -> HttpResponse:
-    served = await systemone_evaluate(
-        data=body.data, size=body.size, parts=body.parts, request_id=request_id, caller=caller, admission=admission
-    )
-    with phase_timed("render"):
-        return json_response(body=served_render(served=served), headers=served_headers(served=served))
+class WireFormatView(ApiView):
+    """The view of a wire format's route, `path`: every error in the shape of the format the body is written in
+    (the path's primary format's until the body is read), the body answered by that format's `serve`."""
 
+    path: ClassVar[str]
 
-async def _decisions_answer(body: Body, request_id: str, caller: Caller | None, admission: Admission) -> HttpResponse:
-    decided = await decisions_evaluate(
-        data=body.data, size=body.size, request_id=request_id, caller=caller, admission=admission
-    )
-    with phase_timed("render"):
-        return json_response(body=decided_render(decided=decided), headers=decided_headers(decided=decided))
-
-
-async def _classify_answer(body: Body, request_id: str, caller: Caller | None, admission: Admission) -> HttpResponse:
-    classified = await classify_run(
-        data=body.data, size=body.size, request_id=request_id, caller=caller, admission=admission
-    )
-    headers = {"x-typesafe-request-id": request_id, "x-openjev-model": classified.served_model}
-    with phase_timed("render"):
-        return json_response(
-            body=classified_render(classified=classified),
-            headers=headers | calibrated_header(answers=classified.outcome.answers),
+    async def post(self, request: Request) -> HttpResponse:
+        route = self._route()
+        self.shape = route.primary.shape
+        return await self._served(
+            request, path=self.path, serve=self._format_served(route), multipart=any(f.multipart for f in route.formats)
         )
+
+    def _route(self) -> Route:
+        route = route_of_path(self.path)
+        if route is None:
+            raise LookupError(f"no wire format is installed on {self.path} (settings.API_WIRE_FORMATS)")
+        return route
+
+    def _format_served(self, route: Route) -> Serve:
+        async def serve(body: Body, request_id: str, caller: Caller | None, admission: Admission) -> HttpResponse:
+            wire_format: WireFormat = route.format_of(data=body.data)
+            self.shape = wire_format.shape
+            meter = meter_current()
+            if meter is not None:
+                meter.api = wire_format.name
+            return await wire_format.serve(body, request_id, caller, admission)
+
+        return serve
+
+    def handle_exception(self, exc: Exception) -> HttpResponse:
+        if not hasattr(self, "shape") or self.shape is PLAIN:
+            route = route_of_path(self.path)
+            self.shape = route.primary.shape if route is not None else PLAIN
+        return exception_response(exc, shape=self.shape)
 
 
 async def _feedback_answer(body: Body, request_id: str, caller: Caller | None, admission: Admission) -> HttpResponse:
@@ -206,37 +198,7 @@ async def _feedback_answer(body: Body, request_id: str, caller: Caller | None, a
 class FeedbackView(ApiView):
     @feedback_schema
     async def post(self, request: Request) -> HttpResponse:
-        return await self._served(request, path="/v1/feedback", serve=_feedback_answer)
-
-
-class SystemOneView(ApiView):
-    multipart = True
-
-    @doc.systemone_schema
-    async def post(self, request: Request) -> HttpResponse:
-        return await self._served(request, path="/v1/systemone", serve=_systemone_answer)
-
-
-class DecisionsView(ApiView):
-    """`POST /v1/decisions`, OpenAI's Decisions API: every error of this route, 405 included, is in OpenAI's
-    `{"error": {"message", "type", "param", "code"}}` shape."""
-
-    shape = "openai"
-
-    @doc.decisions_schema
-    async def post(self, request: Request) -> HttpResponse:
-        return await self._served(request, path=DECISIONS_PATH, serve=_decisions_answer)
-
-
-class ClassifyView(ApiView):
-    """`POST /v1/classify`, SGLang's and vLLM's classification API over saved classifiers; every error
-    of this route, 405 included, is in their `{"error", "type", "code"}` shape."""
-
-    shape = "classify"
-
-    @classify_schema
-    async def post(self, request: Request) -> HttpResponse:
-        return await self._served(request, path=CLASSIFY_PATH, serve=_classify_answer)
+        return await self._served(request, path=request.path, serve=_feedback_answer)
 
 
 class ModelsView(ApiView):
@@ -245,17 +207,26 @@ class ModelsView(ApiView):
         config = settings.OPENJEV
         names = [config.model_alias, config.model]
         described = {config.model_alias: f"Alias of {config.model}", config.model: "Served model"}
-        # Classifiers go in OpenAI's `data` only: Jev clients read `models` as the names /v1/systemone accepts.
-        classifiers = await classifier_names_list()
+        # What a format serves besides the language model (saved classifiers) goes in OpenAI's `data` only: Jev
+        # clients read `models` as the names `model` accepts.
+        served = [name for f in wire_formats() if f.models is not None for name in await f.models()]
         return json_response(
             body={
                 "models": [
                     {"name": n, "description": described[n], "release_date": config.model_release_date} for n in names
                 ],
                 "object": "list",
-                "data": [{"id": n, "object": "model", "owned_by": "openjev"} for n in [*names, *classifiers]],
+                "data": [
+                    {"id": n, "object": "model", "created": MODEL_CREATED, "owned_by": "openjev"}
+                    for n in [*names, *served]
+                ],
             }
         )
+
+
+MODEL_CREATED = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp())
+"""`created` of every model entry (OpenAI's `Model` requires one): a fixed date, since neither the service nor a
+checkpoint knows when a model was created; clients read it as a sort key only."""
 
 
 class LimitsView(ApiView):
@@ -267,33 +238,17 @@ class LimitsView(ApiView):
                 "max_questions": c.max_questions,
                 "max_answers_per_question": c.max_answers,
                 "max_body_bytes": c.max_body_bytes,
-                "max_images": _images_accepted(),
+                "max_images": images_accepted(),
                 "max_image_bytes": c.max_image_bytes,
                 "max_input_tokens": c.max_input_tokens,
                 "max_total_input_tokens": c.max_total_input_tokens,
                 "max_concurrent_requests": c.max_concurrent_requests,
                 "max_concurrent_branches": c.max_concurrent_branches,
                 "request_timeout_seconds": c.request_timeout,
-                "decisions": _decisions_limits(),
+                # What one request of a format may ask where the format's own rules differ.
+                **{f.name: f.limits() for f in wire_formats() if f.limits is not None},
             }
         )
-
-
-def _decisions_limits() -> dict[str, int]:
-    """What one `POST /v1/decisions` may ask on this server (OpenAI's API takes up to 400 questions)."""
-    limits = decisions_limits()
-    return {
-        "max_questions": limits.max_questions,
-        "max_choices": limits.max_choices,
-        "max_levels": limits.max_levels,
-        "max_images": _images_accepted(),
-    }
-
-
-def _images_accepted() -> int:
-    """`OPENJEV_MAX_IMAGES`, or 0 once the evaluator is known to be unable to see (`images_not_supported`)."""
-    evaluator = evaluator_ready()
-    return 0 if evaluator is not None and evaluator.vision is None else settings.OPENJEV.max_images
 
 
 class HealthView(ApiView):

@@ -44,7 +44,7 @@ import django  # noqa: E402
 
 django.setup()
 
-from api.openapi.examples import README_REQUEST  # noqa: E402
+from api.systemone.examples import README_REQUEST  # noqa: E402
 from audit.storage.writer import BATCH_MAX  # noqa: E402
 from bench.server import database_for_run, process_tree, wait_http  # noqa: E402
 from testbed.faults import REDIS_URL, Caller, OpenLoad, Sent, StandIn, redis_restart, redis_start  # noqa: E402

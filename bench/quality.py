@@ -78,7 +78,7 @@ import django
 
 django.setup()
 
-from api.openapi.examples import README_REQUEST  # noqa: E402
+from api.systemone.examples import README_REQUEST  # noqa: E402
 from api.systemone.parsing import Limits, systemone_request_parse  # noqa: E402
 from api.systemone.render import answer_render  # noqa: E402
 from bench.datasets import TASKS, Item, sample_load  # noqa: E402

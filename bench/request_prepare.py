@@ -26,10 +26,10 @@ import django  # noqa: E402
 
 django.setup()
 
+from api.checking.limits import limits_configured  # noqa: E402
 from api.decisions.parsing import decisions_request_parse  # noqa: E402
 from api.decisions.service import decisions_limits  # noqa: E402
 from api.systemone.parsing import systemone_request_parse  # noqa: E402
-from api.systemone.service import request_limits  # noqa: E402
 from bench.workloads import BODIES  # noqa: E402
 from inference.prompts import Budget, plan_compile  # noqa: E402
 from testbed.qwen3 import qwen3_labels, qwen3_tokenizer  # noqa: E402
@@ -39,7 +39,7 @@ ROUNDS, CALLS = 5, 200
 
 PARSERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "systemone": lambda body: systemone_request_parse(
-        data=body, limits=request_limits(), models=frozenset({body["model"]})
+        data=body, limits=limits_configured(), models=frozenset({body["model"]})
     ),
     "decisions": lambda body: decisions_request_parse(
         data=body, limits=decisions_limits(), models=frozenset({body["model"]})

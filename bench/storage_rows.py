@@ -30,8 +30,9 @@ django.setup()
 from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from api.checking.limits import limits_configured  # noqa: E402
 from api.systemone.parsing import systemone_request_parse  # noqa: E402
-from api.systemone.service import received_of_body, request_limits  # noqa: E402
+from api.systemone.service import received_of_body  # noqa: E402
 from audit.storage.records import StoredEvaluation  # noqa: E402
 from audit.storage.rows import evaluation_rows_build  # noqa: E402
 from audit.storage.sql import rows_insert  # noqa: E402
@@ -46,7 +47,7 @@ def records_make(*, name: str, count: int) -> list[StoredEvaluation]:
     """`count` answered evaluations of workload `name`, each with its own made-up label log-probabilities."""
     body = WORKLOADS[name]
     questions = systemone_request_parse(
-        data=body, limits=request_limits(), models=frozenset({body["model"]})
+        data=body, limits=limits_configured(), models=frozenset({body["model"]})
     ).evaluation.questions
     rng = random.Random(13)
     records = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.openapi.examples import README_REQUEST
+from api.systemone.examples import README_REQUEST
 
 STATE_600 = " ".join(
     f"Message {i}: the customer reports that order #{4400 + i} arrived late and the invoice shows a double charge."

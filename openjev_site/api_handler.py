@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from api.plumbing.formats import route_of_path
+
 API_PREFIXES = ("/v1/", "/health", "/metrics")
-EVALUATING_ROUTES = {"/v1/systemone": "systemone", "/v1/decisions": "decisions", "/v1/classify": "classify"}
-"""The HTTP routes that evaluate, by the API name their metrics carry (the stream's is `stream`)."""
 
 
 def path_is_api(scope: Any, *, script_name: str | None = None) -> bool:
@@ -31,8 +31,10 @@ def path_is_api(scope: Any, *, script_name: str | None = None) -> bool:
 
 
 def evaluating_api_of(scope: Any, *, script_name: str | None = None) -> str | None:
-    """The API an HTTP request to an evaluating route is counted under; None for any other route."""
-    return EVALUATING_ROUTES.get(path_unprefixed(scope, script_name=script_name))
+    """The wire format an HTTP request to one of their routes is counted under (the path's primary format, until
+    its body says otherwise); None for any other route."""
+    route = route_of_path(path_unprefixed(scope, script_name=script_name))
+    return None if route is None else route.primary.name
 
 
 def path_unprefixed(scope: Any, *, script_name: str | None = None) -> str:

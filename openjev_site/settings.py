@@ -16,6 +16,11 @@ SECRET_KEY = OPENJEV.secret_key
 DEBUG = OPENJEV.debug
 ALLOWED_HOSTS = list(OPENJEV.allowed_hosts)
 
+API_WIRE_FORMATS = ["api.systemone", "api.decisions", "api.classify"]
+"""The wire formats served, each a package under `api/` with a `format.FORMAT` and its `urls` (`ApiConfig.ready`
+installs them for the shared plumbing, `openjev_site.urls` routes them); a format sharing another's path comes
+after it."""
+
 INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",

@@ -1,5 +1,8 @@
 """URLs. No trailing-slash redirects anywhere on the API: a POST must never be redirected."""
 
+from importlib import import_module
+
+from django.conf import settings
 from django.contrib import admin
 from django.urls import path
 
@@ -13,9 +16,8 @@ handler404 = "api.errors.not_found_view"
 handler500 = "api.errors.server_error_view"
 
 urlpatterns = [
-    path("v1/systemone", views.SystemOneView.as_view(), name="systemone"),
-    path("v1/decisions", views.DecisionsView.as_view(), name="decisions"),
-    path("v1/classify", views.ClassifyView.as_view(), name="classify"),
+    # Each wire format's own routes (settings.API_WIRE_FORMATS), then the routes every format shares.
+    *(route for package in settings.API_WIRE_FORMATS for route in import_module(f"{package}.urls").urlpatterns),
     path("v1/feedback", views.FeedbackView.as_view(), name="feedback"),
     path("v1/models", views.ModelsView.as_view(), name="models"),
     path("v1/limits", views.LimitsView.as_view(), name="limits"),

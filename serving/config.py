@@ -226,6 +226,8 @@ class OpenJevConfig:
     require_api_key: bool = setting(default=False, parse=_bool, rule="true or false")
     max_body_bytes: int = setting_count(default=2 * 1024 * 1024)
     max_questions: int = setting_count(default=64)
+    max_decisions_questions: int = setting_count(default=400)
+    """Questions in one `POST /v1/decisions` (OpenAI's Decisions API takes up to 400)."""
     max_answers: int = setting(default=255, parse=int, check=lambda v: 2 <= v <= 702, rule="an integer from 2 to 702")
     max_input_tokens: int = setting_count(default=32768)
     max_total_input_tokens: int = setting_count(default=262144)

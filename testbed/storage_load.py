@@ -103,7 +103,7 @@ def phase_run(
     *, url: str, level: StoreLevel, evaluations: int, concurrency: int, body: dict[str, Any] | None = None
 ) -> Phase:
     """Send `evaluations` requests at `concurrency` with storage at `level`; compare rows to responses."""
-    from api.openapi.examples import README_REQUEST
+    from api.systemone.examples import README_REQUEST
     from audit.storage.store import storage_stats
     from audit.storage.writer import writer_drain
 

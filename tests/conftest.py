@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from api.openapi.examples import README_REQUEST as SCHEMA_README_REQUEST
+from api.systemone.examples import README_REQUEST as SCHEMA_README_REQUEST
 from fake_sglang import FakeSGLang
 from inference.runner import Evaluator
 from serving.config import StoreLevel

@@ -24,11 +24,12 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from api.classify.format import FORMAT
 from api.classify.registry import classifier_problems, classifier_spec_of
 from api.classify.render import classified_render
 from api.classify.service import Classified, classify_run
 from api.errors import ApiError, api_error_of
-from api.requestids import CLASSIFY_PATH, request_id_assign
+from api.requestids import request_id_assign
 from audit.admin.display import probability_bars
 from audit.callers import Caller
 from audit.models import Classifier, ClassifierLabel
@@ -151,7 +152,7 @@ class ClassifierAdmin(admin.ModelAdmin):
             try:
                 classified: Classified = async_to_sync(classify_run)(
                     data={"model": obj.name, "input": form.cleaned_data["text"]},
-                    request_id=request_id_assign(path=CLASSIFY_PATH),
+                    request_id=request_id_assign(path=FORMAT.path),
                     caller=ADMIN_CALLER,
                     classifier=spec,
                 )

@@ -17,8 +17,9 @@ from functools import partial
 from typing import Any
 
 from api.checking.checker import Checker
-from api.checking.images import ImageLimits, images_total_check
+from api.checking.images import images_total_check
 from api.checking.json_body import JsonKeyed, Loc, document_problems, json_cache_cost, json_cached, json_kind
+from api.checking.limits import Limits
 from api.decisions.inputs import (
     conversation_parse,
     json_part_text,
@@ -47,14 +48,6 @@ _QUESTION_KEYS = {
 
 class ModelUnknown(Exception):
     """The body names a model this server does not serve (a 404 on this route)."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_questions: int
-    max_choices: int
-    max_levels: int
-    images: ImageLimits
 
 
 @dataclass(frozen=True)
@@ -173,7 +166,7 @@ def _questions_check(
         qid = _question_id(question, position=i, taken=ids)
         built = json_cached(
             cache=_parsed,
-            key=(qid, limits.max_choices, limits.max_levels),
+            key=(qid, limits.max_answers, limits.levels),
             value=question,
             build=partial(_question_check, check, question, ("questions", i), limits, qid=qid),
         )
@@ -218,13 +211,13 @@ def _question_check(
     if kind == "predicate":
         built = question_build(id=qid, type="noul", instructions=instructions, criteria=None), Asked(name=name)
     elif kind == "choice":
-        values, criteria = _choices_check(check, question.get("choices"), (*loc, "choices"), limits.max_choices)
+        values, criteria = _choices_check(check, question.get("choices"), (*loc, "choices"), limits.max_answers)
         built = (
             question_build(id=qid, type="choice", instructions=instructions, criteria=criteria),
             Asked(name=name, values=values),
         )
     else:
-        labels, levels = _levels_check(check, question.get("levels"), (*loc, "levels"), limits.max_levels)
+        labels, levels = _levels_check(check, question.get("levels"), (*loc, "levels"), limits.levels)
         built = (
             question_build(id=qid, type="score", instructions=instructions, criteria=levels),
             Asked(name=name, labels=labels),

@@ -12,18 +12,12 @@ from typing import Any
 
 from django.conf import settings
 
-from api.checking.images import ImageLimits
 from api.checking.json_body import Loc
-from api.decisions.parsing import (
-    MAX_LEVELS,
-    DecisionsRequest,
-    Limits,
-    ModelUnknown,
-    decisions_request_parse,
-)
+from api.checking.limits import Limits, limits_configured
+from api.decisions.parsing import MAX_LEVELS, DecisionsRequest, ModelUnknown, decisions_request_parse
 from api.errors import ApiError
 from api.plumbing.body_lane import body_lane_run
-from api.plumbing.evaluate import evaluation_calibrated
+from api.plumbing.evaluate import evaluation_calibrated, images_accepted
 from api.plumbing.metering import phase_timed
 from api.plumbing.ratelimits import Admission
 from api.plumbing.recording import evaluation_recorded
@@ -48,13 +42,20 @@ class Decided:
 
 
 def decisions_limits() -> Limits:
-    config = settings.OPENJEV
-    return Limits(
-        max_questions=config.max_questions,
-        max_choices=config.max_answers,
-        max_levels=min(MAX_LEVELS, config.max_answers),
-        images=ImageLimits(config.max_images, config.max_image_bytes, config.max_request_image_bytes),
-    )
+    """What one request may ask on this route: OpenAI's own counts of questions (up to 400;
+    `OPENJEV_MAX_DECISIONS_QUESTIONS`) and of score levels (10); the shared limits otherwise."""
+    return limits_configured(max_questions=settings.OPENJEV.max_decisions_questions, max_levels=MAX_LEVELS)
+
+
+def decisions_limits_shown() -> dict[str, int]:
+    """`GET /v1/limits`' block for this route."""
+    limits = decisions_limits()
+    return {
+        "max_questions": limits.max_questions,
+        "max_choices": limits.max_answers,
+        "max_levels": limits.levels,
+        "max_images": images_accepted(),
+    }
 
 
 def param_of(*, loc: Loc, request: DecisionsRequest | None = None) -> str | None:

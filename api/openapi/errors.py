@@ -5,8 +5,9 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse
 from rest_framework import serializers
 
-from api.errors import PUBLIC_MESSAGES, ApiError, Shape, error_body
+from api.errors import PLAIN, PUBLIC_MESSAGES, ApiError, error_body
 from api.openapi.fields import ErrorTypeField, LocField
+from api.plumbing.formats import ErrorShape
 
 
 class ValidationProblemSerializer(serializers.Serializer):
@@ -69,9 +70,11 @@ SHARED_ERRORS: dict[int, tuple[str, str]] = {
 }
 
 
-def error_example(status: int, error_type: str, message: str, *, shape: Shape = "detail") -> OpenApiExample:
-    """A documented error, rendered by the API's own renderer for its shape."""
-    name = error_type if shape == "detail" else f"{shape}_{error_type}"
+def error_example(
+    status: int, error_type: str, message: str, *, shape: ErrorShape = PLAIN, prefix: str = ""
+) -> OpenApiExample:
+    """A documented error, rendered by the API's own renderer for its shape (`prefix` names a shape's examples)."""
+    name = f"{prefix}{error_type}"
     return OpenApiExample(
         name,
         value=error_body(ApiError(status, error_type, message), shape=shape),

@@ -16,6 +16,10 @@ class ModelDescriptionSerializer(serializers.Serializer):
 class OpenAIModelSerializer(serializers.Serializer):
     id = serializers.CharField(help_text="A value for `model`.")
     object = const_field("model")(help_text="Always `model`.")
+    created = serializers.IntegerField(
+        help_text="Unix seconds, as OpenAI's `Model` requires: a fixed date (2026-01-01), since nothing here knows "
+        "when a model was made; a sort key, not a release date (`release_date` in `models`)."
+    )
     owned_by = serializers.CharField(help_text="Always `openjev`.")
 
 

@@ -4,13 +4,15 @@ same question gets the same answer whichever format asked it."""
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from api.plumbing.ratelimits import Admission
 from api.plumbing.recording import Recording
 from calibration.applied import answer_calibrated, calibrating_get, outcome_calibrated
 from inference.requests import EvaluationRequest
 from inference.runner import Outcome, evaluation_run
 from inference.streaming import AnswerSink
-from serving.evaluator import evaluator_get
+from serving.evaluator import evaluator_get, evaluator_ready
 
 
 async def evaluation_calibrated(
@@ -37,3 +39,9 @@ async def evaluation_calibrated(
         admission.tokens_used(outcome.usage.input_tokens)
     call.outcome = outcome = outcome_calibrated(outcome=outcome, calibrating=calibrating)
     return outcome
+
+
+def images_accepted() -> int:
+    """`OPENJEV_MAX_IMAGES`, or 0 once the evaluator is known to be unable to see (`images_not_supported`)."""
+    evaluator = evaluator_ready()
+    return 0 if evaluator is not None and evaluator.vision is None else settings.OPENJEV.max_images

@@ -20,7 +20,7 @@ import zlib
 
 import zstandard
 
-from api.errors import SHOULD_RETRY, ApiError, error_body, shape_of_path
+from api.errors import ApiError, error_body, shape_of_path
 from api.plumbing.json_render import body_encode
 from api.requestids import ASGIApp, Message, Receive, Scope, Send
 from inference.errors import value_quoted
@@ -86,13 +86,13 @@ async def error_response_send(send: Send, status: int, error_type: str, message:
     error = ApiError(status, error_type, message)
     shape = shape_of_path(str(scope.get("path", "")))
     body = body_encode(body=error_body(error, shape=shape))
+    status = shape.status(error)
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
         (b"connection", b"close"),
+        *((name.encode(), value.encode()) for name, value in shape.headers(error, status=status).items()),
     ]
-    if shape == "openai":  # as on every other OpenAI-shaped error (docs/decisions.md): these are never retried
-        headers.append((b"x-should-retry", SHOULD_RETRY.get(status, "false").encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

@@ -21,9 +21,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from api.checking.limits import limits_configured
 from api.errors import problems_text
 from api.systemone.parsing import systemone_request_parse
-from api.systemone.service import request_limits, systemone_evaluate
+from api.systemone.service import systemone_evaluate
 from audit.models import DatasetRun, Evaluation, EvaluationAnswer
 from audit.storage.writer import writer_drain
 from calibration.labelled import label_key_of, label_rule, labelled_report
@@ -51,7 +52,7 @@ def _item_build(*, line: int, state: Any, question: Any, label: Any) -> DatasetI
     body = {"model": settings.OPENJEV.model_alias, "state": state, "questions": {QUESTION_ID: question}}
     config = settings.OPENJEV
     try:
-        request = systemone_request_parse(data=body, limits=request_limits(), models=config.language_model_names)
+        request = systemone_request_parse(data=body, limits=limits_configured(), models=config.language_model_names)
     except RequestInvalid as exc:
         raise DatasetInvalid(f"line {line}: {problems_text(exc.problems)}") from None
     asked = request.evaluation.questions[0]

@@ -15,24 +15,18 @@ appear inside the state's strings, the asset holding `data_base64` or naming a m
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from api.checking.checker import Checker, conversation_check, is_text
-from api.checking.images import ImageLimits, assets_check, images_total_check
+from api.checking.images import assets_check, images_total_check
 from api.checking.json_body import JsonKeyed, Loc, document_problems, json_cache_cost, json_cached, json_kind
+from api.checking.limits import Limits
 from inference.errors import Problem, RequestInvalid, value_quoted
 from inference.lru import SizedLRU
 from inference.questions import QUESTION_TYPES, Question, question_build
 from inference.requests import EvaluationRequest, Message
 from serving.config import language_model_named
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_questions: int
-    max_answers: int
-    images: ImageLimits = field(default_factory=ImageLimits)
 
 
 @dataclass(frozen=True)
@@ -200,7 +194,7 @@ def _score_check(check: Checker, criteria: Any, loc: Loc, limits: Limits) -> Non
             "missing" if criteria is None else "list_type",
         )
         return
-    if not check.count(criteria, loc, limit=limits.max_answers, what="score"):
+    if not check.count(criteria, loc, limit=limits.levels, what="score"):
         return
     for i, level in enumerate(criteria):
         check.text(level, (*loc, i), nullable=False)

@@ -8,13 +8,13 @@ from typing import Any
 
 from django.conf import settings
 
-from api.checking.images import ImageLimits
+from api.checking.limits import limits_configured
 from api.plumbing.body_lane import body_lane_run
 from api.plumbing.evaluate import evaluation_calibrated
 from api.plumbing.metering import phase_timed
 from api.plumbing.ratelimits import Admission
 from api.plumbing.recording import evaluation_recorded
-from api.systemone.parsing import Limits, SystemOneRequest, systemone_request_parse
+from api.systemone.parsing import SystemOneRequest, systemone_request_parse
 from audit.callers import Caller
 from audit.storage.records import Received
 from inference.questions import QUESTION_TYPES
@@ -59,16 +59,6 @@ def received_of_body(*, data: Any) -> Received:
     )
 
 
-def request_limits() -> Limits:
-    """What a System One request may ask, from the settings."""
-    config = settings.OPENJEV
-    return Limits(
-        config.max_questions,
-        config.max_answers,
-        ImageLimits(config.max_images, config.max_image_bytes, config.max_request_image_bytes),
-    )
-
-
 async def systemone_evaluate(
     *,
     data: Any,
@@ -84,7 +74,7 @@ async def systemone_evaluate(
     bytes (a large one is validated in the body lane); `admission` holds the caller's limits (its tokens are
     reserved once counted)."""
     config = settings.OPENJEV
-    limits = request_limits()
+    limits = limits_configured()
     with evaluation_recorded(
         request_id=request_id, caller=caller, unparsed=lambda: received_of_body(data=data)
     ) as call:

@@ -8,7 +8,8 @@ from typing import Any
 
 import httpx
 
-from api.systemone.parsing import Limits, systemone_request_parse
+from api.checking.limits import Limits
+from api.systemone.parsing import systemone_request_parse
 from fake_sglang import FakeSGLang
 from inference.prompts import Budget, Plan, plan_compile
 from inference.scoring import probabilities_compute

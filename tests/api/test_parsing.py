@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from api.checking.limits import Limits
 from api.errors import problems_render
-from api.systemone.parsing import Limits, systemone_request_parse
+from api.systemone.parsing import systemone_request_parse
 from inference.errors import RequestInvalid
 
 QUESTIONS = {"q": {"type": "noul"}}

@@ -9,6 +9,8 @@ import math
 import re
 import time
 
+import openai
+
 from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
 from tests.classify.conftest import (
@@ -134,7 +136,9 @@ async def test_models_lists_classifiers_in_data_only(api, fake, sentiment, setti
     config = settings.OPENJEV
     assert [m["name"] for m in body["models"]] == [config.model_alias, config.model]
     assert [d["id"] for d in body["data"]] == [config.model_alias, config.model, "sentiment", "spam", "urgency"]
-    assert all(set(d) == {"id", "object", "owned_by"} and d["object"] == "model" for d in body["data"])
+    assert all(set(d) == {"id", "object", "created", "owned_by"} and d["object"] == "model" for d in body["data"])
+    for entry in body["data"]:  # what the official SDK reads each entry as
+        openai.types.Model.model_validate(entry, strict=True)
 
 
 async def test_models_still_answers_when_classifiers_cannot_be_read(api, fake, monkeypatch, settings):

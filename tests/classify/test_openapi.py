@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.openapi.classify import CLASSIFY_REQUEST, CLASSIFY_RESPONSE
+from api.classify.openapi import CLASSIFY_REQUEST, CLASSIFY_RESPONSE
 from tests.classify.conftest import SENTIMENT
 from tests.docs.conftest import component_validator, openapi
 

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 from openai.types import Decision
 
-from api.openapi.decisions import DECISIONS_REQUEST
+from api.decisions.openapi import DECISIONS_REQUEST
 
 PATH = "/v1/decisions"
 

@@ -10,7 +10,8 @@ from dataclasses import replace
 import pytest
 
 from api.checking.images import ImageLimits
-from api.decisions.parsing import Limits, decisions_request_parse
+from api.checking.limits import Limits
+from api.decisions.parsing import decisions_request_parse
 from inference.prompts import prompt_split
 from testbed.images import png_bytes
 from testbed.qwen3 import qwen3_tokenizer
@@ -34,7 +35,9 @@ TOOL_INPUT = [
 def _conversation_text(body: dict) -> str:
     """The shared prefix the model reads for `body`, as the Qwen3 chat template renders it."""
     request = decisions_request_parse(
-        data=body, limits=Limits(64, 255, 10, ImageLimits(4)), models=frozenset({"jev-latest"})
+        data=body,
+        limits=Limits(max_questions=64, max_answers=255, max_levels=10, images=ImageLimits(4)),
+        models=frozenset({"jev-latest"}),
     )
     return prompt_split(tokenizer=qwen3_tokenizer(), conversation=request.evaluation.conversation)[0]
 
@@ -173,7 +176,7 @@ async def test_an_image_in_question_instructions_is_a_clear_400(api, fake):
         ({"questions": [question_with(type="boolean")]}, "questions[0].type", "invalid_value"),
         ({"questions": [question_with(instructions="  ")]}, "questions[0].instructions", "string_below_min_length"),
         ({"questions": [question_with(criteria={"true": "x"})]}, "questions[0].criteria", "unknown_parameter"),
-        ({"questions": [question_with()] * 65}, "questions", "array_above_max_length"),
+        ({"questions": [question_with()] * 401}, "questions", "array_above_max_length"),
         ({"questions": []}, "questions", "array_below_min_length"),
         ({"temperature": 0}, "temperature", "unknown_parameter"),
         (

@@ -12,7 +12,7 @@ from django.conf import settings
 from openai import OpenAI
 from openai.types import Decision
 
-from api.openapi.decisions import DECISIONS_REQUEST
+from api.decisions.openapi import DECISIONS_REQUEST
 from inference.gguf import DEFAULT_SOURCE
 from serving.evaluator import evaluator_build, evaluator_install
 from testbed.live_server import LiveServer

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Response, Route, sync_playwright
 
-from api.openapi.examples import REQUEST_EXAMPLES
+from api.systemone.examples import REQUEST_EXAMPLES
 from serving.config import BASE_DIR
 from testbed.live_server import LiveServer
 from tests.browser import chromium_require

@@ -25,10 +25,13 @@ from django.urls import URLPattern, URLResolver
 from jsonschema import Draft202012Validator
 
 from api import feedback, views
+from api.classify import answer as classify_answer
 from api.classify import registry
-from api.openapi.classify import CLASSIFY_REQUEST
-from api.openapi.decisions import DECISIONS_CHAT_REQUEST, DECISIONS_REQUEST
+from api.classify.openapi import CLASSIFY_REQUEST
+from api.decisions import answer as decisions_answer
+from api.decisions.openapi import DECISIONS_CHAT_REQUEST, DECISIONS_REQUEST
 from api.plumbing import ratelimits
+from api.systemone import answer as systemone_answer
 from fake_sglang import FakeSGLang
 from inference.runner import Evaluator
 from serving.evaluator import evaluator_install
@@ -300,11 +303,17 @@ def _cross_site(path: str, body: Json) -> Drive:
     return drive
 
 
-RENDERERS = {"/v1/systemone": "served_render", "/v1/decisions": "decided_render", "/v1/classify": "classified_render"}
+RENDERERS = {
+    "/v1/systemone": (systemone_answer, "served_render"),
+    "/v1/decisions": (decisions_answer, "decided_render"),
+    "/v1/classify": (classify_answer, "classified_render"),
+}
+"""Each route's answer module and the renderer it calls."""
 
 
 def _render_bug(path: str, body: Json, *, classifiers: bool = False) -> Drive:
-    return _bug(path, body, views, RENDERERS[path], classifiers=classifiers)
+    module, name = RENDERERS[path]
+    return _bug(path, body, module, name, classifiers=classifiers)
 
 
 # -- Drivers of single routes -----------------------------------------------------------------------------------
@@ -418,12 +427,12 @@ CASES: dict[Operation, list[Case]] = {
     ("get", "/v1/models"): [
         Case("the model names, and the classifiers", 200, _models_with_classifiers),
         Case("no key while auth is on", 401, _unauthenticated("/v1/models")),
-        Case("a bug", 500, _bug("/v1/models", None, views, "classifier_names_list")),
+        Case("a bug", 500, _bug("/v1/models", None, views, "wire_formats")),
     ],
     ("get", "/v1/limits"): [
         Case("the limits", 200, _get("/v1/limits")),
         Case("no key while auth is on", 401, _unauthenticated("/v1/limits")),
-        Case("a bug", 500, _bug("/v1/limits", None, views, "decisions_limits")),
+        Case("a bug", 500, _bug("/v1/limits", None, views, "images_accepted")),
     ],
     ("get", "/health"): [
         Case("ready, auth off: the model and the worker named", 200, _get("/health")),

@@ -9,8 +9,8 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.validation import validate_schema
 
 from api.openapi import document as openapi_document
-from api.openapi.examples import README_REQUEST
 from api.openapi.fields import ERROR_TYPES
+from api.systemone.examples import README_REQUEST
 from tests.conftest import README_REQUEST as TESTS_README_REQUEST
 from tests.docs.conftest import component_validator, openapi
 

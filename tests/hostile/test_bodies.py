@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from api.checking.json_body import body_parse, document_problems
+from api.checking.limits import limits_configured
 from api.decisions.parsing import decisions_request_parse
 from api.decisions.service import decisions_limits
 from api.plumbing import body_lane
 from api.plumbing.body_lane import OFF_LOOP_BYTES
 from api.systemone.parsing import systemone_request_parse
-from api.systemone.service import request_limits
 from inference.errors import RequestInvalid
 from tests.conftest import README_REQUEST
 from tests.linear import assert_linear
@@ -34,7 +34,7 @@ def systemone_work(state_of_size):
 
         def run() -> None:
             with contextlib.suppress(RequestInvalid):
-                systemone_request_parse(data=body_parse(raw), limits=request_limits(), models=MODELS)
+                systemone_request_parse(data=body_parse(raw), limits=limits_configured(), models=MODELS)
 
         return run
 

@@ -16,7 +16,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin
 
-from api.openapi.decisions import DECISIONS_REQUEST
+from api.decisions.openapi import DECISIONS_REQUEST
 from tests.conftest import README_REQUEST
 from tests.database import db
 

@@ -97,7 +97,7 @@ def server_options(*, config: OpenJevConfig, options: dict[str, Any]) -> ServerO
         keep_alive=options["keep_alive"],
         access_log=options["access_log"],
         header_timeout=config.header_timeout,
-        header_timeout_body=body_encode(body=error_body(late, shape="detail")),
+        header_timeout_body=body_encode(body=error_body(late)),
         websocket_max_bytes=stream_transport_limit(max_body_bytes=config.max_body_bytes),
     )
 

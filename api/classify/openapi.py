@@ -7,6 +7,7 @@ from typing import Any
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 
+from api.classify.errors import CLASSIFY_SHAPE
 from api.openapi.errors import CROSS_SITE_DESCRIPTION, SHARED_ERRORS, ClassifyErrorSerializer, error_example
 from api.openapi.fields import ClassifyInputField, NullField, ZeroField, const_field, probability_field
 from api.openapi.operations import (
@@ -16,7 +17,7 @@ from api.openapi.operations import (
     RATE_LIMITED_DESCRIPTION,
     RETRY_AFTER_HEADER,
 )
-from api.openapi.systemone import PROBABILITY_HELP
+from api.systemone.openapi import PROBABILITY_HELP
 
 
 class ClassifyRequestSerializer(serializers.Serializer):
@@ -151,15 +152,22 @@ classify_schema = extend_schema(
             status_codes=["200"],
             summary="One result per review",
         ),
-        error_example(400, "invalid_request", "`input` is required: a text, or a list of texts", shape="classify"),
+        error_example(
+            400,
+            "invalid_request",
+            "`input` is required: a text, or a list of texts",
+            shape=CLASSIFY_SHAPE,
+            prefix="classify_",
+        ),
         error_example(
             404,
             "not_found",
             "no classifier named 'sentimnet'; GET /v1/models lists them after the model names",
-            shape="classify",
+            shape=CLASSIFY_SHAPE,
+            prefix="classify_",
         ),
         *(
-            error_example(status, error_type, message, shape="classify")
+            error_example(status, error_type, message, shape=CLASSIFY_SHAPE, prefix="classify_")
             for status, (error_type, message) in SHARED_ERRORS.items()
         ),
     ],

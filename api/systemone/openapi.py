@@ -7,10 +7,21 @@ error locations and byte-exact keys). `tests/docs/test_schema.py` holds the two 
 
 from __future__ import annotations
 
-from drf_spectacular.utils import PolymorphicProxySerializer
+from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers
 
+from api.openapi.errors import (
+    BODY_CORRUPT,
+    BODY_LATE,
+    BODY_TOO_LARGE,
+    CROSS_SITE,
+    KEY_MISSING,
+    ValidationErrorSerializer,
+    error_documented,
+)
 from api.openapi.fields import ModelField, NullableTextField, TextField, const_field, probability_field
+from api.openapi.operations import OPTIONAL_AUTH, RATE_LIMITED_DESCRIPTION, RESPONSE_HEADERS
+from api.systemone.examples import REQUEST_EXAMPLES, RESPONSE_EXAMPLES
 
 INSTRUCTIONS_HELP = (
     "What to ask about the state. A string is shown verbatim; an object or array is shown as compact "
@@ -157,3 +168,62 @@ class SystemOneResponseSerializer(serializers.Serializer):
         child=AnswerSerializer, help_text="Question id → answer: the same ids as the request, in the same order."
     )
     usage = UsageSerializer(help_text="What the evaluation cost the backend.")
+
+
+SYSTEMONE_RESPONSES: dict[int, OpenApiResponse] = {
+    200: OpenApiResponse(
+        SystemOneResponseSerializer, description="One answer per question, keyed by the question ids of the request."
+    ),
+    400: BODY_CORRUPT,
+    401: KEY_MISSING,
+    403: CROSS_SITE,
+    408: BODY_LATE,
+    413: BODY_TOO_LARGE,
+    415: error_documented(
+        "The `Content-Encoding` is not gzip, zstd or identity, or the body is not declared JSON "
+        "(or multipart) (`unsupported_media_type`)."
+    ),
+    422: OpenApiResponse(
+        ValidationErrorSerializer,
+        description="Validation failed: a body that is not JSON or not UTF-8 (`json_invalid`, "
+        'located at `["body", <position>]`) or not the multipart form '
+        "(`multipart_invalid`); shape, counts, unknown model, chat roles or content, a "
+        "transcript the model's chat template cannot render, text that is not valid "
+        "Unicode (a lone surrogate), a number beyond a double, nesting over 128 levels, "
+        "a token budget, or images (`images_not_supported` when the served model cannot "
+        "see, `too_many_images`, `image_too_large`, `image_format`, `image_url`, ...). "
+        "Nothing was run.",
+    ),
+    429: error_documented(RATE_LIMITED_DESCRIPTION),
+    500: error_documented("A bug on our side (`internal_error`)."),
+    502: error_documented("The backend answered with an error or malformed log-probabilities (`backend_error`)."),
+    503: error_documented("The backend is unreachable or still starting (`backend_unavailable`); see `Retry-After`."),
+    504: error_documented("The evaluation took longer than `request_timeout_seconds` (`timeout`)."),
+    529: error_documented(
+        "More than `max_concurrent_requests` evaluations are running in this process (`overloaded`); "
+        "retry after `Retry-After`."
+    ),
+}
+
+SYSTEMONE_DESCRIPTION = """\
+Answers every question about `state` from the model's log-probabilities for single-token answer labels at the first
+output position: no text is generated. The state is rendered once with the model's chat template and cached by the
+backend (the warm-up); each question then adds only its own short suffix, so N questions cost N + 1 backend
+generations that share one prefix.
+
+Bodies may be sent with `Content-Encoding: zstd` or `gzip` (the official SDK compresses bodies of 1 KiB and more).
+Everything the caller can fix is a 4xx, checked before any model work; 5xx is kept for the backend and for bugs, so
+clients may retry any 5xx (`Retry-After` is set on 503 and 529).
+"""
+
+systemone_schema = extend_schema(
+    operation_id="systemone",
+    summary="Evaluate typed questions about a state",
+    description=SYSTEMONE_DESCRIPTION,
+    tags=["Evaluation"],
+    request=SystemOneRequestSerializer,
+    responses=SYSTEMONE_RESPONSES,
+    examples=[*REQUEST_EXAMPLES, *RESPONSE_EXAMPLES],
+    parameters=RESPONSE_HEADERS,
+    auth=OPTIONAL_AUTH,
+)

@@ -1,6 +1,6 @@
 """`POST /v1/decisions` (OpenAI's Decisions API) as documented: request, response, errors and examples.
 
-Documentation only, like `api/openapi/systemone.py`: the body is validated by
+Documentation only, like `api/systemone/openapi.py`: the body is validated by
 `api/decisions/parsing.py`; `tests/docs/test_schema.py` holds the two together, and every
 example request here evaluates.
 """
@@ -14,13 +14,16 @@ from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
     PolymorphicProxySerializer,
+    extend_schema,
     extend_schema_field,
 )
 from rest_framework import serializers
 
+from api.decisions.errors import OPENAI_SHAPE
 from api.errors import ApiError, error_body
 from api.openapi.errors import CROSS_SITE_DESCRIPTION
 from api.openapi.fields import ModelField, const_field, probability_field
+from api.openapi.operations import OPTIONAL_AUTH, RESPONSE_HEADERS
 
 INSTRUCTIONS_HELP = (
     "What to ask about the input: a string, or a list of `input_text` / `input_json` parts "
@@ -336,7 +339,7 @@ DECISIONS_EXAMPLES = [
     *[
         OpenApiExample(
             f"error_{status}",
-            value=error_body(ApiError(status, code, message, param=param), shape="openai"),
+            value=error_body(ApiError(status, code, message, param=param), shape=OPENAI_SHAPE),
             response_only=True,
             status_codes=[str(status)],
         )
@@ -423,3 +426,16 @@ question gets the same probabilities on either route. Errors are in OpenAI's sha
 An answer whose label mass is under `OPENJEV_REFUSAL_LABEL_MASS` (default 0: never) is a `refusal`; the other
 questions still answer. Image URLs are never fetched: send images as base64 `data:` URLs.
 """
+
+
+decisions_schema = extend_schema(
+    operation_id="createDecision",
+    summary="Decisions: typed answers about an input (OpenAI's Decisions API)",
+    description=DECISIONS_DESCRIPTION,
+    tags=["Decisions"],
+    request=DecisionsRequestSerializer,
+    responses=DECISIONS_RESPONSES,
+    examples=DECISIONS_EXAMPLES,
+    parameters=[*RESPONSE_HEADERS[:-1], *DECISIONS_HEADERS],
+    auth=OPTIONAL_AUTH,
+)

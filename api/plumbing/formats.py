@@ -1,0 +1,135 @@
+"""What the shared plumbing knows of a wire format: one `WireFormat` each, read instead of naming formats.
+
+A wire format is one package under `api/` (its view, URLs, OpenAPI, parsing, service, rendering) whose
+`FORMAT` says what the plumbing needs: the path it is served on, the shape of its errors, the prefix and headers
+of its request ids, the name its calls are stored and counted under, and how to answer a read body. The
+project's settings list the packages (`API_WIRE_FORMATS`); `ApiConfig.ready` installs their formats here, and
+the errors, the request ids, the body reader, the meter and the views look a path up (`route_of_path`).
+
+Several formats may share a path (OpenAI's and Google's Decisions shapes both post to `/v1/decisions`): the
+first installed without a `claims` test is the path's primary format, whose error shape answers before a body is
+read; the others claim the bodies that are theirs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from django.http import HttpResponse
+
+    from api.checking.json_body import BodyNotJson
+    from api.errors import ApiError
+    from api.plumbing.ratelimits import Admission
+    from audit.callers import Caller
+
+REQUEST_ID_HEADER = "x-typesafe-request-id"
+"""The request id's header on every route: the id a client quotes to operators."""
+
+
+class ErrorShape:
+    """How a route writes its errors. This base is the plain shape, `{"detail": ...}` (a 422 lists its located
+    problems), which routes of no wire format use too; a format with a shape of its own subclasses it."""
+
+    def status(self, error: ApiError) -> int:
+        """The HTTP status the error goes out with (some APIs have no 422)."""
+        return error.status
+
+    def body(self, error: ApiError, *, message: str) -> dict[str, Any]:
+        from api.errors import problems_render
+
+        if error.problems:
+            return {"detail": problems_render(error.problems)}
+        return {"detail": {"error_type": error.error_type, "message": message}}
+
+    def headers(self, error: ApiError, *, status: int) -> dict[str, str]:
+        """Headers the shape's clients read besides the error's own (a retry hint)."""
+        return {}
+
+    def json_invalid(self, exc: BodyNotJson) -> ApiError:
+        """A body that is not JSON: a 422 located at the character where it breaks, as FastAPI answers."""
+        from api.errors import body_invalid
+
+        return body_invalid(message=str(exc), error_type="json_invalid", position=exc.position)
+
+
+Body = Any
+"""A read body: its JSON, its size and any multipart image parts (`api.views.Body`)."""
+Serve = Callable[["Body", str, "Caller | None", "Admission"], Awaitable["HttpResponse"]]
+"""What a format does with a read body: (body, request id, caller, the caller's admission) -> the response."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WireFormat:
+    name: str
+    """The format's name where calls are stored (`Evaluation.api`), counted (metrics' `api`) and traced."""
+    path: str
+    """The route it is served on, e.g. `/v1/systemone` (under whatever prefix a gateway mounts the API)."""
+    serve: Serve
+    shape: ErrorShape = field(default_factory=ErrorShape)
+    request_id_prefix: str = "req_"
+    request_id_headers: tuple[str, ...] = (REQUEST_ID_HEADER,)
+    """Headers that carry the request id on this route's responses (its clients' own name for it included)."""
+    multipart: bool = False
+    """Whether its body may be multipart/form-data (an SDK's image uploads)."""
+    system: str | None = None
+    """OpenInference's `decision.system` of its calls (the API ecosystem its clients speak), if it is one."""
+    claims: Callable[[Any], bool] | None = None
+    """For a format sharing its path: whether a parsed body is this format's; None for the path's primary."""
+    models: Callable[[], Awaitable[list[str]]] | None = None
+    """Model names it serves besides the language model (`GET /v1/models` lists them: saved classifiers)."""
+    limits: Callable[[], dict[str, int]] | None = None
+    """What one of its requests may ask where its rules differ from the shared ones (`GET /v1/limits`, under
+    its name)."""
+
+
+@dataclass(frozen=True)
+class Route:
+    """The formats served on one path: the primary first."""
+
+    path: str
+    formats: tuple[WireFormat, ...]
+
+    @property
+    def primary(self) -> WireFormat:
+        return self.formats[0]
+
+    def format_of(self, *, data: Any) -> WireFormat:
+        """The format a parsed body is written in: the first that claims it, else the primary."""
+        return next((f for f in self.formats[1:] if f.claims is not None and f.claims(data)), self.primary)
+
+
+_routes: dict[str, Route] = {}
+
+
+def wire_formats_install(*, formats: Sequence[WireFormat]) -> None:
+    """Serve `formats` (in order: a path's primary before the formats that share it)."""
+    _routes.clear()
+    for wire_format in formats:
+        found = _routes.get(wire_format.path)
+        if found is None:
+            if wire_format.claims is not None:
+                raise ValueError(f"{wire_format.name} shares {wire_format.path}, whose primary format is not installed")
+            _routes[wire_format.path] = Route(wire_format.path, (wire_format,))
+        else:
+            _routes[wire_format.path] = Route(found.path, (*found.formats, wire_format))
+
+
+def wire_formats() -> tuple[WireFormat, ...]:
+    """Every installed format, primaries first on each path."""
+    return tuple(f for route in _routes.values() for f in route.formats)
+
+
+def route_of_path(path: str) -> Route | None:
+    """The route a request path is for, under whatever prefix a gateway mounts the API (the path ends with the
+    route); None for a path no format serves."""
+    for route_path, route in _routes.items():
+        if path.endswith(route_path):
+            return route
+    return None
+
+
+def wire_format_named(name: str) -> WireFormat | None:
+    return next((f for f in wire_formats() if f.name == name), None)

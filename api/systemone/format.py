@@ -1,0 +1,14 @@
+"""System One, as the shared plumbing reads it (`api.plumbing.formats`)."""
+
+from __future__ import annotations
+
+from api.plumbing.formats import WireFormat
+from api.systemone.answer import systemone_answer
+
+FORMAT = WireFormat(
+    name="systemone",
+    path="/v1/systemone",
+    serve=systemone_answer,
+    multipart=True,  # the official SDK uploads images as multipart parts
+    system="typesafe",
+)
