@@ -1,6 +1,7 @@
 """What counting per-key limits costs the API process alone: process CPU per evaluation of 16 concurrent
 `request_admitted` blocks (all three limits set, none reached: the request counted and its slot taken, 400 input
-tokens reserved, the slot given back), minus the same blocks with no limit set. Redis must be running on 127.0.0.1:6379 (database 3 is used).
+tokens reserved, the slot given back), minus the same blocks with no limit set. Redis must be running on
+127.0.0.1:6379 (database 3 is used).
 
     .venv/bin/python bench/ratelimits.py                 # 3,200 evaluations, best of 3
     .venv/bin/python bench/ratelimits.py --evaluations 16000
