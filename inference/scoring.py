@@ -77,7 +77,28 @@ class Answer:
 
     @property
     def score(self) -> float:
-        return math.fsum(i * x for i, x in enumerate(self.probabilities))
+        """The expected level, Σ i·p_i over the probabilities as served: exactly the decimal their six-decimal
+        values give (`probabilities_served`), so a reader can check it against them to the last digit."""
+        return round(math.fsum(i * x for i, x in enumerate(self.probabilities)), PROBABILITY_DECIMALS)
+
+
+PROBABILITY_DECIMALS = 6
+_UNIT = 10**PROBABILITY_DECIMALS
+
+
+def probabilities_served(p: Sequence[float]) -> tuple[float, ...]:
+    """`p` as served: each probability a whole number of millionths, the numbers summing to exactly one million
+    (largest remainders round up, ties to the first option), so the values sum to one as written and a score
+    computed from them is exact. A strict reader checks both: pydantic-ai's Decisions client refused about half of
+    all score answers whose unrounded float64 values summed to one only within rounding. A millionth changes no
+    answer's meaning (an option under half a millionth is served as 0)."""
+    total = math.fsum(p)
+    exact = [x / total * _UNIT for x in p]
+    whole = [math.floor(e) for e in exact]
+    short = _UNIT - sum(whole)
+    for i in sorted(range(len(p)), key=lambda i: (whole[i] - exact[i], i))[:short]:
+        whole[i] += 1
+    return tuple(k / _UNIT for k in whole)
 
 
 def probabilities_compute(*, logprobs: Sequence[float], temperature: float) -> list[float]:
@@ -169,7 +190,7 @@ def answer_compute(
             if unchanged
             else _unpermuted(probabilities_compute(logprobs=branch.label_logprobs, temperature=1.0), branch.order)
         )
-    p = _mean(served)
+    p = probabilities_served(_mean(served))
     mass = math.fsum(math.fsum(math.exp(x) for x in b.label_logprobs) for b in branches) / len(branches)
     return Answer(
         question=question,

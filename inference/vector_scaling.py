@@ -28,7 +28,7 @@ import numpy as np
 from inference.calibration import T_MAX, T_MIN
 from inference.metrics import LOG_FLOOR, Metrics, Scored, metrics_compute, reliability_bins
 from inference.questions import Question
-from inference.scoring import Answer, ConfidenceFormula, confidence_of
+from inference.scoring import Answer, ConfidenceFormula, confidence_of, probabilities_served
 
 RIDGE = 1e-2
 """L2 penalty on the biases, per item: pins softmax's free constant and tames options seldom labelled."""
@@ -90,7 +90,7 @@ def probabilities_calibrate(*, probabilities: Sequence[float], calibrator: Calib
 
 def answer_calibrate(*, answer: Answer, calibrator: Calibrator, confidence: ConfidenceFormula) -> Answer:
     """The answer as calibrated, keeping what it was before (`uncalibrated`) and which calibration did it."""
-    p = probabilities_calibrate(probabilities=answer.probabilities, calibrator=calibrator)
+    p = probabilities_served(probabilities_calibrate(probabilities=answer.probabilities, calibrator=calibrator))
     return replace(
         answer,
         probabilities=p,

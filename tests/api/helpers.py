@@ -12,7 +12,7 @@ from api.checking.limits import Limits
 from api.systemone.parsing import systemone_request_parse
 from fake_sglang import FakeSGLang
 from inference.prompts import Budget, Plan, plan_compile
-from inference.scoring import probabilities_compute
+from inference.scoring import probabilities_compute, probabilities_served
 from testbed.qwen3 import qwen3_labels, qwen3_tokenizer
 from tests.conftest import README_REQUEST
 
@@ -34,7 +34,7 @@ def expected_probabilities(fake: FakeSGLang, body: dict[str, Any]) -> dict[str, 
     for branch in plan.branches:
         ids = plan.branch_ids(branch)
         logprobs = [fake.predict_logprob(ids, t) for t in branch.label_ids]
-        out[branch.question.id] = probabilities_compute(logprobs=logprobs, temperature=1.0)
+        out[branch.question.id] = list(probabilities_served(probabilities_compute(logprobs=logprobs, temperature=1.0)))
     return out
 
 

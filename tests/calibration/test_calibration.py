@@ -16,6 +16,7 @@ from websockets.asyncio.client import connect
 from audit.models import Calibration, Classifier, ClassifierLabel, EvaluationAnswer
 from calibration.applied import calibration_cache_forget
 from inference.metrics import Scored
+from inference.scoring import probabilities_served
 from inference.vector_scaling import Calibrator, calibration_fit, probabilities_calibrate
 from tests.conftest import README_REQUEST
 from tests.database import db
@@ -87,11 +88,13 @@ async def test_an_activated_fit_calibrates_served_and_stored_answers_and_names_t
     assert response.headers["x-openjev-calibrated"] == "team"
     assert stored.uncalibrated_probabilities is not None
     calibrator = Calibrator(temperature=fitted["temperature"], biases=tuple(fitted["biases"]))
-    expected = probabilities_calibrate(
-        probabilities=[stored.uncalibrated_probabilities[k] for k in KEYS], calibrator=calibrator
+    expected = probabilities_served(
+        probabilities_calibrate(
+            probabilities=[stored.uncalibrated_probabilities[k] for k in KEYS], calibrator=calibrator
+        )
     )
     served = response.json()["answers"]["team"]["probabilities"]
-    assert all(math.isclose(served[k], p, rel_tol=1e-9) for k, p in zip(KEYS, expected, strict=True))
+    assert [served[k] for k in KEYS] == list(expected)  # the calibrated probabilities, served in millionths
     assert stored.probabilities == served and stored.calibration_id == fitted["id"]
     assert stored.raw_probabilities is not None
     refund = await db(lambda: EvaluationAnswer.objects.get(evaluation__request_id=rid, question_id="refund"))
@@ -176,8 +179,8 @@ async def test_a_classifier_is_calibrated_by_its_name_on_post_v1_classify(api, f
     for item, answer in zip(response.json()["data"], stored, strict=True):
         assert answer.uncalibrated_probabilities is not None and answer.calibration_id == fitted["id"]
         uncalibrated = [answer.uncalibrated_probabilities[k] for k in answer.option_keys]  # jsonb reorders keys
-        expected = probabilities_calibrate(probabilities=uncalibrated, calibrator=calibrator)
-        assert all(math.isclose(p, q, rel_tol=1e-9) for p, q in zip(item["probs"], expected, strict=True))
+        expected = probabilities_served(probabilities_calibrate(probabilities=uncalibrated, calibrator=calibrator))
+        assert item["probs"] == list(expected)
 
 
 async def test_answers_streamed_over_the_websocket_are_calibrated_as_over_http(api, asgi_server, fake, store):

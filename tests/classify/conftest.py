@@ -20,7 +20,7 @@ from audit.storage.writer import writer_stop
 from fake_sglang import FakeSGLang
 from inference.prompts import Budget, Plan, plan_compile
 from inference.requests import conversation_of_text
-from inference.scoring import probabilities_compute
+from inference.scoring import probabilities_compute, probabilities_served
 from testbed.qwen3 import qwen3_labels, qwen3_tokenizer
 
 SENTIMENT_LABELS = (
@@ -108,11 +108,12 @@ def plan_of(definition: Definition, text: str) -> Plan:
 
 
 def expected_probs(fake: FakeSGLang, definition: Definition, text: str) -> list[float]:
-    """What the server must answer for `text` against the fake SGLang: its label log-probs, renormalised."""
+    """What the server must answer for `text` against the fake SGLang: its label log-probs, renormalised, served in
+    millionths."""
     plan = plan_of(definition, text)
     (branch,) = plan.branches
     logprobs = [fake.predict_logprob(plan.branch_ids(branch), t) for t in branch.label_ids]
-    return probabilities_compute(logprobs=logprobs, temperature=1.0)
+    return list(probabilities_served(probabilities_compute(logprobs=logprobs, temperature=1.0)))
 
 
 def expected_prompt_tokens(definition: Definition, text: str) -> int:

@@ -11,6 +11,7 @@ import time
 
 import openai
 
+from inference.scoring import probabilities_served
 from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
 from tests.classify.conftest import (
@@ -26,7 +27,8 @@ from tests.classify.conftest import (
 
 
 def assert_close(a: list[float], b: list[float]) -> None:
-    assert len(a) == len(b) and all(math.isclose(x, y, abs_tol=1e-9) for x, y in zip(a, b, strict=True)), (a, b)
+    """`a` is `b` as the server serves probabilities: in millionths summing to one (`probabilities_served`)."""
+    assert a == list(probabilities_served(b)), (a, b)
 
 
 async def test_one_text_gets_exactly_the_sglang_response_shape(api, fake, sentiment):

@@ -20,7 +20,7 @@ from inference.prompts import Budget, content_free_prefix, plan_compile
 from inference.questions import Question, Shape, question_build
 from inference.requests import conversation_of_text
 from inference.runner import plan_run
-from inference.scoring import Scoring, answer_compute
+from inference.scoring import Scoring, answer_compute, probabilities_served
 from inference.tuning import (
     TUNINGS,
     ShapeTuning,
@@ -88,7 +88,7 @@ async def test_each_shape_is_scored_with_its_own_temperature_debiasing_and_optio
     assert outcome.generations == 1 + 4 + 3  # the warm-up, four branches, the three choice orders' priors
     served_noul, served_choice = outcome.answers
     assert all(b.prior_logprobs is None for b in served_noul.branches)
-    assert served_noul.probabilities == served_noul.raw_probabilities  # temperature 1, no prior
+    assert served_noul.probabilities == probabilities_served(served_noul.raw_probabilities)  # temperature 1, no prior
     assert all(b.prior_logprobs is not None for b in served_choice.branches)
     expected = answer_compute(
         question=served_choice.question, branches=served_choice.branches, temperature=0.5, confidence="entropy"
