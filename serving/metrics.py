@@ -95,7 +95,7 @@ backend_errors_total = Counter(
 )
 backend_up = Gauge(
     "openjev_backend_up",
-    "1 when the backend answered its last health check (`GET /health`), 0 when it did not.",
+    "1 when the backend answered its last health check (each scrape's, and each `GET /health`'s), 0 when it did not.",
     multiprocess_mode="livemostrecent",
 )
 rate_limited_total = Counter(

@@ -93,6 +93,15 @@ async def test_backend_failures_are_counted_by_kind(api, fake):
     assert growth(before, after, "openjev_requests_total", api="systemone", status="503") == 1
 
 
+async def test_each_scrape_checks_the_backend_so_backend_up_holds_without_health_probes(api, fake):
+    from serving import metrics
+
+    metrics.backend_up.set(0)  # as a process no balancer has probed starts
+    assert value(await scrape(api), "openjev_backend_up") == 1
+    fake.stop()
+    assert value(await scrape(api), "openjev_backend_up") == 0
+
+
 async def test_the_stream_counts_each_evaluation_under_its_own_api(asgi_server, fake):
     from websockets.asyncio.client import connect
 
