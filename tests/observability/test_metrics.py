@@ -118,6 +118,22 @@ async def test_the_stream_counts_each_evaluation_under_its_own_api(asgi_server, 
     assert growth(before, after, "openjev_requests_total", api="stream", status="422") == 1
 
 
+async def test_a_socket_refused_because_the_process_is_full_counts_as_overloaded(asgi_server, settings):
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
+    settings.OPENJEV = replace(settings.OPENJEV, max_websockets=1)
+    url = asgi_server.url.replace("http://", "ws://") + "/v1/systemone/stream"
+    async with httpx.AsyncClient(base_url=asgi_server.url) as client:
+        before = await scrape(client)
+        async with connect(url), connect(url) as refused:
+            with pytest.raises(ConnectionClosed) as closed:
+                await refused.recv()
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 4529
+        after = await scrape(client)
+    assert growth(before, after, "openjev_overloaded_total", reason="websockets") == 1
+
+
 async def test_a_scrape_token_is_required_when_set(api, settings):
     settings.OPENJEV = replace(settings.OPENJEV, metrics_token="scrape-token-0123456789")
     refused = await api.get("/metrics")
