@@ -142,6 +142,35 @@ key_input_tokens_total = Counter(
     ["key"],
 )
 
+LIMITS = ("requests", "tokens", "inflight", "paused", "too_large", "wrong_keys", "store_down")
+OVERLOAD_REASONS = ("evaluations", "body_lane", "websockets")
+STORE_POLICIES = ("open", "closed")
+BACKEND_ERROR_KINDS = ("unavailable", "failed", "timeout")
+STORAGE_SINKS = ("evaluations", "key-usage")
+STORAGE_OUTCOMES = ("written", "failed", "dropped")
+
+
+def _series_at_zero() -> None:
+    """The series of every label value the code gives the counters that refusals, failures and losses are read
+    from, at 0 from the start: Prometheus takes a series' first sample as its baseline, so a counter that first
+    appeared at 5 would show no increase, and the first drops, store failures or 429s would fire no alert."""
+    for limit in LIMITS:
+        rate_limited_total.labels(limit)
+    for reason in OVERLOAD_REASONS:
+        overloaded_total.labels(reason)
+    for policy in STORE_POLICIES:
+        ratelimit_store_failures_total.labels(policy)
+    for kind in BACKEND_ERROR_KINDS:
+        backend_errors_total.labels(kind)
+    for sink in STORAGE_SINKS:
+        for outcome in STORAGE_OUTCOMES:
+            storage_writes_total.labels(sink, outcome)
+    for api in APIS:
+        refusals_total.labels(api)
+
+
+_series_at_zero()
+
 
 class ScrapeCollector(Collector):
     """What a scrape reads from outside the request path: the build and the pool's workers (its state file)."""

@@ -134,6 +134,25 @@ async def test_a_socket_refused_because_the_process_is_full_counts_as_overloaded
     assert growth(before, after, "openjev_overloaded_total", reason="websockets") == 1
 
 
+async def test_the_counters_alerts_read_increases_of_exist_at_zero_for_every_label_value_from_the_start(api):
+    from serving import metrics
+
+    samples = await scrape(api)
+    expected = {
+        ("openjev_rate_limited_total", "limit"): metrics.LIMITS,
+        ("openjev_overloaded_total", "reason"): metrics.OVERLOAD_REASONS,
+        ("openjev_ratelimit_store_failures_total", "policy"): metrics.STORE_POLICIES,
+        ("openjev_backend_errors_total", "kind"): metrics.BACKEND_ERROR_KINDS,
+        ("openjev_refusals_total", "api"): metrics.APIS,
+    }
+    for (name, label), values in expected.items():
+        for found in values:
+            assert (name, frozenset({label: found}.items())) in samples, (name, found)
+    for sink in metrics.STORAGE_SINKS:
+        for outcome in metrics.STORAGE_OUTCOMES:
+            assert ("openjev_storage_writes_total", frozenset({"sink": sink, "outcome": outcome}.items())) in samples
+
+
 async def test_a_scrape_token_is_required_when_set(api, settings):
     settings.OPENJEV = replace(settings.OPENJEV, metrics_token="scrape-token-0123456789")
     refused = await api.get("/metrics")

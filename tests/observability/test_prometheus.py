@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from fake_sglang import FakeSGLang
+from serving.metrics import LIMITS
 from testbed.prometheus import JOB, PrometheusServer, dashboard_queries, grafana_expr
 from tests.observability.servers import (
     SENT,
@@ -124,6 +125,9 @@ def test_the_scrape_shows_one_target_with_both_workers_up_the_backend_and_the_bu
     assert prometheus.value("openjev_workers_replaced_total") == 0
     assert prometheus.value("openjev_backend_up") == 1
     assert prometheus.value("openjev_evaluations_in_flight") == 0
+    # Counters of refusals and losses exist at 0 before any (so their first increase shows), summed over workers.
+    assert prometheus.by("openjev_rate_limited_total", "limit") == {(limit,): 0 for limit in LIMITS}
+    assert prometheus.value('sum(openjev_storage_writes_total{outcome=~"dropped|failed"})') == 0
     (build,) = prometheus.query("openjev_build_info")
     assert build["metric"]["backend"] == "sglang" and build["metric"]["model"] == "Qwen/Qwen3.6-35B-A3B"
 
