@@ -309,7 +309,7 @@ for (const p of PANELS) {
       scales: {x: {time: false, range: [-0.6, rows.length - 0.4]}, y: {range: (u, lo, hi) => [0, hi * 1.1]}},
       axes: [{stroke: "#8e8e9e", grid: {show: false}, values: (u, vals) => vals.map(v => labels[v] || ""),
               splits: () => xs, size: 24},
-             {stroke: "#8e8e9e", grid: {stroke: "#2a2d33"}, size: 40}],
+             {stroke: "#8e8e9e", grid: {stroke: "#2a2d33"}, size: 50, values: (u, vals) => vals.map(v => fmt("", v))}],
       series: [{}, {label: "requests", fill: "#5794f2aa", stroke: "#5794f2",
         paths: uPlot.paths.bars({size: [0.7, 60]}), points: {show: false}}]},
       [xs, counts.map(Math.round)], el);
