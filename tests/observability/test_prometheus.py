@@ -146,15 +146,9 @@ def test_the_alert_rules_load_and_evaluate_on_what_was_scraped(scraped):
     assert not firing & {"OpenJevReplicaDown", "OpenJevBackendDown", "OpenJevHighErrorRate", "OpenJevStorageRowsLost"}
 
 
-NO_DATA_HERE = {
-    "5xx share by API",  # no 5xx was sent
-    "Refusals/s",  # OPENJEV_REFUSAL_LABEL_MASS is 0: nothing is a refusal
-    "429s by limit",
-    "529s by reason",
-    "Per-key limits' store failures",
-    "Storage records lost",  # storage is off
-}
-"""Panels whose metrics the requests sent here leave without a series (bench/dashboard_picture.py fills them)."""
+NO_DATA_HERE = {"5xx share by API"}
+"""Panels whose metrics the requests sent here leave without a series: no 5xx was answered (the counters of
+429s, 529s, refusals and lost records exist at 0; bench/dashboard_picture.py drives them all)."""
 
 
 def _finite(result: list[dict[str, Any]]) -> bool:
