@@ -44,8 +44,7 @@ import django  # noqa: E402
 
 django.setup()
 
-from api.openapi.decisions import DECISIONS_REQUEST  # noqa: E402
-from api.openapi.examples import README_REQUEST  # noqa: E402
+from bench.workloads import WORKLOADS, decisions_body_of  # noqa: E402
 from fake_sglang import FakeSGLang  # noqa: E402
 from testbed.ports import free_port  # noqa: E402
 from testbed.prometheus import DASHBOARD, PrometheusServer, dashboard_queries, grafana_expr  # noqa: E402
@@ -55,6 +54,8 @@ OUT = ROOT / "docs" / "observability-dashboard.png"
 UPLOT = ROOT / "static" / "vendor" / "uplot" / "1.6.32"
 CHROMIUM = "/usr/bin/chromium"
 RULES = ROOT / "deploy" / "observability" / "alerts.yml"
+README_REQUEST = WORKLOADS["R3"]
+DECISIONS_REQUEST = decisions_body_of(README_REQUEST)
 RATE_WINDOW = "15s"
 STEP = 2.0
 JSON = {"Content-Type": "application/json"}

@@ -12,12 +12,14 @@ from typing import Any
 import httpx
 import pytest
 
-from api.openapi.decisions import DECISIONS_REQUEST
+from bench.workloads import decisions_body_of
 from testbed.prometheus import prometheus_binaries
 from tests.conftest import README_REQUEST
 from tests.ops.helpers import Serve, serve_env
 
 JSON = {"Content-Type": "application/json"}
+DECISIONS_REQUEST = decisions_body_of(README_REQUEST)
+"""The README's questions as a `POST /v1/decisions` request."""
 
 
 def prometheus_require() -> tuple[str, str]:
