@@ -54,9 +54,11 @@ def workers_answering(url: str, *, want: int = 2, timeout: float = 120.0) -> set
 
 
 def serve_two_workers(*, fake_url: str, log: Path, **env: str) -> Serve:
-    """`manage.py serve --workers 2 --connect <the stand-in>` (storage off), started; the caller enters it and
-    waits with `workers_answering`."""
-    return Serve(["--connect", fake_url, "--workers", "2"], log=log, env=serve_env(**env))
+    """`manage.py serve --workers 2 --connect <the stand-in>` (evaluations not stored; key usage, which is
+    counted at every storage level, into a fresh SQLite file beside the log that `--migrate` makes, never the
+    checkout's database), started; the caller enters it and waits with `workers_answering`."""
+    database = {"OPENJEV_DATABASE_URL": f"sqlite:///{log.with_name('serve.sqlite3')}"}
+    return Serve(["--connect", fake_url, "--workers", "2", "--migrate"], log=log, env=serve_env(**database, **env))
 
 
 def post(url: str, path: str, *, headers: dict[str, str] | None = None, **kwargs: Any) -> httpx.Response:
