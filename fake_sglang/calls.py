@@ -11,6 +11,8 @@ class RequestRecord(TypedDict):
     """One /generate call as the fake saw it; times are ``time.monotonic()`` seconds."""
 
     path: str
+    headers: dict[str, str]
+    """Its request headers, names in lowercase (a later one of the same name wins)."""
     body: Any
     t_start: float
     t_end: float | None

@@ -246,6 +246,7 @@ class FakeSGLang(ThreadedServer):
     async def _generate(self, scope: dict[str, Any], receive: ASGIReceive, send: ASGISend) -> None:
         record: RequestRecord = {
             "path": scope["path"],
+            "headers": {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]},
             "body": None,
             "t_start": time.monotonic(),
             "t_end": None,

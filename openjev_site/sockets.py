@@ -30,6 +30,7 @@ from api.systemone.stream import CLOSE_REASON_MAX_CHARACTERS, SystemOneStreamCon
 from audit.dashboard_live import DashboardConsumer
 from openjev_site.api_handler import path_unprefixed
 from openjev_site.hosts import HOST_REFUSED, scope_host_allowed
+from serving import metrics
 
 STREAM_PATH = "v1/systemone/stream"
 DASHBOARD_LIVE_PATH = "admin/evaluations/evaluation/dashboard/live"
@@ -77,6 +78,7 @@ class SocketCap:
         pool = socket_pool_of(scope=scope)
         limit = socket_pool_limit(pool=pool)
         if self.open[pool] >= limit:
+            metrics.overloaded_total.labels("websockets").inc()
             await socket_refuse(
                 receive=receive,
                 send=send,

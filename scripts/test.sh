@@ -44,6 +44,25 @@ redis_ensure() {
   fi
 }
 
+# Prometheus: tests/observability scrape `serve --workers 2` with Debian's real server and check the alert rules
+# and the scrape config (deploy/observability) with its promtool. The tests start a server of their own; the
+# package's service is kept from starting (policy-rc.d) and stopped if it runs anyway.
+prometheus_ensure() {
+  if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+    echo "== installing Debian's prometheus for the observability tests"
+    local policy=/usr/sbin/policy-rc.d made=0
+    if [ ! -e "$policy" ]; then printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && made=1; fi
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus \
+      >/dev/null) || { echo "prometheus could not be installed (run as root, or install Debian's prometheus)" >&2; exit 1; }
+    if [ "$made" = 1 ]; then rm -f "$policy"; fi
+    if [ -d /run/systemd/system ]; then
+      systemctl disable --now prometheus >/dev/null 2>&1 || true
+    elif [ -x /etc/init.d/prometheus ]; then
+      /etc/init.d/prometheus stop >/dev/null 2>&1 || true
+    fi
+  fi
+}
+
 redis_ensure
 echo "== ruff"
 .venv/bin/ruff check .
@@ -56,6 +75,7 @@ fi
 
 PG_URL=${OPENJEV_TEST_POSTGRES_URL:-postgresql://postgres@127.0.0.1:5432/test}
 browser_ensure
+prometheus_ensure
 postgres_ensure
 echo "== mypy"
 .venv/bin/mypy inference api audit calibration openjev_site serving fake_sglang testbed tests bench

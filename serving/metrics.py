@@ -95,7 +95,7 @@ backend_errors_total = Counter(
 )
 backend_up = Gauge(
     "openjev_backend_up",
-    "1 when the backend answered its last health check (`GET /health`), 0 when it did not.",
+    "1 when the backend answered its last health check (each scrape's, and each `GET /health`'s), 0 when it did not.",
     multiprocess_mode="livemostrecent",
 )
 rate_limited_total = Counter(
@@ -141,6 +141,35 @@ key_input_tokens_total = Counter(
     "Prompt tokens read by API key label; only with OPENJEV_METRICS_PER_KEY=on.",
     ["key"],
 )
+
+LIMITS = ("requests", "tokens", "inflight", "paused", "too_large", "wrong_keys", "store_down")
+OVERLOAD_REASONS = ("evaluations", "body_lane", "websockets")
+STORE_POLICIES = ("open", "closed")
+BACKEND_ERROR_KINDS = ("unavailable", "failed", "timeout")
+STORAGE_SINKS = ("evaluations", "key-usage")
+STORAGE_OUTCOMES = ("written", "failed", "dropped")
+
+
+def _series_at_zero() -> None:
+    """The series of every label value the code gives the counters that refusals, failures and losses are read
+    from, at 0 from the start: Prometheus takes a series' first sample as its baseline, so a counter that first
+    appeared at 5 would show no increase, and the first drops, store failures or 429s would fire no alert."""
+    for limit in LIMITS:
+        rate_limited_total.labels(limit)
+    for reason in OVERLOAD_REASONS:
+        overloaded_total.labels(reason)
+    for policy in STORE_POLICIES:
+        ratelimit_store_failures_total.labels(policy)
+    for kind in BACKEND_ERROR_KINDS:
+        backend_errors_total.labels(kind)
+    for sink in STORAGE_SINKS:
+        for outcome in STORAGE_OUTCOMES:
+            storage_writes_total.labels(sink, outcome)
+    for api in APIS:
+        refusals_total.labels(api)
+
+
+_series_at_zero()
 
 
 class ScrapeCollector(Collector):

@@ -23,9 +23,14 @@ from rest_framework.request import Request
 from api.errors import ApiError
 from api.plumbing.authentication import bearer_token
 from api.views import ApiView
+from serving import metrics
 from serving.config import BASE_DIR
+from serving.evaluator import evaluator_current
 from serving.metrics import ScrapeCollector, metrics_exposition
 from serving.workers import workers_state_current
+
+BACKEND_CHECK_SECONDS = 3.0
+"""How long a scrape waits for the backend's health check before taking it as down (a scrape times out at 10 s)."""
 
 
 @cache
@@ -40,6 +45,19 @@ def version() -> str:
 def _workers() -> tuple[int, int, int] | None:
     state = workers_state_current()
     return None if state is None else (state.up, state.configured, state.replaced)
+
+
+async def backend_up_refresh() -> None:
+    """`openjev_backend_up` as of this scrape: the check `/health` makes (which starts the evaluator's build, as a
+    balancer's probe does), so the gauge is fresh where no balancer probes `/health` (compose's nginx does not)."""
+    evaluator = evaluator_current()
+    healthy = False
+    if evaluator is not None:
+        try:
+            healthy = await asyncio.wait_for(evaluator.backend.health(), BACKEND_CHECK_SECONDS)
+        except TimeoutError:
+            healthy = False
+    metrics.backend_up.set(1 if healthy else 0)
 
 
 def scrape_collector() -> ScrapeCollector:
@@ -63,5 +81,6 @@ class MetricsView(ApiView):
                     "send Authorization: Bearer <OPENJEV_METRICS_TOKEN>",
                     {"WWW-Authenticate": "Bearer"},
                 )
+        await backend_up_refresh()
         body = await asyncio.to_thread(metrics_exposition, scrape=scrape_collector())
         return HttpResponse(body, content_type=CONTENT_TYPE_PLAIN_0_0_4)

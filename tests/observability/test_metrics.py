@@ -93,6 +93,15 @@ async def test_backend_failures_are_counted_by_kind(api, fake):
     assert growth(before, after, "openjev_requests_total", api="systemone", status="503") == 1
 
 
+async def test_each_scrape_checks_the_backend_so_backend_up_holds_without_health_probes(api, fake):
+    from serving import metrics
+
+    metrics.backend_up.set(0)  # as a process no balancer has probed starts
+    assert value(await scrape(api), "openjev_backend_up") == 1
+    fake.stop()
+    assert value(await scrape(api), "openjev_backend_up") == 0
+
+
 async def test_the_stream_counts_each_evaluation_under_its_own_api(asgi_server, fake):
     from websockets.asyncio.client import connect
 
@@ -107,6 +116,41 @@ async def test_the_stream_counts_each_evaluation_under_its_own_api(asgi_server, 
         after = await scrape(client)
     assert growth(before, after, "openjev_requests_total", api="stream", status="200") == 1
     assert growth(before, after, "openjev_requests_total", api="stream", status="422") == 1
+
+
+async def test_a_socket_refused_because_the_process_is_full_counts_as_overloaded(asgi_server, settings):
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
+    settings.OPENJEV = replace(settings.OPENJEV, max_websockets=1)
+    url = asgi_server.url.replace("http://", "ws://") + "/v1/systemone/stream"
+    async with httpx.AsyncClient(base_url=asgi_server.url) as client:
+        before = await scrape(client)
+        async with connect(url), connect(url) as refused:
+            with pytest.raises(ConnectionClosed) as closed:
+                await refused.recv()
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 4529
+        after = await scrape(client)
+    assert growth(before, after, "openjev_overloaded_total", reason="websockets") == 1
+
+
+async def test_the_counters_alerts_read_increases_of_exist_at_zero_for_every_label_value_from_the_start(api):
+    from serving import metrics
+
+    samples = await scrape(api)
+    expected = {
+        ("openjev_rate_limited_total", "limit"): metrics.LIMITS,
+        ("openjev_overloaded_total", "reason"): metrics.OVERLOAD_REASONS,
+        ("openjev_ratelimit_store_failures_total", "policy"): metrics.STORE_POLICIES,
+        ("openjev_backend_errors_total", "kind"): metrics.BACKEND_ERROR_KINDS,
+        ("openjev_refusals_total", "api"): metrics.APIS,
+    }
+    for (name, label), values in expected.items():
+        for found in values:
+            assert (name, frozenset({label: found}.items())) in samples, (name, found)
+    for sink in metrics.STORAGE_SINKS:
+        for outcome in metrics.STORAGE_OUTCOMES:
+            assert ("openjev_storage_writes_total", frozenset({"sink": sink, "outcome": outcome}.items())) in samples
 
 
 async def test_a_scrape_token_is_required_when_set(api, settings):

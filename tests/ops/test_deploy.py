@@ -157,3 +157,48 @@ def test_the_dockerfile_builds_the_api_without_sglang_or_the_embedded_engine():
     assert entrypoint[:3] == ["python", "manage.py", "serve"] and _flag(entrypoint, "--host") == "0.0.0.0"
     assert dict(instructions)["USER"] != "root" and "EXPOSE" in dict(instructions)
     assert "/health/live" in dict(instructions)["HEALTHCHECK"]
+
+
+def _mounts(service: dict[str, Any]) -> dict[str, str]:
+    """Container path -> what a service mounts there: a path under deploy/ (bind mounts) or a named volume."""
+    mounts = {}
+    for volume in service.get("volumes", []):
+        source, target = volume.split(":")[:2]
+        mounts[target] = source
+    return mounts
+
+
+def test_prometheus_scrapes_each_api_replica_directly_with_the_rules_and_token_it_mounts(compose):
+    services = compose["services"]
+    prometheus = services["prometheus"]
+    assert prometheus["image"].startswith("prom/prometheus:v2.")  # the rules' format, checked by promtool 2.42
+    command = prometheus["command"]
+    config_path = next(a.split("=", 1)[1] for a in command if a.startswith("--config.file="))
+    assert next(a for a in command if a.startswith("--storage.tsdb.path=")).endswith("=/prometheus")
+    mounts = _mounts(prometheus)
+    assert mounts["/prometheus"] in compose["volumes"]  # the data outlives the container
+    for target, source in mounts.items():
+        if source.startswith("."):
+            assert (DEPLOY / source).is_file(), f"{target}: {source} is not a file under deploy/"
+            assert source.startswith("./observability/")
+    config = yaml.safe_load((DEPLOY / mounts[config_path]).read_text())
+    here = str(Path(config_path).parent)
+    for rules in config["rule_files"]:  # relative paths are read beside the config file
+        assert f"{here}/{rules}" in mounts, f"rule file {rules} is not mounted"
+        assert (DEPLOY / mounts[f"{here}/{rules}"]).is_file()
+    (job,) = config["scrape_configs"]
+    assert job["job_name"] == "openjev-api" and job["metrics_path"] == "/metrics"
+    # One target per replica (Docker's DNS answers the service's name with every replica), on the API's port.
+    (discovery,) = job["dns_sd_configs"]
+    port = int(_flag(json.loads(dict(_dockerfile())["ENTRYPOINT"]), "--port"))
+    assert discovery["names"] == ["api"] and discovery["type"] == "A" and discovery["port"] == port
+    assert services["api"]["deploy"]["replicas"] >= 2 and "static_configs" not in job
+    assert "lb" not in json.dumps(job)  # never through the balancer
+    # The token the API checks is the one Prometheus sends: both from OPENJEV_METRICS_TOKEN.
+    token_file = f"{here}/{job['authorization']['credentials_file']}"
+    (token,) = [c for c in prometheus["configs"] if c["target"] == token_file]
+    assert compose["configs"][token["source"]]["content"].strip() == "${OPENJEV_METRICS_TOKEN:-}"
+    assert services["api"]["environment"]["OPENJEV_METRICS_TOKEN"] == "${OPENJEV_METRICS_TOKEN:-}"
+    # Prometheus' UI and API have no authentication: loopback only.
+    assert all(str(p).startswith("127.0.0.1:") for p in prometheus["ports"])
+    assert prometheus["depends_on"] == ["api"]
