@@ -1,6 +1,6 @@
 """What counting per-key limits costs the API process alone: process CPU per evaluation of 16 concurrent
-`rate_limited` blocks (all three limits set, none reached, 400 input tokens counted each), minus the same
-blocks with no limit set. Redis must be running on 127.0.0.1:6379 (database 3 is used).
+`request_admitted` blocks (all three limits set, none reached, 400 input tokens reserved and counted each),
+minus the same blocks with no limit set. Redis must be running on 127.0.0.1:6379 (database 3 is used).
 
     .venv/bin/python bench/ratelimits.py                 # 3,200 evaluations, best of 3
     .venv/bin/python bench/ratelimits.py --evaluations 16000
@@ -15,8 +15,6 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openjev_site.settings")
@@ -26,18 +24,16 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from api.ratelimits import rate_limited  # noqa: E402
-from api.recording import Recording  # noqa: E402
+from api.ratelimits import request_admitted  # noqa: E402
 
 CONCURRENCY = 16
 
 
 async def evaluation_limited() -> None:
-    call = Recording(request_id="req_bench", caller=None, unparsed=lambda: None)  # type: ignore[arg-type, return-value]
-    async with rate_limited(call=call):
+    async with request_admitted(caller=None, address="127.0.0.1") as admission:
+        await admission.tokens_reserve(400)
         await asyncio.sleep(0)
-        outcome: Any = SimpleNamespace(usage=SimpleNamespace(input_tokens=400))
-        call.outcome = outcome
+        admission.tokens_used(400)
 
 
 async def cpu_per_evaluation(*, evaluations: int) -> float:
