@@ -2,7 +2,7 @@
 what one R3 or R64 evaluation costs the API process in each step it takes between reading the body and
 writing the answer (the storage writer's rows are `bench/storage_rows.py`'s).
 
-Steps: validate the body (`systemone_request_parse`), size its text (`text_size`: whether to compile off the
+Steps: validate the body (`systemone_request_parse`), size its text (`request_characters`: whether to compile off the
 event loop), compile the prompt (`plan_compile`, with the option orders the service asks on the SGLang
 stand-in's model), write the batched `/generate` body, read SGLang's answer (JSON, then each item), score the
 answers, render them as System One's JSON. The backend's answer is the SGLang stand-in's own (`fake_sglang`)
@@ -42,7 +42,7 @@ from fake_sglang.protocol import generate_parse  # noqa: E402
 from inference.backends.base import BranchCall, Generation  # noqa: E402
 from inference.backends.sglang_wire import call_ids_text, generation_parse, request_body, response_json_read  # noqa: E402
 from inference.prompts import Budget, plan_compile  # noqa: E402
-from inference.runner import Outcome, Timings, Usage, answers_compute, request_texts, text_size  # noqa: E402
+from inference.runner import Outcome, Timings, Usage, answers_compute, request_characters  # noqa: E402
 from inference.scoring import Scoring  # noqa: E402
 from inference.tuning import tuning_for  # noqa: E402
 from testbed.qwen3 import qwen3_labels, qwen3_tokenizer  # noqa: E402
@@ -124,7 +124,7 @@ def steps(name: str) -> dict[str, Callable[[], Any]]:
     served = Served(request_id="req_bench", request=request, model=MODEL, outcome=outcome)
     return {
         "parse": parse,
-        "text size": lambda: text_size(value=request_texts(request=request.evaluation), limit=16_384),
+        "text size": lambda: request_characters(request=request.evaluation, limit=16_384),
         "compile": compile_,
         "/generate body": generate_body,
         "read answer": read,
