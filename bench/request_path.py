@@ -6,7 +6,8 @@ Steps: validate the body (`systemone_request_parse`), size its text (`request_ch
 event loop), compile the prompt (`plan_compile`, with the option orders the service asks on the SGLang
 stand-in's model), write the batched `/generate` body, read SGLang's answer (JSON, then each item), score the
 answers, render them as System One's JSON. The backend's answer is the SGLang stand-in's own (`fake_sglang`)
-for the compiled prompts. Thread CPU µs per evaluation, best of five rounds: steadier than the server
+for the compiled prompts. The garbage collector is set up as `serve` sets it (`serving.collector`). Thread CPU
+µs per evaluation, best of five rounds: steadier than the server
 benchmark on a shared machine, so it shows what a change to one step saves.
 
     .venv/bin/python bench/request_path.py
@@ -45,6 +46,7 @@ from inference.prompts import Budget, plan_compile  # noqa: E402
 from inference.runner import Outcome, Timings, Usage, answers_compute, request_characters  # noqa: E402
 from inference.scoring import Scoring  # noqa: E402
 from inference.tuning import tuning_for  # noqa: E402
+from serving.collector import collector_tune  # noqa: E402
 from testbed.qwen3 import qwen3_labels, qwen3_tokenizer  # noqa: E402
 
 ROUNDS, CALLS = 5, 100
@@ -135,6 +137,7 @@ def steps(name: str) -> dict[str, Callable[[], Any]]:
 
 def main() -> None:
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    collector_tune()  # the garbage collector as `serve` sets it up
     for name in WORKLOADS:
         figures = {step: best_us(run) for step, run in steps(name).items()}
         listed = "  ".join(f"{step} {us:.0f}" for step, us in figures.items())
