@@ -29,6 +29,7 @@ it, or OPENJEV_PYTHON) and `uv pip install llm2jev==0.6.1 transformers==5.25.0`,
     .venv/bin/python bench/peer.py                       # R3 and R64, storage full, one run
     .venv/bin/python bench/peer.py --runs 3              # three interleaved runs and their spread
     .venv/bin/python bench/peer.py --store off --workloads R64 --requests 800
+    .venv/bin/python bench/peer.py --runs 3 --base /tmp/before   # a checkout of the code before, interleaved
 """
 
 from __future__ import annotations
@@ -172,7 +173,9 @@ def workload_measure(
     )
 
 
-def ours_start(args: argparse.Namespace, *, port: int, fake_port: int, database_url: str) -> subprocess.Popen[bytes]:
+def ours_start(
+    args: argparse.Namespace, *, port: int, fake_port: int, database_url: str, checkout: Path = ROOT
+) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "OPENJEV_TOKENIZER": str(qwen3_dir()),
@@ -181,11 +184,11 @@ def ours_start(args: argparse.Namespace, *, port: int, fake_port: int, database_
         "OPENJEV_DATABASE_URL": database_url,
         "OPENJEV_SECRET_KEY": "bench-" + "x" * 50,
         "DJANGO_SETTINGS_MODULE": "openjev_site.settings",
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": str(checkout),
     }
     log = (Path(tempfile.mkdtemp(prefix="openjev-peer-")) / "serve.log").open("w")
     command = server_command(server="uvicorn", port=port, fake_port=fake_port, workers=1)
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return subprocess.Popen(command, cwd=checkout, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def peer_start(python: Path, *, port: int, fake_port: int) -> subprocess.Popen[bytes]:
@@ -204,9 +207,15 @@ def server_measure(
     url = f"http://127.0.0.1:{port}"
     with database_for_run(None) as database_url:
         server = (
-            ours_start(args, port=port, fake_port=fake_port, database_url=database_url)
-            if which == "ours"
-            else peer_start(peer, port=port, fake_port=fake_port)
+            peer_start(peer, port=port, fake_port=fake_port)
+            if which == "peer"
+            else ours_start(
+                args,
+                port=port,
+                fake_port=fake_port,
+                database_url=database_url,
+                checkout=ROOT if which == "ours" else args.base,
+            )
         )
         try:
             wait_http(url + "/health")
@@ -232,20 +241,33 @@ def server_measure(
                 server.wait(10)
 
 
+def base_described(base: Path | None) -> str:
+    if base is None:
+        return ""
+    if not (base / "manage.py").is_file():
+        raise SystemExit(f"--base {base}: no manage.py there")
+    described = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=base, capture_output=True, text=True)
+    return f"  base {base} {described.stdout.strip()}".rstrip()
+
+
 def spread(values: list[float]) -> str:
     return " ".join(f"{v:.2f}" for v in values) + f"  (median {statistics.median(values):.2f})"
 
 
 def summary(args: argparse.Namespace, runs: list[dict[str, dict[str, Figures]]]) -> None:
-    print(f"\n== {len(runs)} run(s), storage {args.store}: server CPU ms per evaluation, then ours/peer")
+    print(f"\n== {len(runs)} run(s), storage {args.store}: server CPU ms per evaluation, then each against the peer")
     for name in args.workloads:
         for kind in ("steady", "burst"):
-            ours = [getattr(run["ours"][name], f"cpu_{kind}") for run in runs]
             peer = [getattr(run["peer"][name], f"cpu_{kind}") for run in runs]
-            ratios = [o / p for o, p in zip(ours, peer, strict=True)]
-            print(f"{name:4s} {kind:6s} ours {spread(ours)}  peer {spread(peer)}")
-            each = " ".join(f"{r:.2f}x" for r in ratios)
-            print(f"{'':4s} {kind:6s} ours/peer {each}  ({min(ratios):.2f}-{max(ratios):.2f}x)")
+            print(f"{name:4s} {kind:6s} peer {spread(peer)}")
+            for which in [w for w in runs[0] if w != "peer"]:
+                cpu = [getattr(run[which][name], f"cpu_{kind}") for run in runs]
+                ratios = [o / p for o, p in zip(cpu, peer, strict=True)]
+                each = " ".join(f"{r:.2f}x" for r in ratios)
+                print(
+                    f"{'':4s} {kind:6s} {which} {spread(cpu)}  {which}/peer {each}  "
+                    f"({min(ratios):.2f}-{max(ratios):.2f}x)"
+                )
 
 
 def main() -> None:
@@ -255,6 +277,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1, help="runs, alternating which server goes first")
     parser.add_argument("--requests", type=int, default=600, help="steady-load requests of R3 (R64: a quarter)")
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument(
+        "--base",
+        type=Path,
+        help="another checkout of this project (its own code, this checkout's .venv) measured as 'base' in the same "
+        "runs, beside ours and the peer: before and after a change, interleaved",
+    )
     parser.add_argument("--serve-fake", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_fake:
@@ -263,7 +291,8 @@ def main() -> None:
     peer = peer_python()
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True)
     print(
-        f"{datetime.date.today()}  ours {commit.stdout.strip()}  peer {peer_versions(peer)}  stand-in fake_sglang "
+        f"{datetime.date.today()}  ours {commit.stdout.strip()}{base_described(args.base)}  "
+        f"peer {peer_versions(peer)}  stand-in fake_sglang "
         f"serving {SERVED_MODEL} (Qwen3 tokenizer)  {os.cpu_count()} cores, load average "
         f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}  storage {args.store}  concurrency {args.concurrency}",
         flush=True,
@@ -280,18 +309,22 @@ def main() -> None:
     try:
         assert fake.stdout is not None and fake.stdout.readline().strip() == "ready"
         for run in range(1, args.runs + 1):
-            order = ["ours", "peer"] if run % 2 else ["peer", "ours"]
-            figures = {
+            servers = ["ours", "peer"] + (["base"] if args.base else [])
+            order = servers if run % 2 else servers[::-1]
+            measured = {
                 which: server_measure(args, which=which, run=run, peer=peer, fake_port=fake_port, fake=fake)
                 for which in order
             }
+            figures = {which: measured[which] for which in servers}
             for name in args.workloads:
-                ours, theirs = figures["ours"][name], figures["peer"][name]
-                print(
-                    f"run {run} ours/peer {name:4s} CPU steady {ours.cpu_steady / theirs.cpu_steady:.2f}x  "
-                    f"burst {ours.cpu_burst / theirs.cpu_burst:.2f}x",
-                    flush=True,
-                )
+                theirs = figures["peer"][name]
+                for which in [w for w in servers if w != "peer"]:
+                    ours = figures[which][name]
+                    print(
+                        f"run {run} {which}/peer {name:4s} CPU steady {ours.cpu_steady / theirs.cpu_steady:.2f}x  "
+                        f"burst {ours.cpu_burst / theirs.cpu_burst:.2f}x",
+                        flush=True,
+                    )
             runs.append(figures)
     finally:
         fake.terminate()
