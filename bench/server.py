@@ -83,11 +83,17 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def serve_fake(port: int) -> None:
-    """Run the fake in this process; print its call count on SIGUSR1 (the parent reads it)."""
-    from fake_sglang import FakeSGLang
+def serve_fake(port: int, *, tokenizer: Path | None = None, keep_records: bool = True) -> None:
+    """Run the fake in this process; print its call count on SIGUSR1 (the parent reads it). With `tokenizer`
+    (a model directory) it also takes `text` prompts, tokenized there as SGLang does (bench/peer.py)."""
+    from fake_sglang import FakeSGLang, text_tokenizer_load
 
-    fake = FakeSGLang(port=port, served_model_name="Qwen/Qwen3.6-35B-A3B")
+    fake = FakeSGLang(
+        port=port,
+        served_model_name="Qwen/Qwen3.6-35B-A3B",
+        tokenizer=None if tokenizer is None else text_tokenizer_load(tokenizer),
+        keep_records=keep_records,
+    )
     stop = asyncio.Event()
 
     async def run() -> None:

@@ -8,9 +8,11 @@ format, including its awkward parts (selected-token log-probs in any order, a po
 
 Log-probs are a pure function of the prompt ids and the token id (`fake_logprob`), so tests can
 predict every answer without a model. The prefix cache is a real radix tree, so ``cached_tokens``
-tells the truth about which prompts were seen before.
+tells the truth about which prompts were seen before. Prompts come as ``input_ids``, or as ``text`` when the
+fake is given a real tokenizer (`fake_sglang/text.py`), which then runs in the fake's process as it runs in
+SGLang's.
 
-Run standalone for benchmarks: ``python -m fake_sglang --port 30000 [--delay 0]``.
+Run standalone for benchmarks: ``python -m fake_sglang --port 30000 [--delay 0] [--tokenizer DIR]``.
 """
 
 from fake_sglang.answers import Malformed
@@ -19,6 +21,7 @@ from fake_sglang.logprobs import CLAMPED_LOGPROB, LOGPROB_MAX, LOGPROB_MIN, Logp
 from fake_sglang.prefix_cache import PrefixCache
 from fake_sglang.protocol import DEFAULT_VOCAB_SIZE
 from fake_sglang.server import FakeSGLang
+from fake_sglang.text import TextTokenizer, text_tokenizer_load
 
 __all__ = [
     "CLAMPED_LOGPROB",
@@ -30,6 +33,8 @@ __all__ = [
     "Malformed",
     "PrefixCache",
     "RequestRecord",
+    "TextTokenizer",
     "fake_logprob",
     "fake_token_text",
+    "text_tokenizer_load",
 ]

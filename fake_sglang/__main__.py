@@ -1,4 +1,5 @@
-"""`python -m fake_sglang --port 30000 [--delay 0]`: the fake served standalone, for benchmarks."""
+"""`python -m fake_sglang --port 30000 [--delay 0] [--tokenizer DIR]`: the fake served standalone, for
+benchmarks."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Iterable
 
 from fake_sglang.protocol import DEFAULT_VOCAB_SIZE
 from fake_sglang.server import FakeSGLang
+from fake_sglang.text import text_tokenizer_load
 
 
 def _parse_args(argv: Iterable[str] | None) -> argparse.Namespace:
@@ -22,6 +24,7 @@ def _parse_args(argv: Iterable[str] | None) -> argparse.Namespace:
     parser.add_argument("--model-path", default="fake/Qwen3-0.6B")
     parser.add_argument("--served-model-name", default=None)
     parser.add_argument("--no-cached-tokens", action="store_true", help="omit meta_info.cached_tokens")
+    parser.add_argument("--tokenizer", help="a model directory whose tokenizer.json tokenizes `text` prompts")
     return parser.parse_args(list(argv) if argv is not None else None)
 
 
@@ -38,6 +41,7 @@ def main(argv: Iterable[str] | None = None) -> None:
         context_length=args.context_length,
         model_path=args.model_path,
         served_model_name=args.served_model_name,
+        tokenizer=None if args.tokenizer is None else text_tokenizer_load(args.tokenizer),
     )
     server.report_cached_tokens = not args.no_cached_tokens
     stopping = threading.Event()

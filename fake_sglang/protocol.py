@@ -9,6 +9,7 @@ from typing import Any
 
 from fake_sglang.images import VisionTokens, images_per_item, placeholders_expand
 from fake_sglang.protocol_errors import BadRequest
+from fake_sglang.text import TextTokenizer
 
 DEFAULT_VOCAB_SIZE = 151936
 DEFAULT_MAX_NEW_TOKENS = 128  # SamplingParams' default in SGLang
@@ -188,23 +189,46 @@ def _check_top_level(body: Any) -> None:
     for key in _UNSUPPORTED_KEYS:
         if body.get(key) is not None:
             raise BadRequest(f"the fake does not support {key}")
-    if body.get("text") is not None:
-        raise BadRequest("fake supports input_ids only")
     if body.get("stream"):
         raise BadRequest("the fake does not stream; send stream=false")
-    if body.get("input_ids") is None:
+    if body.get("text") is None and body.get("input_ids") is None:
         raise BadRequest("Either text, input_ids or input_embeds should be provided.")
+    if body.get("text") is not None and body.get("input_ids") is not None:  # SGLang would use input_ids alone
+        raise BadRequest("the fake takes text or input_ids, not both")
+
+
+def _prompts(body: dict[str, Any], tokenizer: TextTokenizer | None) -> tuple[list[Any], bool, str]:
+    """The body's prompts as id lists (text tokenized, as SGLang's TokenizerManager does), whether the body is
+    a batch, and the field they came from (for error messages)."""
+    input_ids = body.get("input_ids")
+    if input_ids is not None:
+        batched = isinstance(input_ids, list) and bool(input_ids) and isinstance(input_ids[0], list)
+        return (input_ids if batched else [input_ids]), batched, "input_ids"
+    if tokenizer is None:
+        raise BadRequest(
+            "The engine initialized with skip_tokenizer_init=True cannot accept text prompts. "
+            "Please provide input_ids (this fake was given no tokenizer)."
+        )
+    text = body["text"]
+    batched = isinstance(text, list)
+    texts = text if batched else [text]
+    if not texts or not all(isinstance(one, str) for one in texts):
+        raise BadRequest("text must be a string or a non-empty list of strings", validation=True)
+    return tokenizer(texts), batched, "text"
 
 
 def generate_parse(
-    body: Any, vocab_size: int, context_length: int, vision: VisionTokens | None = None, image_tokens: int = 64
+    body: Any,
+    vocab_size: int,
+    context_length: int,
+    vision: VisionTokens | None = None,
+    image_tokens: int = 64,
+    tokenizer: TextTokenizer | None = None,
 ) -> tuple[list[Item], bool]:
-    """Validate a /generate body; return its items (placeholders expanded for their images, when the
-    server sees: `vision`) and whether the answer must be a list."""
+    """Validate a /generate body; return its items (text tokenized by `tokenizer`, placeholders expanded for
+    their images, when the server sees: `vision`) and whether the answer must be a list."""
     _check_top_level(body)
-    input_ids = body["input_ids"]
-    batched = isinstance(input_ids, list) and bool(input_ids) and isinstance(input_ids[0], list)
-    prompts = input_ids if batched else [input_ids]
+    prompts, batched, field = _prompts(body, tokenizer)
     size = len(prompts)
     rids = _rids(body.get("rid"), size, batched)
     columns = {
@@ -220,7 +244,7 @@ def generate_parse(
         raise BadRequest("image_data was given, but the model is not multimodal (or runs --language-only).")
     items = []
     for i, prompt in enumerate(prompts):
-        what = f"input_ids[{i}]" if batched else "input_ids"
+        what = f"{field}[{i}]" if batched else field
         ids = _check_ids(prompt, what, vocab_size)
         if vision is not None and images[i]:
             ids = placeholders_expand(ids, images[i], vision, image_tokens)

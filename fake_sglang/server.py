@@ -29,6 +29,7 @@ from fake_sglang.images import QWEN3_VISION, VisionTokens
 from fake_sglang.logprobs import LogprobFn, Scorer
 from fake_sglang.prefix_cache import PrefixCache
 from fake_sglang.protocol import DEFAULT_VOCAB_SIZE, BadRequest, Item, generate_parse, validation_error
+from fake_sglang.text import TextTokenizer
 from fake_sglang.threaded import ThreadedServer
 
 
@@ -37,7 +38,8 @@ class FakeSGLang(ThreadedServer):
 
     Controls (plain attributes, settable while it runs): ``delay``, ``fail_status``, ``fail_after``,
     ``malformed``, ``healthy``, ``api_key``, ``report_cached_tokens``, ``logprob_fn``, ``clamp_token_ids``,
-    ``vision`` (the image markers; None: a text-only model, which refuses image_data), ``image_tokens``.
+    ``vision`` (the image markers; None: a text-only model, which refuses image_data), ``image_tokens``,
+    ``tokenizer`` (tokenizes `text` prompts, `fake_sglang/text.py`; None, the default, refuses them).
     Records: ``requests`` (unless ``keep_records`` is off), ``aborted``, ``disconnected``, ``in_flight``,
     ``max_in_flight``, ``waiting_calls``, ``generate_calls``.
     """
@@ -56,6 +58,7 @@ class FakeSGLang(ThreadedServer):
         cache_capacity_tokens: int = 2_000_000,
         keep_alive_s: float = 75.0,
         keep_records: bool = True,
+        tokenizer: TextTokenizer | None = None,
     ) -> None:
         super().__init__(host=host, port=port, keep_alive_s=keep_alive_s, name="fake-sglang")
         self.vocab_size = vocab_size
@@ -63,6 +66,7 @@ class FakeSGLang(ThreadedServer):
         self.served_model_name = served_model_name or model_path
         self.context_length = context_length
         self.keep_records = keep_records  # off for long benchmarks: each record holds a whole prompt
+        self.tokenizer = tokenizer  # for `text` prompts (fake_sglang/text.py); None refuses them
         self.cache = PrefixCache(cache_capacity_tokens)
         self._initial_api_key = api_key
         self._initial_delay = delay
@@ -281,7 +285,9 @@ class FakeSGLang(ThreadedServer):
         if failure is not None:
             return failure, dumps({"error": {"message": "fake SGLang injected failure"}}), b"application/json"
         try:
-            items, batched = generate_parse(body, self.vocab_size, self.context_length, self.vision, self.image_tokens)
+            items, batched = generate_parse(
+                body, self.vocab_size, self.context_length, self.vision, self.image_tokens, self.tokenizer
+            )
         except BadRequest as exc:
             error = validation_error(exc.message) if exc.validation else {"error": {"message": exc.message}}
             return 400, dumps(error), b"application/json"

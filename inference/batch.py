@@ -25,8 +25,7 @@ from inference.runner import (
     Usage,
     plan_of,
     plan_run,
-    request_texts,
-    text_size,
+    request_characters,
 )
 
 
@@ -38,8 +37,12 @@ async def evaluations_run(
     their prompt tokens together (`reserve` may refuse), then run them all concurrently; outcomes in the
     order of `requests`."""
     with evaluator.gate.admit():
-        texts = [request_texts(request=r) for r in requests]
-        if text_size(value=texts, limit=OFF_LOOP_CHARACTERS) > OFF_LOOP_CHARACTERS:
+        characters = 0
+        for request in requests:
+            characters += request_characters(request=request, limit=OFF_LOOP_CHARACTERS - characters)
+            if characters > OFF_LOOP_CHARACTERS:
+                break
+        if characters > OFF_LOOP_CHARACTERS:
             compiled = await asyncio.to_thread(_plans_compile, evaluator=evaluator, requests=requests)
         else:
             compiled = _plans_compile(evaluator=evaluator, requests=requests)

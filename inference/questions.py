@@ -40,6 +40,12 @@ class Question:
         return self.type, self.instructions, tuple((o.key, o.text) for o in self.options)
 
     @functools.cached_property
+    def characters(self) -> int:
+        """Characters of the texts the prompt compiler tokenizes for this question (its instructions and its
+        options' texts), once per object: the runner sizes every request's text before compiling it."""
+        return len(self.instructions or "") + sum(len(o.text) for o in self.options)
+
+    @functools.cached_property
     def shape(self) -> Shape:
         """The shape whose tuning scores this question, once per object (read for every branch of every
         request that sends it). Choices of more than five options are apart because nothing has measured

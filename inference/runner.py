@@ -148,7 +148,7 @@ async def evaluation_run(
 
 async def plan_prepare(*, evaluator: Evaluator, request: EvaluationRequest) -> Plan:
     """`plan_of`, in a worker thread when the request holds a lot of text."""
-    if text_size(value=request_texts(request=request), limit=OFF_LOOP_CHARACTERS) > OFF_LOOP_CHARACTERS:
+    if request_characters(request=request, limit=OFF_LOOP_CHARACTERS) > OFF_LOOP_CHARACTERS:
         return await asyncio.to_thread(plan_of, evaluator=evaluator, request=request)
     return plan_of(evaluator=evaluator, request=request)
 
@@ -166,12 +166,17 @@ def plan_of(*, evaluator: Evaluator, request: EvaluationRequest) -> Plan:
     )
 
 
-def request_texts(*, request: EvaluationRequest) -> list[Any]:
-    """The texts a request's compile tokenises, as `text_size` counts them."""
-    return [
-        *((m.content, m.extra) for m in request.conversation),
-        *((q.instructions, *(o.text for o in q.options)) for q in request.questions),
-    ]
+def request_characters(*, request: EvaluationRequest, limit: int) -> int:
+    """Characters of the texts a request's compile tokenises (its messages, keys included, and its questions'
+    texts), counted until past `limit`. A question's count is kept on it (`Question.characters`): the API
+    reuses a parsed question for every request that sends it again, and walking 64 questions' texts here
+    cost as much as validating them."""
+    total = text_size(value=[(m.content, m.extra) for m in request.conversation], limit=limit)
+    for question in request.questions:
+        if total > limit:
+            break
+        total += question.characters
+    return total
 
 
 def text_size(*, value: Any, limit: int) -> int:

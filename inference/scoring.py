@@ -103,9 +103,10 @@ def probabilities_served(p: Sequence[float]) -> tuple[float, ...]:
 
 def probabilities_compute(*, logprobs: Sequence[float], temperature: float) -> list[float]:
     """Stable softmax of logprobs/temperature; -inf is allowed (probability 0), NaN is not."""
-    if any(math.isnan(x) or x == math.inf for x in logprobs):
-        raise BackendFailed("the backend returned a NaN or +inf log-prob")
-    scaled = [x / temperature for x in logprobs]
+    for x in logprobs:
+        if x != x or x == math.inf:  # NaN is the one float unequal to itself
+            raise BackendFailed("the backend returned a NaN or +inf log-prob")
+    scaled = logprobs if temperature == 1.0 else [x / temperature for x in logprobs]  # x / 1.0 is x, exactly
     top = max(scaled)
     if top == -math.inf:
         raise BackendFailed("the backend gave every label a log-prob of -inf")
@@ -158,8 +159,14 @@ def score_confidence(*, p: Sequence[float], formula: ConfidenceFormula) -> float
     return min(1.0, max(0.0, 1.0 - spread / uniform_spread))
 
 
-def _unpermuted(p: Sequence[float], order: Sequence[int]) -> list[float]:
-    """Label-position probabilities back in the question's option order."""
+_IDENTITY = tuple(tuple(range(n)) for n in range(257))
+"""The order sent, by option count (every question in one order is asked in it)."""
+
+
+def _unpermuted(p: list[float], order: Sequence[int]) -> list[float]:
+    """Label-position probabilities back in the question's option order (`p` itself when that is the order)."""
+    if len(order) < len(_IDENTITY) and order == _IDENTITY[len(order)]:
+        return p
     out = [0.0] * len(order)
     for position, option in enumerate(order):
         out[option] = p[position]
@@ -191,7 +198,8 @@ def answer_compute(
             else _unpermuted(probabilities_compute(logprobs=branch.label_logprobs, temperature=1.0), branch.order)
         )
     p = probabilities_served(_mean(served))
-    mass = math.fsum(math.fsum(math.exp(x) for x in b.label_logprobs) for b in branches) / len(branches)
+    masses = [math.fsum(map(math.exp, b.label_logprobs)) for b in branches]
+    mass = masses[0] if len(masses) == 1 else math.fsum(masses) / len(masses)  # the same float for one order
     return Answer(
         question=question,
         probabilities=p,

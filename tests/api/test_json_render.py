@@ -71,6 +71,10 @@ BODIES: dict[str, tuple[Any, bytes]] = {
         b'{"s":"\xc3\xa9 \xf0\x9f\x98\x80 \xe2\x80\xa8 \x7f \\u001f \\"q\\" \\\\ /",'
         b'"n":[1,-0.0,2.5e+16,1e+16,0.1,1.2345678901234568e+17,5e-324],"t":[1,2],"b":[true,false]}',
     ),
+    "the word null in a string, no null: orjson's floats": (
+        {"instructions": "Is the field nullable?", "p": [0.99999, 1e-05]},
+        b'{"instructions":"Is the field nullable?","p":[0.99999,0.00001]}',
+    ),
     "an integer over 64 bits": ({"n": 2**70}, b'{"n":1180591620717411303424}'),
     "a key that is not a string": ({1: "one", "2": 2}, b'{"1":"one","2":2}'),
     "a str subclass": ({"k": Kind.A}, b'{"k":"a"}'),

@@ -26,7 +26,7 @@ def test_served_probabilities_are_whole_millionths_that_sum_to_exactly_one():
         served = probabilities_served(p)
         decimals = [Decimal(repr(x)) for x in served]
         assert sum(decimals) == 1
-        assert all(d.as_tuple().exponent >= -PROBABILITY_DECIMALS for d in decimals)
+        assert all(int(d.as_tuple().exponent) >= -PROBABILITY_DECIMALS for d in decimals)
         assert all(abs(x - y / sum(p)) <= 10**-PROBABILITY_DECIMALS for x, y in zip(served, p, strict=True))
 
 

@@ -99,3 +99,26 @@ async def test_debiasing_measures_each_new_question_once_in_the_same_batch(fake)
         expected = answer_compute(question=answer.question, branches=[branch], temperature=1.0, confidence="entropy")
         assert answer.probabilities == expected.probabilities
         assert answer.probabilities != answer.raw_probabilities
+
+
+def test_request_characters_count_what_the_compile_tokenizes_until_past_the_limit():
+    """Whether a request compiles off the event loop: its messages' texts (keys of their extras too) and its
+    questions' instructions and option texts, each question's count kept on the question."""
+    from inference.requests import EvaluationRequest, Message
+    from inference.runner import request_characters
+
+    questions = (
+        question_build(id="a", type="choice", instructions="Which?", criteria={"Red": None, "Blue": "the sky"}),
+        question_build(id="b", type="noul", instructions=None, criteria=None),
+        question_build(id="c", type="score", instructions="How much?", criteria=["low", {"level": "high"}]),
+    )
+    request = EvaluationRequest(
+        conversation=(Message(role="user", content="hello", extra=(("name", "ann"),)),), questions=questions
+    )
+    messages = len("hello") + len("name") + len("ann")
+    asked = len("Which?") + len("Red") + len("the sky") + len("Yes") + len("No") + len("How much?") + len("low")
+    asked += len('{"level":"high"}')
+    assert request_characters(request=request, limit=10**6) == messages + asked
+    assert questions[0].characters == len("Which?Redthe sky")
+    # Counting stops once past the limit: what decides is only whether the total is over it.
+    assert messages < request_characters(request=request, limit=messages) < messages + asked
