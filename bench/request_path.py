@@ -33,10 +33,11 @@ django.setup()
 
 import orjson  # noqa: E402
 
-from api.json_render import body_encode  # noqa: E402
+from api.checking.limits import limits_configured  # noqa: E402
+from api.plumbing.json_render import body_encode  # noqa: E402
 from api.systemone.parsing import systemone_request_parse  # noqa: E402
 from api.systemone.render import served_render  # noqa: E402
-from api.systemone.service import Served, request_limits  # noqa: E402
+from api.systemone.service import Served  # noqa: E402
 from bench.workloads import WORKLOADS  # noqa: E402
 from fake_sglang.answers import Overrides, completion  # noqa: E402
 from fake_sglang.protocol import generate_parse  # noqa: E402
@@ -73,7 +74,7 @@ def steps(name: str) -> dict[str, Callable[[], Any]]:
     budget = Budget(max_input_tokens=32768, max_total_input_tokens=10**7)
 
     def parse() -> Any:
-        return systemone_request_parse(data=body, limits=request_limits(), models=frozenset({body["model"]}))
+        return systemone_request_parse(data=body, limits=limits_configured(), models=frozenset({body["model"]}))
 
     request = parse()
 
