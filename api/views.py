@@ -153,7 +153,7 @@ class WireFormatView(ApiView):
 
     async def post(self, request: Request) -> HttpResponse:
         route = self._route()
-        self.shape = route.primary.shape
+        self.shape = route.format_announced(has_header=request.headers.__contains__).shape
         return await self._served(
             request, path=self.path, serve=self._format_served(route), multipart=any(f.multipart for f in route.formats)
         )
@@ -176,9 +176,17 @@ class WireFormatView(ApiView):
         return serve
 
     def handle_exception(self, exc: Exception) -> HttpResponse:
+        """An error before `post` ran (auth, a wrong method) is in the shape of the format the request's headers
+        announce, the path's primary's unless another's header is there (`WireFormat.announced_by`)."""
         if not hasattr(self, "shape") or self.shape is PLAIN:
             route = route_of_path(self.path)
-            self.shape = route.primary.shape if route is not None else PLAIN
+            request = getattr(self, "request", None)
+            if route is None:
+                self.shape = PLAIN
+            elif request is None:
+                self.shape = route.primary.shape
+            else:
+                self.shape = route.format_announced(has_header=request.headers.__contains__).shape
         return exception_response(exc, shape=self.shape)
 
 
