@@ -23,7 +23,7 @@ from api.errors import PLAIN, ApiError, body_invalid, exception_response
 from api.feedback import feedback_record
 from api.openapi import operations as doc
 from api.openapi.feedback import feedback_schema
-from api.plumbing.authentication import BearerKeyAuthentication, caller_authenticate
+from api.plumbing.authentication import API_KEY_HEADER, BearerKeyAuthentication, caller_authenticate
 from api.plumbing.body_lane import body_lane_run
 from api.plumbing.evaluate import images_accepted
 from api.plumbing.formats import ErrorShape, Route, WireFormat, route_of_path, wire_formats
@@ -296,7 +296,12 @@ async def _key_shown(request: Request) -> bool:
     if not settings.OPENJEV.auth_required:
         return True
     try:
-        return await caller_authenticate(authorization=request.headers.get("Authorization")) is not None
+        return (
+            await caller_authenticate(
+                authorization=request.headers.get("Authorization"), api_key=request.headers.get(API_KEY_HEADER)
+            )
+            is not None
+        )
     except (AuthenticationFailed, ApiError):
         return False
 
