@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
@@ -163,10 +163,14 @@ def error_body(error: ApiError, *, shape: ErrorShape = PLAIN, message: str | Non
     return shape.body(error, message=error.message if message is None else message)
 
 
-def shape_of_path(path: str) -> ErrorShape:
-    """The error shape of the route a path is for (its primary format's), the plain one for any other path."""
+def shape_of_path(path: str, *, has_header: Callable[[str], bool] | None = None) -> ErrorShape:
+    """The error shape of the route a path is for, the plain one for any other path: its primary format's, or that
+    of a format sharing the path whose header the request carries (`has_header`, for a request whose headers are
+    known; `WireFormat.announced_by`)."""
     route = route_of_path(path)
-    return PLAIN if route is None else route.primary.shape
+    if route is None:
+        return PLAIN
+    return route.primary.shape if has_header is None else route.format_announced(has_header=has_header).shape
 
 
 def error_response(error: ApiError, *, shape: ErrorShape = PLAIN, logged: bool = True) -> HttpResponse:
@@ -178,6 +182,7 @@ def error_response(error: ApiError, *, shape: ErrorShape = PLAIN, logged: bool =
     status = shape.status(error)
     for name, value in shape.headers(error, status=status).items():
         headers.setdefault(name, value)
+    headers = shape.headers_sent(headers)
     body = error_body(error, shape=shape, message=error_message(error) if logged else error.message)
     response = json_response(body=body, status=status, headers=headers)
     if logged:
@@ -230,7 +235,9 @@ def _api_error_logged(exc: BaseException) -> ApiError:
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponse:
     """DRF's hook: its own exceptions (405, parse errors) get our shape too (its route's)."""
     request = context.get("request")
-    return exception_response(exc, shape=shape_of_path(request.path) if request is not None else PLAIN)
+    if request is None:
+        return exception_response(exc, shape=PLAIN)
+    return exception_response(exc, shape=shape_of_path(request.path, has_header=request.headers.__contains__))
 
 
 def not_found_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

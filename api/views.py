@@ -23,7 +23,7 @@ from api.errors import PLAIN, ApiError, body_invalid, exception_response
 from api.feedback import feedback_record
 from api.openapi import operations as doc
 from api.openapi.feedback import feedback_schema
-from api.plumbing.authentication import BearerKeyAuthentication, caller_authenticate
+from api.plumbing.authentication import API_KEY_HEADER, BearerKeyAuthentication, caller_authenticate
 from api.plumbing.body_lane import body_lane_run
 from api.plumbing.evaluate import images_accepted
 from api.plumbing.formats import ErrorShape, Route, WireFormat, route_of_path, wire_formats
@@ -153,7 +153,7 @@ class WireFormatView(ApiView):
 
     async def post(self, request: Request) -> HttpResponse:
         route = self._route()
-        self.shape = route.primary.shape
+        self.shape = route.format_announced(has_header=request.headers.__contains__).shape
         return await self._served(
             request, path=self.path, serve=self._format_served(route), multipart=any(f.multipart for f in route.formats)
         )
@@ -176,9 +176,17 @@ class WireFormatView(ApiView):
         return serve
 
     def handle_exception(self, exc: Exception) -> HttpResponse:
+        """An error before `post` ran (auth, a wrong method) is in the shape of the format the request's headers
+        announce, the path's primary's unless another's header is there (`WireFormat.announced_by`)."""
         if not hasattr(self, "shape") or self.shape is PLAIN:
             route = route_of_path(self.path)
-            self.shape = route.primary.shape if route is not None else PLAIN
+            request = getattr(self, "request", None)
+            if route is None:
+                self.shape = PLAIN
+            elif request is None:
+                self.shape = route.primary.shape
+            else:
+                self.shape = route.format_announced(has_header=request.headers.__contains__).shape
         return exception_response(exc, shape=self.shape)
 
 
@@ -288,7 +296,12 @@ async def _key_shown(request: Request) -> bool:
     if not settings.OPENJEV.auth_required:
         return True
     try:
-        return await caller_authenticate(authorization=request.headers.get("Authorization")) is not None
+        return (
+            await caller_authenticate(
+                authorization=request.headers.get("Authorization"), api_key=request.headers.get(API_KEY_HEADER)
+            )
+            is not None
+        )
     except (AuthenticationFailed, ApiError):
         return False
 

@@ -16,10 +16,10 @@ SECRET_KEY = OPENJEV.secret_key
 DEBUG = OPENJEV.debug
 ALLOWED_HOSTS = list(OPENJEV.allowed_hosts)
 
-API_WIRE_FORMATS = ["api.systemone", "api.decisions", "api.classify"]
+API_WIRE_FORMATS = ["api.systemone", "api.decisions", "api.google", "api.classify"]
 """The wire formats served, each a package under `api/` with a `format.FORMAT` and its `urls` (`ApiConfig.ready`
 installs them for the shared plumbing, `openjev_site.urls` routes them); a format sharing another's path comes
-after it."""
+after it and has no `urls` (Google's Decisions shape, answered on OpenAI's `/v1/decisions` by its body)."""
 
 INSTALLED_APPS = [
     "daphne",

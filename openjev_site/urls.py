@@ -4,7 +4,8 @@ from importlib import import_module
 
 from django.conf import settings
 from django.contrib import admin
-from django.urls import path
+from django.urls import URLPattern, URLResolver, path
+from django.utils.module_loading import module_has_submodule
 
 from api import views
 from api.openapi import pages
@@ -15,9 +16,18 @@ handler403 = "api.errors.permission_denied_view"
 handler404 = "api.errors.not_found_view"
 handler500 = "api.errors.server_error_view"
 
+
+def _format_routes(package: str) -> list[URLPattern | URLResolver]:
+    """A wire format's own routes: its `urls` module's, none for a format that shares another's path (its
+    bodies are answered by the view of the path's primary format)."""
+    if not module_has_submodule(import_module(package), "urls"):
+        return []
+    return list(import_module(f"{package}.urls").urlpatterns)
+
+
 urlpatterns = [
     # Each wire format's own routes (settings.API_WIRE_FORMATS), then the routes every format shares.
-    *(route for package in settings.API_WIRE_FORMATS for route in import_module(f"{package}.urls").urlpatterns),
+    *(route for package in settings.API_WIRE_FORMATS for route in _format_routes(package)),
     path("v1/feedback", views.FeedbackView.as_view(), name="feedback"),
     path("v1/models", views.ModelsView.as_view(), name="models"),
     path("v1/limits", views.LimitsView.as_view(), name="limits"),

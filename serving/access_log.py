@@ -5,7 +5,8 @@ headers on a WebSocket), and the servers log the whole target: uvicorn every Web
 (`uvicorn.error`, always) and every request with `--access-log` (`uvicorn.access`), daphne through
 `serve`'s access logger or `runserver`'s `django.channels.server`. The filter sits on the site's log
 handler (Django's LOGGING), so every line is rewritten once, whichever logger made it: the query string of
-every path becomes `?***`, and an `Authorization` value or a Bearer or Basic credential becomes `***`.
+every path becomes `?***`, and an `Authorization` or `x-goog-api-key` value (Google's SDK sends its key bare
+in that header) or a Bearer or Basic credential becomes `***`.
 The site's formatter then redacts URL userinfo and the configured secrets (`serving.redaction`).
 
 Every line passes here on the event loop, and a client chooses what its request line holds (a path of eight
@@ -26,7 +27,9 @@ LINE_MAX_CHARACTERS = 8192
 """Longer messages are cut to this (after redaction), with a note of how much was cut."""
 _WORD = re.compile(r"\S+")
 _CREDENTIAL = re.compile(r"(?i)\b(bearer|basic)\s+[^\s\"',;}]+")
-_AUTHORIZATION = re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?)(?!bearer\b|basic\b)[^\s\"',;}]+")
+_AUTHORIZATION = re.compile(
+    r"(?i)((?:authorization|x-goog-api-key)[\"']?\s*[:=]\s*[\"']?)(?!bearer\b|basic\b)[^\s\"',;}]+"
+)
 
 
 def _query_redact(found: re.Match[str]) -> str:

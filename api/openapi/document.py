@@ -17,6 +17,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from drf_spectacular.generators import SchemaGenerator
 
 from api.openapi.operations import SECURITY_SCHEME
+from api.plumbing.formats import wire_formats
 from serving.config import config_from_env
 
 API_DESCRIPTION = """\
@@ -109,6 +110,10 @@ def schema_postprocess(result: dict[str, Any], generator: Any, request: Any, pub
     _component(result, "Answer")["description"] = "One answer, of its question's type."
     _component(result, "ClassifyRequest")["properties"]["input"].update(maxItems=config.max_classify_inputs)
     _component(result, "ClassifyRequest")["additionalProperties"] = True
+    # What each wire format writes itself: a format sharing a path documents its bodies on the primary's operation.
+    for wire_format in wire_formats():
+        if wire_format.openapi is not None:
+            wire_format.openapi(result)
     return result
 
 

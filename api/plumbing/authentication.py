@@ -1,5 +1,8 @@
 """Bearer-key authentication as a DRF authentication class, off by default like the original service.
 
+The key is the `Authorization: Bearer <key>` token, or, on a request with no `Authorization` header, the bare
+`x-goog-api-key` header, which Google's SDK (`google-genai`) sends its API key in.
+
 With auth off, any Authorization header is accepted (the official SDK always sends one) and the
 request is anonymous. With auth on, the key must equal the configured key or an active issued key,
 compared in constant time; `request.auth` is then the `Caller` recorded with the evaluation.
@@ -24,6 +27,8 @@ from api.requestids import client_address_current
 from audit.callers import Caller
 from audit.keys import KeysUnavailable, apikey_verify
 
+API_KEY_HEADER = "x-goog-api-key"
+"""The header Google's SDK sends its API key in, bare: read as the key when a request has no `Authorization`."""
 ENV_CALLER = Caller(label="env")
 """The caller who sent the environment's key (`OPENJEV_API_KEY`)."""
 
@@ -37,15 +42,16 @@ def bearer_token(header: str | None) -> str | None:
     return token.strip()
 
 
-async def caller_authenticate(*, authorization: str | None) -> Caller | None:
-    """The caller an `Authorization` header names, or None while auth is off; raises AuthenticationFailed
-    (401), or a 429 for an address that sent too many wrong keys this minute (before any key is compared, the
-    environment's included). The API's views and the WebSocket stream (header or `auth` message) both ask
-    this, with the client's address bound (`api.requestids.client_address_bound`)."""
+async def caller_authenticate(*, authorization: str | None, api_key: str | None = None) -> Caller | None:
+    """The caller an `Authorization` header names (or, without one, an `x-goog-api-key` header: `api_key`), or
+    None while auth is off; raises AuthenticationFailed (401), or a 429 for an address that sent too many wrong
+    keys this minute (before any key is compared, the environment's included). The API's views and the WebSocket
+    stream (header or `auth` message) both ask this, with the client's address bound
+    (`api.requestids.client_address_bound`)."""
     config = settings.OPENJEV
     if not config.auth_required:
         return None
-    token = bearer_token(authorization)
+    token = bearer_token(authorization) if authorization else (api_key or "").strip() or None
     if token is None:
         raise AuthenticationFailed("missing API key: send Authorization: Bearer <key>")
     address = client_address_current()
@@ -67,7 +73,9 @@ async def caller_authenticate(*, authorization: str | None) -> Caller | None:
 class BearerKeyAuthentication(BaseAuthentication):
     async def authenticate(self, request: Request) -> tuple[None, Caller] | None:  # type: ignore[override]
         """(no user, the caller), or None while auth is off; raises AuthenticationFailed (401)."""
-        caller = await caller_authenticate(authorization=request.headers.get("Authorization"))
+        caller = await caller_authenticate(
+            authorization=request.headers.get("Authorization"), api_key=request.headers.get(API_KEY_HEADER)
+        )
         return None if caller is None else (None, caller)
 
     def authenticate_header(self, request: Any) -> str:

@@ -8,12 +8,13 @@ the errors, the request ids, the body reader, the meter and the views look a pat
 
 Several formats may share a path (OpenAI's and Google's Decisions shapes both post to `/v1/decisions`): the
 first installed without a `claims` test is the path's primary format, whose error shape answers before a body is
-read; the others claim the bodies that are theirs.
+read unless a request header only another format's clients send announces that one (`announced_by`); the others
+claim the bodies that are theirs, and document themselves on the primary's operation (`openapi`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,11 @@ class ErrorShape:
         """Headers the shape's clients read besides the error's own (a retry hint)."""
         return {}
 
+    def headers_sent(self, headers: Mapping[str, str]) -> dict[str, str]:
+        """The headers as they go out, the error's own included: a shape whose clients obey a retry hint without
+        bound shortens it here."""
+        return dict(headers)
+
     def json_invalid(self, exc: BodyNotJson) -> ApiError:
         """A body that is not JSON: a 422 located at the character where it breaks, as FastAPI answers."""
         from api.errors import body_invalid
@@ -78,6 +84,14 @@ class WireFormat:
     """OpenInference's `decision.system` of its calls (the API ecosystem its clients speak), if it is one."""
     claims: Callable[[Any], bool] | None = None
     """For a format sharing its path: whether a parsed body is this format's; None for the path's primary."""
+    announced_by: str | None = None
+    """For a format sharing its path: a request header (lowercase) only its clients send, which puts what is
+    answered before the body is read (auth, limits, the body reader's refusals) in this format's error shape; once
+    the body is read, the body decides (`claims`)."""
+    openapi: Callable[[dict[str, Any]], None] | None = None
+    """What the format writes into the OpenAPI document itself, called on the generated document
+    (`api.openapi.document.schema_postprocess`): a format sharing its path has no operation of its own, and
+    documents its bodies as alternatives on the primary's."""
     models: Callable[[], Awaitable[list[str]]] | None = None
     """Model names it serves besides the language model (`GET /v1/models` lists them: saved classifiers)."""
     limits: Callable[[], dict[str, int]] | None = None
@@ -99,6 +113,13 @@ class Route:
     def format_of(self, *, data: Any) -> WireFormat:
         """The format a parsed body is written in: the first that claims it, else the primary."""
         return next((f for f in self.formats[1:] if f.claims is not None and f.claims(data)), self.primary)
+
+    def format_announced(self, *, has_header: Callable[[str], bool]) -> WireFormat:
+        """The format whose shape answers before the body is read: the first whose `announced_by` header the
+        request carries, else the primary."""
+        return next(
+            (f for f in self.formats[1:] if f.announced_by is not None and has_header(f.announced_by)), self.primary
+        )
 
 
 _routes: dict[str, Route] = {}

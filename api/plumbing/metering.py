@@ -20,6 +20,7 @@ from typing import Any
 
 from django.conf import settings
 
+from api.plumbing.formats import wire_format_named
 from api.plumbing.tracing import RequestSpan, request_span_end, request_span_start
 from api.requestids import ASGIApp, Message, Receive, Scope, Send, request_id_current
 from inference.runner import Outcome
@@ -29,10 +30,19 @@ from serving import metrics
 request_log = logging.getLogger("openjev.request")
 """One line per evaluating request, with JSON logs (`api.plumbing.log_format`)."""
 
-SYSTEMS = {"systemone": "typesafe", "stream": "typesafe", "decisions": "openai"}
+STREAM_SYSTEM = "typesafe"
+"""OpenInference's `decision.system` of the System One stream's evaluations (it is no wire format of its own); every
+wire format's is its `WireFormat.system`."""
 CLIENT_CLOSED = 499
 """The status of a request whose client hung up before an answer started (as nginx logs it, and storage)."""
-"""OpenInference's `decision.system` of each API: the wire format the client speaks."""
+
+
+def decision_system(api: str) -> str | None:
+    """OpenInference's `decision.system` of an API's calls: the API ecosystem the client speaks."""
+    if api == "stream":
+        return STREAM_SYSTEM
+    found = wire_format_named(api)
+    return None if found is None else found.system
 
 
 @dataclass
@@ -103,7 +113,8 @@ def meter_close(*, meter: Meter, status: int) -> None:
     metrics.requests_total.labels(api, str(status)).inc()
     metrics.request_duration.labels(api).observe(seconds)
     if settings.OPENJEV.log_format == "json":
-        route = "/v1/systemone/stream" if api == "stream" else f"/v1/{api}"
+        served = wire_format_named(api)
+        route = "/v1/systemone/stream" if api == "stream" else served.path if served is not None else f"/v1/{api}"
         extra = {"route": route, "status": status, "duration_ms": round(seconds * 1000, 3)}
         request_log.info("%s %s %.1f ms", route, status, seconds * 1000, extra=extra)
     for phase, start, end in meter.phases:
@@ -131,7 +142,7 @@ def meter_evaluated(
     if meter is not None:
         meter.attributes |= {
             "openinference.span.kind": "DECISION",
-            "decision.system": SYSTEMS.get(api),
+            "decision.system": decision_system(api),
             "decision.provider": "openjev",
             "decision.request.model_name": requested_model or None,
             "decision.response.model_name": served_model or None,

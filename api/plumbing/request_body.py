@@ -84,14 +84,18 @@ def body_decode(*, data: bytes, encoding: str, limit: int) -> bytes:
 async def error_response_send(send: Send, status: int, error_type: str, message: str, *, scope: Scope) -> None:
     """The error in its route's shape, from `api.errors` like every other error of the API."""
     error = ApiError(status, error_type, message)
-    shape = shape_of_path(str(scope.get("path", "")))
+    names = {name.decode("latin-1").lower() for name, _ in scope.get("headers", ())}
+    shape = shape_of_path(str(scope.get("path", "")), has_header=names.__contains__)
     body = body_encode(body=error_body(error, shape=shape))
     status = shape.status(error)
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
         (b"connection", b"close"),
-        *((name.encode(), value.encode()) for name, value in shape.headers(error, status=status).items()),
+        *(
+            (name.encode(), value.encode())
+            for name, value in shape.headers_sent(shape.headers(error, status=status)).items()
+        ),
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -25,6 +25,7 @@ STATUS_CHOICES = [
 API_CHOICES = [
     ("systemone", "System One (POST /v1/systemone and its stream)"),
     ("decisions", "Decisions (POST /v1/decisions)"),
+    ("google", "Google's Decisions shape (POST /v1/decisions)"),
     ("classify", "Classify (POST /v1/classify)"),
 ]
 """The wire format a call came through: every one runs the same evaluation."""

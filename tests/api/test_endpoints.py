@@ -29,6 +29,7 @@ async def test_limits_lists_every_admission_limit(api):
         "max_concurrent_branches": 64,
         "request_timeout_seconds": 120.0,
         "decisions": {"max_questions": 400, "max_choices": 255, "max_levels": 10, "max_images": 0},
+        "google": {"max_questions": 400, "max_choices": 255, "max_levels": 255, "max_images": 0},
     }
 
 

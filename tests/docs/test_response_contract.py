@@ -30,6 +30,7 @@ from api.classify import registry
 from api.classify.openapi import CLASSIFY_REQUEST
 from api.decisions import answer as decisions_answer
 from api.decisions.openapi import DECISIONS_CHAT_REQUEST, DECISIONS_REQUEST
+from api.google.openapi import GOOGLE_REQUEST
 from api.plumbing import ratelimits
 from api.systemone import answer as systemone_answer
 from fake_sglang import FakeSGLang
@@ -373,6 +374,24 @@ def _get(path: str) -> Drive:
 FEEDBACK_BODY = {"request_id": "req_0123456789abcdef0123456789abcdef", "question_id": "team", "label": "Billing"}
 DECISIONS_UNKNOWN_MODEL = {**DECISIONS_REQUEST, "model": "gpt-6-luna"}
 DECISIONS_INVALID = {**DECISIONS_REQUEST, "questions": [{"type": "choice", "instructions": "?", "choices": []}]}
+GOOGLE_INVALID = {
+    **GOOGLE_REQUEST,
+    "questions": {"team": {"type": "choice", "instructions": "?", "criteria": {"a": ""}}},
+}
+GOOGLE_KEY = {"x-goog-api-key": KEY}
+"""Google's SDK's key header: what puts the errors before the body is read in Google's shape."""
+
+
+async def _google_wrong_key(ctx: Ctx) -> Reply:
+    ctx.auth_on()
+    return await ctx.post("/v1/decisions", GOOGLE_REQUEST, headers={"x-goog-api-key": "not-the-key"})
+
+
+async def _google_rate_limited(ctx: Ctx) -> Reply:
+    ctx.configure(key_requests_per_minute=1)
+    first = await ctx.post("/v1/decisions", GOOGLE_REQUEST, headers=GOOGLE_KEY)
+    assert first.status == 200, first.body
+    return await ctx.post("/v1/decisions", GOOGLE_REQUEST, headers=GOOGLE_KEY)
 
 
 CASES: dict[Operation, list[Case]] = {
@@ -398,6 +417,16 @@ CASES: dict[Operation, list[Case]] = {
         ),
         Case("a model not served here", 404, _ok("/v1/decisions", DECISIONS_UNKNOWN_MODEL)),
         *_evaluating_cases("/v1/decisions", DECISIONS_REQUEST),
+        Case("Google's shape: the README questions", 200, _ok("/v1/decisions", GOOGLE_REQUEST)),
+        Case("Google's shape: a choice with one option", 400, _ok("/v1/decisions", GOOGLE_INVALID)),
+        Case(
+            "Google's shape: a model not served here",
+            404,
+            _ok("/v1/decisions", {**GOOGLE_REQUEST, "model": "models/gemini-decision-1"}),
+        ),
+        Case("Google's shape: a wrong x-goog-api-key", 401, _google_wrong_key),
+        Case("Google's shape: over the requests per minute", 429, _google_rate_limited),
+        Case("Google's shape: the backend is down", 503, _backend_dead("/v1/decisions", GOOGLE_REQUEST)),
     ],
     ("post", "/v1/classify"): [
         Case("two texts, a choice classifier", 200, _ok("/v1/classify", CLASSIFY_REQUEST, classifiers=True)),

@@ -1,0 +1,29 @@
+"""Google's Decisions shape, as the shared plumbing reads it (`api.plumbing.formats`): it shares OpenAI's
+`POST /v1/decisions`, claims the bodies whose `questions` is a map, and answers in Google's error shape the requests
+that carry Google's key header before their body is read.
+
+`system`: OpenInference names no Google decision API (its `decision.system` values are `typesafe` and `openai`);
+`google` is the vendor's name in its provider values, and the system of the same vendor's LLM spans
+(`vertexai`) would say Vertex AI, whose clients post elsewhere (`/v1beta1/...`)."""
+
+from __future__ import annotations
+
+from api.google.answer import google_answer
+from api.google.errors import GOOGLE_SHAPE
+from api.google.openapi import google_openapi
+from api.google.parsing import google_claims
+from api.google.service import API, google_limits_shown
+from api.plumbing.authentication import API_KEY_HEADER
+from api.plumbing.formats import WireFormat
+
+FORMAT = WireFormat(
+    name=API,
+    path="/v1/decisions",
+    serve=google_answer,
+    shape=GOOGLE_SHAPE,
+    system="google",
+    claims=google_claims,
+    announced_by=API_KEY_HEADER,
+    openapi=google_openapi,
+    limits=google_limits_shown,
+)
