@@ -8,7 +8,7 @@ import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from django.conf import settings
 
@@ -22,15 +22,12 @@ from api.plumbing.metering import phase_timed
 from api.plumbing.ratelimits import Admission
 from api.plumbing.recording import evaluation_recorded
 from audit.callers import Caller
-from audit.storage.records import Received
+from audit.storage.records import Api, Received
 from inference.errors import PROBLEMS_TEXT_MAX, Problem, RequestInvalid, value_quoted
 from inference.questions import QUESTION_TYPES
 from inference.runner import Outcome
 
-if TYPE_CHECKING:
-    from audit.storage.records import Api
-
-API = cast("Api", "google")
+API: Api = "google"
 """The name its calls are stored and counted under (`audit.models.API_CHOICES`)."""
 
 

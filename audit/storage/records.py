@@ -17,7 +17,7 @@ from inference.requests import ImageMeta
 from inference.runner import Outcome
 from serving.config import StoreLevel
 
-Api = Literal["systemone", "decisions", "classify"]
+Api = Literal["systemone", "decisions", "classify", "google"]
 
 
 @dataclass(frozen=True)
