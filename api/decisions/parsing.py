@@ -46,6 +46,12 @@ _QUESTION_KEYS = {
 }
 
 
+WRONG_ROUTE = (
+    "This is a System One request (`state` and a map of `questions`): POST it to /v1/systemone. This route takes "
+    "OpenAI's Decisions API: `input` and a list of `questions`"
+)
+
+
 class ModelUnknown(Exception):
     """The body names a model this server does not serve (a 404 on this route)."""
 
@@ -88,6 +94,8 @@ def decisions_request_parse(*, data: Any, limits: Limits, models: frozenset[str]
         raise RequestInvalid(
             [Problem((), f"Invalid type: the body must be a JSON object, got {json_kind(data)}", "invalid_type")]
         )
+    if "state" in data and "input" not in data:  # before anything else: every other problem would follow from it
+        raise RequestInvalid([Problem(("state",), WRONG_ROUTE, "wrong_route")])
     check = Checker(limits=limits.images)
     unknown_keys_check(check, data, _TOP_KEYS, ())
     model = string_check(check, data, "model", ())
@@ -95,6 +103,12 @@ def decisions_request_parse(*, data: Any, limits: Limits, models: frozenset[str]
         raise ModelUnknown(model)
     if "input" not in data:
         check.add(("input",), "Missing required parameter: 'input'", "missing_required_parameter")
+    elif isinstance(data["input"], str) and not data["input"].strip():
+        check.add(
+            ("input",),
+            "Invalid 'input': empty string. Expected a string with at least one character that is not a space",
+            "empty_string",
+        )
     conversation = conversation_parse(check, data.get("input")) if "input" in data else ()
     check.problems += [
         Problem(("input", *p.loc[1:]) if p.loc[:1] == ("state",) else p.loc, p.msg, p.type)
@@ -162,7 +176,19 @@ def _questions_check(
         return (), ()
     found = []
     ids: set[str] = set()
+    named: dict[str, int] = {}
     for i, question in enumerate(questions):
+        name = question.get("name") if isinstance(question, dict) else None
+        if isinstance(name, str) and name in named:  # feedback by name would be ambiguous
+            check.add(
+                ("questions", i, "name"),
+                f"Duplicate value for 'name': {value_quoted(name)} already names questions[{named[name]}]; "
+                "each question's name must be unique",
+                "duplicate_value",
+            )
+            continue
+        if isinstance(name, str):
+            named[name] = i
         qid = _question_id(question, position=i, taken=ids)
         built = json_cached(
             cache=_parsed,

@@ -11,7 +11,6 @@ from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, e
 from rest_framework import serializers
 
 from api.openapi.errors import (
-    BODY_CORRUPT,
     BODY_LATE,
     BODY_TOO_LARGE,
     CROSS_SITE,
@@ -174,7 +173,10 @@ SYSTEMONE_RESPONSES: dict[int, OpenApiResponse] = {
     200: OpenApiResponse(
         SystemOneResponseSerializer, description="One answer per question, keyed by the question ids of the request."
     ),
-    400: BODY_CORRUPT,
+    400: error_documented(
+        "The body is a corrupt gzip/zstd stream (`invalid_request`), or a Decisions request (`input`) sent here "
+        "(`wrong_route`: its message names /v1/decisions)."
+    ),
     401: KEY_MISSING,
     403: CROSS_SITE,
     408: BODY_LATE,

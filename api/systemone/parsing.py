@@ -41,6 +41,16 @@ class SystemOneRequest:
     """The questions object exactly as sent."""
 
 
+WRONG_ROUTE = (
+    "this is a Decisions request (`input`): POST it to /v1/decisions (OpenAI's shape, a list of `questions`, or "
+    "Google's, a map of them); this route takes System One's `state` and a map of `questions`"
+)
+
+
+class WrongRoute(Exception):
+    """The body is another wire format's, sent here: a 400 naming the route that takes it."""
+
+
 def systemone_request_parse(
     *, data: Any, limits: Limits, models: frozenset[str], parts: Mapping[str, bytes] | None = None
 ) -> SystemOneRequest:
@@ -51,6 +61,8 @@ def systemone_request_parse(
         raise RequestInvalid(invalid)
     if not isinstance(data, dict):
         raise RequestInvalid([Problem((), f"Input should be a JSON object, got {json_kind(data)}", "dict_type")])
+    if "input" in data and "state" not in data:  # before anything else: every other problem would follow from it
+        raise WrongRoute(WRONG_ROUTE)
     assets, asset_problems = assets_check(value=data.get("assets"), parts=parts or {}, limits=limits.images)
     check = Checker(assets=assets, limits=limits.images)
     check.problems += asset_problems

@@ -9,12 +9,13 @@ from typing import Any
 from django.conf import settings
 
 from api.checking.limits import limits_configured
+from api.errors import ApiError
 from api.plumbing.body_lane import body_lane_run
 from api.plumbing.evaluate import evaluation_calibrated
 from api.plumbing.metering import phase_timed
 from api.plumbing.ratelimits import Admission
 from api.plumbing.recording import evaluation_recorded
-from api.systemone.parsing import SystemOneRequest, systemone_request_parse
+from api.systemone.parsing import SystemOneRequest, WrongRoute, systemone_request_parse
 from audit.callers import Caller
 from audit.storage.records import Received
 from inference.questions import QUESTION_TYPES
@@ -82,7 +83,10 @@ async def systemone_evaluate(
             systemone_request_parse, data=data, limits=limits, models=config.language_model_names, parts=parts
         )
         with phase_timed("validate"):
-            request = await body_lane_run(work=parse, size=size)
+            try:
+                request = await body_lane_run(work=parse, size=size)
+            except WrongRoute as exc:
+                raise ApiError(400, "wrong_route", str(exc)) from None
         call.received = received_of(request=request)
         outcome = await evaluation_calibrated(
             call=call, request=request.evaluation, admission=admission, on_answer=on_answer

@@ -86,7 +86,10 @@ VALID = st.fixed_dictionaries(
     {
         "model": st.sampled_from(["jev-latest", "jev-2"]),
         "input": INPUT,
-        "questions": st.lists(QUESTION, min_size=1, max_size=4),
+        # Names unique, as the API requires (unnamed questions are told apart by position).
+        "questions": st.lists(
+            QUESTION, min_size=1, max_size=4, unique_by=lambda q: ("name", q["name"]) if "name" in q else id(q)
+        ),
     },
     optional={"safety_identifier": st.text(max_size=64), "prompt_cache_key": st.text(max_size=30)},
 )
