@@ -19,17 +19,15 @@ from api.classify.parsing import classify_request_parse
 from api.classify.registry import ClassifierSpec, classifier_find
 from api.errors import ApiError
 from api.plumbing.body_lane import body_lane_run
+from api.plumbing.evaluate import evaluations_calibrated
 from api.plumbing.metering import phase_timed
 from api.plumbing.ratelimits import Admission
 from api.plumbing.recording import evaluation_recorded
 from audit.callers import Caller
 from audit.storage.records import ClassifierLink, Received
-from calibration.applied import calibrating_get, outcome_calibrated
-from inference.batch import evaluations_run, outcomes_merge
 from inference.errors import Problem, RequestInvalid
 from inference.requests import EvaluationRequest, conversation_of_text
-from inference.runner import Evaluator, Outcome, TokensReserve
-from serving.evaluator import evaluator_get
+from inference.runner import Outcome
 
 INVALID_NAME = "(invalid)"
 """Stored as the classifier of a request whose `model` is missing or not a string."""
@@ -54,21 +52,11 @@ class Classified:
     outcome: Outcome
 
 
-async def classifier_evaluate(
-    *, evaluator: Evaluator, classifier: ClassifierSpec, inputs: Sequence[str], reserve: TokensReserve | None = None
-) -> Outcome:
-    """Every input as a one-question evaluation, all under one admission (529); every budget problem of
-    every input as one 400 before any backend call; the first failure cancels the rest (504/502/503)."""
+def classifier_requests(*, classifier: ClassifierSpec, inputs: Sequence[str]) -> list[EvaluationRequest]:
+    """Every input as a one-question evaluation of the classifier's question."""
     question = classifier.question
     assert question is not None, "classifier_find never returns an unservable classifier"
-    requests = [
-        EvaluationRequest(conversation=conversation_of_text(text=text), questions=(question,)) for text in inputs
-    ]
-    try:
-        outcomes = await evaluations_run(evaluator=evaluator, requests=requests, reserve=reserve)
-    except RequestInvalid as exc:
-        raise ApiError(400, "invalid_request", _problems_text(exc.problems)) from None
-    return outcomes_merge(outcomes=outcomes)
+    return [EvaluationRequest(conversation=conversation_of_text(text=text), questions=(question,)) for text in inputs]
 
 
 def _problems_text(problems: Sequence[Problem]) -> str:
@@ -132,15 +120,19 @@ async def classify_run(
             raise ApiError(404, "not_found", f"classifier {classifier.name!r} cannot be served: {classifier.problem}")
         found = classifier if classifier is not None else await classifier_find(name=request.model)
         call.received = received_of(data=data, classifier=found)
-        call.evaluator = evaluator = await evaluator_get()
-        reserve = admission.tokens_reserve if admission is not None and admission.reserves_tokens else None
-        outcome = await classifier_evaluate(
-            evaluator=evaluator, classifier=found, inputs=request.inputs, reserve=reserve
-        )
-        if admission is not None:
-            admission.tokens_used(outcome.usage.input_tokens)
-        calibrating = await calibrating_get(caller=caller, classifier=found.name)
-        call.outcome = outcome = outcome_calibrated(outcome=outcome, calibrating=calibrating)
+        # Every input under one admission, every budget problem of every input as one 400 before any backend
+        # call, the first failure cancelling the rest (504/502/503), calibrated as every format's answers are.
+        try:
+            outcome = await evaluations_calibrated(
+                call=call,
+                requests=classifier_requests(classifier=found, inputs=request.inputs),
+                classifier=found.name,
+                admission=admission,
+            )
+        except RequestInvalid as exc:
+            raise ApiError(400, "invalid_request", _problems_text(exc.problems)) from None
+        assert call.evaluator is not None, "an evaluated call names its evaluator"
+        evaluator = call.evaluator
     items = tuple(
         ClassifyItem(index=i, label=found.labels[answer.choice_index], probs=answer.probabilities)
         for i, answer in enumerate(outcome.answers)

@@ -1,16 +1,20 @@
-"""One evaluation on the process's evaluator, with the active calibrations applied: what every wire
-format (`POST /v1/systemone`, its stream, `POST /v1/decisions`) runs inside its recorded block, so the
-same question gets the same answer whichever format asked it."""
+"""Evaluations on the process's evaluator, with the caller's tokens reserved and the active calibrations applied:
+what every wire format (System One and its stream, OpenAI's and Google's Decisions shapes, classify's several
+evaluations at once) runs inside its recorded block, so the same question gets the same answer whichever format
+asked it."""
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
 
 from django.conf import settings
 
 from api.plumbing.ratelimits import Admission
 from api.plumbing.recording import Recording
-from calibration.applied import answer_calibrated, calibrating_get, outcome_calibrated
+from calibration.applied import Calibrating, answer_calibrated, calibrating_get, outcome_calibrated
+from inference.batch import evaluations_run, outcomes_merge
 from inference.requests import EvaluationRequest
-from inference.runner import Outcome, evaluation_run
+from inference.runner import Evaluator, Outcome, TokensReserve, evaluation_run
 from inference.streaming import AnswerSink
 from serving.evaluator import evaluator_get, evaluator_ready
 
@@ -26,15 +30,44 @@ async def evaluation_calibrated(
     the core can check; a 429 when the `admission`'s key cannot take the prompt tokens), calibrate, and note the
     evaluator and the outcome on `call` for storage; `on_answer` gets each answer, calibrated too, as soon as it
     is scored (the stream)."""
-    call.evaluator = evaluator = await evaluator_get()
     calibrating = await calibrating_get(caller=call.caller)
     sink = (
         on_answer
         if on_answer is None or not calibrating.calibrators
         else (lambda answer: on_answer(answer_calibrated(answer=answer, calibrating=calibrating)))
     )
+
+    async def run(evaluator: Evaluator, reserve: TokensReserve | None) -> Outcome:
+        return await evaluation_run(evaluator=evaluator, request=request, on_answer=sink, reserve=reserve)
+
+    return await _calibrated(call=call, admission=admission, calibrating=calibrating, run=run)
+
+
+async def evaluations_calibrated(
+    *, call: Recording, requests: Sequence[EvaluationRequest], classifier: str, admission: Admission | None = None
+) -> Outcome:
+    """Several evaluations under one admission, as one outcome (`POST /v1/classify`: one per input text), with
+    the failures of `evaluation_calibrated` and the `classifier`'s calibration applied to every answer."""
+    calibrating = await calibrating_get(caller=call.caller, classifier=classifier)
+
+    async def run(evaluator: Evaluator, reserve: TokensReserve | None) -> Outcome:
+        return outcomes_merge(outcomes=await evaluations_run(evaluator=evaluator, requests=requests, reserve=reserve))
+
+    return await _calibrated(call=call, admission=admission, calibrating=calibrating, run=run)
+
+
+async def _calibrated(
+    *,
+    call: Recording,
+    admission: Admission | None,
+    calibrating: Calibrating,
+    run: Callable[[Evaluator, TokensReserve | None], Awaitable[Outcome]],
+) -> Outcome:
+    """What every evaluation does around the core's run: the process's evaluator noted for storage, the prompt
+    tokens reserved under the caller's admission and settled, the calibrations applied, the outcome noted."""
+    call.evaluator = evaluator = await evaluator_get()
     reserve = admission.tokens_reserve if admission is not None and admission.reserves_tokens else None
-    outcome = await evaluation_run(evaluator=evaluator, request=request, on_answer=sink, reserve=reserve)
+    outcome = await run(evaluator, reserve)
     if admission is not None:
         admission.tokens_used(outcome.usage.input_tokens)
     call.outcome = outcome = outcome_calibrated(outcome=outcome, calibrating=calibrating)
