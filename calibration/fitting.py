@@ -113,9 +113,8 @@ def calibration_fit_store(
 
 
 def _instructions_of(*, answer: EvaluationAnswer) -> str | None:
-    """The question's instructions as stored, when they are text."""
-    words = answer.question_sent.get("instructions")
-    return words if isinstance(words, str) else None
+    """The question's instructions as stored (level `full`), when there are any."""
+    return answer.instructions or None
 
 
 def calibration_activate(*, calibration: Calibration) -> None:

@@ -276,11 +276,11 @@ class EvaluationAdmin(admin.ModelAdmin):
         inputs = (obj.state if isinstance(obj.state, list) else [obj.state]) if obj.classifier_name else []
         rows = []
         for answer in obj.answers.all():
-            question = answer.question_sent
             keys = answer.option_keys
+            texts = answer.option_texts if isinstance(answer.option_texts, list) else None
             options = probability_bars(
                 keys=keys,
-                texts=[_option_text(question, answer.type, key) for key in keys],
+                texts=[text_shown(t) for t in texts] if texts and len(texts) == len(keys) else [""] * len(keys),
                 probabilities=[float(answer.probabilities.get(k, 0.0)) for k in keys],
                 chosen=keys.index(answer.choice) if answer.choice in keys else None,
             )
@@ -288,7 +288,7 @@ class EvaluationAdmin(admin.ModelAdmin):
                 {
                     "answer": answer,
                     "options": options,
-                    "instructions": question.get("instructions") if question else None,
+                    "instructions": answer.instructions or None,
                     "input": inputs[answer.position] if answer.position < len(inputs) else None,
                 }
             )
@@ -300,29 +300,3 @@ class EvaluationAdmin(admin.ModelAdmin):
                 {"rows": rows, "label_mass_warn": settings.OPENJEV.label_mass_warn},
             )
         )
-
-
-def _option_text(question: dict[str, Any], kind: str, key: str) -> str:
-    """What the option meant, when the question text was stored (level `full`): System One's `criteria`, or
-    a Decisions question's `levels` and `choices`."""
-    criteria = question.get("criteria", question.get("levels"))
-    value: Any = None
-    if kind == "score" and isinstance(criteria, list) and key.isdigit() and int(key) < len(criteria):
-        value = criteria[int(key)]
-    elif kind in ("choice", "noul") and isinstance(criteria, dict):
-        value = criteria.get(key)
-    elif kind == "choice" and isinstance(question.get("choices"), list):
-        value = next(
-            (
-                c.get("description") or c.get("value")
-                for c in question["choices"]
-                if isinstance(c, dict) and _choice_key(c.get("value")) == key
-            ),
-            None,
-        )
-    return text_shown(value)
-
-
-def _choice_key(value: Any) -> str:
-    """A Decisions choice value as its stored option key (booleans as `true`/`false`)."""
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)

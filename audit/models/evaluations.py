@@ -3,8 +3,6 @@ model, backend, key, time, question type, confidence) as columns; everything els
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import models
 
 from audit.models.calibrations import Calibration
@@ -120,6 +118,15 @@ class EvaluationAnswer(models.Model):
     confidence = models.FloatField(null=True, blank=True)
     probabilities = models.JSONField(help_text="Option key (score: level index) → probability, as served.")
     option_keys = models.JSONField(help_text="Option keys in the order the model saw them.")
+    option_texts = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Each option as the model read it, in the order of the option keys (level `full` keeps it): what "
+        "the audit shows, whichever wire format asked.",
+    )
+    instructions = models.TextField(
+        blank=True, default="", help_text="The question's instructions as the model read them (level `full`)."
+    )
     raw_probabilities = models.JSONField(
         null=True,
         blank=True,
@@ -171,14 +178,3 @@ class EvaluationAnswer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.question_id} ({self.type})"
-
-    @property
-    def question_sent(self) -> dict[str, Any]:
-        """The answer's question as the request sent it, {} when it was not stored (level `full` keeps it):
-        System One's questions by id, a Decisions request's (a list) by position."""
-        questions = self.evaluation.questions
-        if isinstance(questions, list):
-            found = questions[self.position] if self.position < len(questions) else None
-        else:
-            found = questions.get(self.question_id) if isinstance(questions, dict) else None
-        return found if isinstance(found, dict) else {}

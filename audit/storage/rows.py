@@ -78,6 +78,8 @@ def evaluation_rows_build(*, record: StoredEvaluation) -> Row:
                 "confidence": answer.confidence,
                 "probabilities": dict(zip(keys, answer.probabilities, strict=True)),
                 "option_keys": keys,
+                "option_texts": [o.text for o in answer.question.options] if full else None,
+                "instructions": (answer.question.instructions or "") if full else "",
                 "raw_probabilities": dict(zip(keys, answer.raw_probabilities, strict=True)),
                 "label_mass": answer.label_mass,
                 "refused": answer.label_mass < received.refusal_below,

@@ -20,7 +20,11 @@ from django.apps import apps
 from serving.config import BASE_DIR
 
 PRESPLIT = Path(__file__).parent / "data" / "presplit.sqlite3.gz"
-MIGRATIONS_SINCE = ("evaluations.0011_apikey_limits_zero_pauses", "evaluations.0012_evaluation_api_google")
+MIGRATIONS_SINCE = (
+    "evaluations.0011_apikey_limits_zero_pauses",
+    "evaluations.0012_evaluation_api_google",
+    "evaluations.0013_answer_option_texts",
+)
 """Migrations written after the database above was made, in order: applying them is an ordinary upgrade."""
 
 

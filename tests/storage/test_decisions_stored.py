@@ -160,3 +160,18 @@ def test_existing_classify_rows_are_marked_as_such_by_the_migration():
         "old-systemone": "systemone",
         "old-classify": "classify",
     }
+
+
+async def test_answers_keep_their_option_texts_and_instructions_as_the_model_read_them(api, fake, store):
+    """The audit shows each option's text from the answer itself, whichever wire format asked: nothing re-reads
+    a format's JSON. At level `metadata` no text is kept."""
+    request_id = await decided(api)
+    _, answers = await db(lambda: stored(request_id))
+    team = answers[1]
+    assert team.instructions == "Which team should handle this ticket?"
+    assert team.option_texts == ["Payments, invoices, refunds", "Bugs, outages", "Pricing, upgrades"]
+    assert answers[3].option_texts == ["true", "true (boolean)", "false"]  # read as their keys
+    store("metadata")
+    request_id = await decided(api)
+    _, answers = await db(lambda: stored(request_id))
+    assert all(a.option_texts is None and a.instructions == "" for a in answers)
