@@ -13,6 +13,7 @@ processes from /proc: the steadiest figure on a shared machine.
     .venv/bin/python bench/server.py --store full --database postgresql://postgres@127.0.0.1:5432/postgres
     .venv/bin/python bench/server.py --api systemone decisions --store full   # both wire formats, same questions
     .venv/bin/python bench/server.py --limits off redis --workloads R3          # what counting per-key limits costs
+    .venv/bin/python bench/server.py --store off --otel                         # what tracing costs (spans to OTLP)
 
 Storage goes to a fresh SQLite file per run, or with `--database` to a throwaway PostgreSQL database
 created beside the one named (and dropped afterwards): there the database server, not the API
@@ -51,6 +52,7 @@ django.setup()
 
 from bench.workloads import API_PATHS, BODIES, WORKLOADS  # noqa: E402
 from testbed.load import requests_send  # noqa: E402
+from testbed.otlp import OtlpReceiver  # noqa: E402
 from testbed.ports import free_port  # noqa: E402
 from testbed.qwen3 import qwen3_dir  # noqa: E402
 
@@ -182,6 +184,10 @@ LIMITS["redis"] = {**LIMITS["memory"], "OPENJEV_REDIS_URL": "redis://127.0.0.1:6
 (limits no request reaches: what is measured is the counting)."""
 
 
+OTEL_OFF = {"OTEL_EXPORTER_OTLP_ENDPOINT": "", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": ""}
+"""Tracing off in the server whatever the bench's own environment says."""
+
+
 def measure(
     args: argparse.Namespace,
     *,
@@ -228,6 +234,11 @@ def measure_on(
         "DJANGO_SETTINGS_MODULE": "openjev_site.settings",
         "PYTHONPATH": str(ROOT),
         **LIMITS[limits],
+        **(
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": args.otel_endpoint, "OTEL_BSP_SCHEDULE_DELAY": "500"}
+            if args.otel_endpoint
+            else {}
+        ),
     }
     log = (Path(tempfile.mkdtemp(prefix="openjev-bench-")) / "serve.log").open("w")  # per-request warnings
     server = subprocess.Popen(
@@ -300,11 +311,25 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=600, help="steady-load requests of R3 (R64: a quarter)")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--database", help="a PostgreSQL URL: store into a throwaway database on that server")
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help="trace every request to an OTLP/HTTP receiver in this process (testbed/otlp.py): the cost of tracing",
+    )
     parser.add_argument("--serve-fake", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_fake:
         serve_fake(args.serve_fake)
         return
+    receiver = contextlib.nullcontext() if not args.otel else OtlpReceiver()
+    with receiver as spans:
+        args.otel_endpoint = getattr(spans, "url", None)
+        measure_all(args)
+        if spans is not None:
+            print(f"spans received: {len(spans.received())}", flush=True)
+
+
+def measure_all(args: argparse.Namespace) -> None:
     fake_port = free_port()
     fake = subprocess.Popen(
         [sys.executable, __file__, "--serve-fake", str(fake_port)],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -105,22 +106,35 @@ def meter_caller(*, label: str | None) -> None:
         meter.caller = label
 
 
+_children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+
+def labelled(metric: Any, *values: str) -> Any:
+    """`metric.labels(*values)`, its child kept: the library checks and locks on every lookup, and a request
+    updates a dozen series (the label values are the code's few, so the dict stays small)."""
+    key = (id(metric), values)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = metric.labels(*values)
+    return child
+
+
 def meter_close(*, meter: Meter, status: int) -> None:
     """Report the request: its count and duration by status, its phases, its per-key series (when on), its span,
     and with JSON logs its own log line."""
     api = meter.api
     seconds = time.perf_counter() - meter.started
-    metrics.requests_total.labels(api, str(status)).inc()
-    metrics.request_duration.labels(api).observe(seconds)
+    labelled(metrics.requests_total, api, str(status)).inc()
+    labelled(metrics.request_duration, api).observe(seconds)
     if settings.OPENJEV.log_format == "json":
         served = wire_format_named(api)
         route = "/v1/systemone/stream" if api == "stream" else served.path if served is not None else f"/v1/{api}"
         extra = {"route": route, "status": status, "duration_ms": round(seconds * 1000, 3)}
         request_log.info("%s %s %.1f ms", route, status, seconds * 1000, extra=extra)
     for phase, start, end in meter.phases:
-        metrics.phase_duration.labels(api, phase).observe((end - start) / 1e9)
+        labelled(metrics.phase_duration, api, phase).observe((end - start) / 1e9)
     if settings.OPENJEV.metrics_per_key and meter.caller is not None:
-        metrics.key_requests_total.labels(meter.caller, api, str(status)).inc()
+        labelled(metrics.key_requests_total, meter.caller, api, str(status)).inc()
     if meter.span is not None:
         request_span_end(
             span=meter.span,
@@ -138,7 +152,7 @@ def meter_evaluated(
     tokens, backend generations and refusals; the prepare, prefill and branches phases as the core timed them."""
     meter = _current.get()
     api = meter.api if meter is not None else "systemone"
-    metrics.questions_per_request.labels(api).observe(questions)
+    labelled(metrics.questions_per_request, api).observe(questions)
     if meter is not None:
         meter.attributes |= {
             "openinference.span.kind": "DECISION",
@@ -152,21 +166,21 @@ def meter_evaluated(
     if outcome is None:
         return
     answers = outcome.answers
-    for kind in {a.question.type for a in answers}:
-        metrics.answers_total.labels(api, kind).inc(sum(1 for a in answers if a.question.type == kind))
+    for kind, count in Counter(a.question.type for a in answers).items():
+        labelled(metrics.answers_total, api, kind).inc(count)
     lowest = min((a.label_mass for a in answers), default=1.0)
-    metrics.label_mass.labels(api).observe(lowest)
+    labelled(metrics.label_mass, api).observe(lowest)
     refused = sum(1 for a in answers if a.label_mass < refusal_below)
     if refused:
-        metrics.refusals_total.labels(api).inc(refused)
-    metrics.input_tokens_total.labels(api).inc(outcome.usage.input_tokens)
+        labelled(metrics.refusals_total, api).inc(refused)
+    labelled(metrics.input_tokens_total, api).inc(outcome.usage.input_tokens)
     if outcome.cached_tokens:
-        metrics.cached_tokens_total.labels(api).inc(outcome.cached_tokens)
+        labelled(metrics.cached_tokens_total, api).inc(outcome.cached_tokens)
     metrics.backend_generations_total.inc(outcome.generations)
     if meter is None:
         return
     if settings.OPENJEV.metrics_per_key and meter.caller is not None:
-        metrics.key_input_tokens_total.labels(meter.caller).inc(outcome.usage.input_tokens)
+        labelled(metrics.key_input_tokens_total, meter.caller).inc(outcome.usage.input_tokens)
     timings = outcome.timings
     prefill_start = timings.prefill_started_ns
     if prefill_start:
