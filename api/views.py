@@ -33,6 +33,7 @@ from api.plumbing.multipart import MultipartInvalid, is_multipart, multipart_par
 from api.plumbing.ratelimits import Admission, request_admitted
 from api.requestids import client_address_current, request_id_assign, request_id_current
 from audit.callers import Caller
+from inference.errors import value_quoted
 from serving import metrics
 from serving.compat import LeanAPIView
 from serving.evaluator import STARTUP_FAILED, evaluator_status
@@ -217,19 +218,37 @@ class ModelsView(ApiView):
         described = {config.model_alias: f"Alias of {config.model}", config.model: "Served model"}
         # What a format serves besides the language model (saved classifiers) goes in OpenAI's `data` only: Jev
         # clients read `models` as the names `model` accepts.
-        served = [name for f in wire_formats() if f.models is not None for name in await f.models()]
         return json_response(
             body={
                 "models": [
                     {"name": n, "description": described[n], "release_date": config.model_release_date} for n in names
                 ],
                 "object": "list",
-                "data": [
-                    {"id": n, "object": "model", "created": MODEL_CREATED, "owned_by": "openjev"}
-                    for n in [*names, *served]
-                ],
+                "data": [model_entry(name=n) for n in await model_names()],
             }
         )
+
+
+async def model_names() -> list[str]:
+    """What `GET /v1/models` lists: the alias, the public model id, then what the formats serve besides."""
+    config = settings.OPENJEV
+    served = [name for f in wire_formats() if f.models is not None for name in await f.models()]
+    return [config.model_alias, config.model, *served]
+
+
+def model_entry(*, name: str) -> dict[str, Any]:
+    """One model as OpenAI's `Model` reads it."""
+    return {"id": name, "object": "model", "created": MODEL_CREATED, "owned_by": "openjev"}
+
+
+class ModelView(ApiView):
+    """`GET /v1/models/{id}`: one listed model (OpenAI's `models.retrieve`), 404 for any other name."""
+
+    @doc.model_schema
+    async def get(self, request: Request, model_id: str) -> HttpResponse:
+        if model_id not in await model_names():
+            raise ApiError(404, "not_found", f"no model named {value_quoted(model_id)}; GET /v1/models lists them")
+        return json_response(body=model_entry(name=model_id))
 
 
 MODEL_CREATED = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp())

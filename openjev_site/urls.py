@@ -30,6 +30,7 @@ urlpatterns = [
     *(route for package in settings.API_WIRE_FORMATS for route in _format_routes(package)),
     path("v1/feedback", views.FeedbackView.as_view(), name="feedback"),
     path("v1/models", views.ModelsView.as_view(), name="models"),
+    path("v1/models/<path:model_id>", views.ModelView.as_view(), name="model"),
     path("v1/limits", views.LimitsView.as_view(), name="limits"),
     path("health", views.HealthView.as_view(), name="health"),
     path("health/live", views.LiveView.as_view(), name="health-live"),

@@ -11,7 +11,13 @@ from api.openapi.errors import (
     KEY_MISSING,
     error_documented,
 )
-from api.openapi.service import HealthSerializer, LimitsSerializer, LiveSerializer, ModelsResponseSerializer
+from api.openapi.service import (
+    HealthSerializer,
+    LimitsSerializer,
+    LiveSerializer,
+    ModelsResponseSerializer,
+    OpenAIModelSerializer,
+)
 
 SECURITY_SCHEME = "bearerAuth"
 # Auth is optional for the API as a whole (off unless OPENJEV_API_KEY is set or keys are required), so
@@ -124,6 +130,20 @@ RESPONSE_HEADERS = [
     AUTH_HEADER,
 ]
 
+
+model_schema = extend_schema(
+    operation_id="retrieveModel",
+    summary="One model",
+    description="A name `GET /v1/models` lists (its `data` entry), as OpenAI's `models.retrieve` reads it.",
+    tags=["Models"],
+    responses={
+        200: OpenApiResponse(OpenAIModelSerializer, description="The model."),
+        401: KEY_MISSING,
+        404: error_documented("No model of that name is listed (`not_found`)."),
+    },
+    parameters=[REQUEST_ID_HEADER, AUTH_HEADER],
+    auth=OPTIONAL_AUTH,
+)
 
 models_schema = extend_schema(
     operation_id="listModels",

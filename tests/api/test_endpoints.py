@@ -141,3 +141,17 @@ def test_question_budget_is_clamped_to_a_backend_context(fake, settings):
     assert isinstance(backend, SGLangBackend)
     backend.context_tokens = 4096
     assert evaluator_build(config=settings.OPENJEV, backend=backend).budget.max_input_tokens == 4096
+
+
+def test_the_openai_sdk_retrieves_a_listed_model_and_gets_not_found_for_another(asgi_server):
+    import openai
+
+    client = openai.OpenAI(base_url=asgi_server.url + "/v1", api_key="unused", max_retries=0)
+    model = client.models.retrieve("jev-latest")
+    assert (model.id, model.object, model.owned_by) == ("jev-latest", "model", "openjev") and model.created > 0
+    try:
+        client.models.retrieve("gpt-6-luna")
+    except openai.NotFoundError:
+        pass
+    else:
+        raise AssertionError("a model that is not listed was found")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -458,6 +459,11 @@ CASES: dict[Operation, list[Case]] = {
         Case("no key while auth is on", 401, _unauthenticated("/v1/models")),
         Case("a bug", 500, _bug("/v1/models", None, views, "wire_formats")),
     ],
+    ("get", "/v1/models/{model_id}"): [
+        Case("a listed model", 200, _get("/v1/models/jev-latest")),
+        Case("no key while auth is on", 401, _unauthenticated("/v1/models/jev-latest")),
+        Case("a name not listed", 404, _get("/v1/models/gpt-6-luna")),
+    ],
     ("get", "/v1/limits"): [
         Case("the limits", 200, _get("/v1/limits")),
         Case("no key while auth is on", 401, _unauthenticated("/v1/limits")),
@@ -485,7 +491,7 @@ UNDOCUMENTED_ROUTES = {
     "admin/": "the Django admin: HTML pages for operators, behind its own login",
     "openapi.json": "the OpenAPI document itself",
     "docs": "Swagger UI: an HTML page",
-    "static/<path:path>": "the pages' scripts and styles",
+    "static/{path}": "the pages' scripts and styles",
     "": "the API reference: an HTML page",
     "v1/systemone/stream": "the System One WebSocket stream: no HTTP operation, so not in OpenAPI 3.1",
     "admin/evaluations/evaluation/dashboard/live": "the admin dashboard's live feed: a WebSocket for operators",
@@ -688,7 +694,7 @@ def _route_patterns() -> Iterator[str]:
 
     for pattern in urls.urlpatterns:
         assert isinstance(pattern, URLPattern | URLResolver)
-        yield str(pattern.pattern)
+        yield re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", str(pattern.pattern))  # Django's converters as OpenAPI's
     for name in ("STREAM_PATH", "DASHBOARD_LIVE_PATH"):
         yield str(getattr(sockets, name))
 

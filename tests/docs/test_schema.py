@@ -20,6 +20,7 @@ ENDPOINTS = {
     ("/v1/classify", "post"),
     ("/v1/feedback", "post"),
     ("/v1/models", "get"),
+    ("/v1/models/{model_id}", "get"),
     ("/v1/limits", "get"),
     ("/health", "get"),
     ("/health/live", "get"),
