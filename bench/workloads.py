@@ -59,9 +59,14 @@ def decisions_body_of(body: dict[str, Any]) -> dict[str, Any]:
 
 
 API_PATHS = {"systemone": "/v1/systemone", "decisions": "/v1/decisions"}
-R400 = {"model": "jev-latest", "state": STATE_600, "questions": {f"q{i:03d}": question_64(i % 64) for i in range(400)}}
+R400 = {
+    "model": "jev-latest",
+    "state": README_REQUEST["state"],
+    "questions": {f"q{i:03d}": question_64(i % 64) for i in range(400)},
+}
 """OpenAI's Decisions API takes up to 400 questions (System One 64): R64's questions, each asked six or seven
-times under new names (the same question asked again is the same prompt: its cached parse, its cached prior)."""
+times under new names, on the README's short state. Every branch reads the state again, so 400 questions over
+R64's 600-token state need about 270,000 prompt tokens, over `OPENJEV_MAX_TOTAL_INPUT_TOKENS` (262,144): a 400."""
 BODIES: dict[str, dict[str, dict[str, Any]]] = {
     "systemone": WORKLOADS,
     "decisions": {name: decisions_body_of(body) for name, body in {**WORKLOADS, "R400": R400}.items()},
