@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from rest_framework import exceptions as drf_exceptions
 
+from api.plumbing.api_error import BODY, ApiError, body_invalid, problems_render, problems_text
 from api.plumbing.formats import ErrorShape, route_of_path
 from api.plumbing.json_render import json_response
 from api.requestids import request_id_current
@@ -32,10 +33,7 @@ from inference.errors import (
     EvaluationTimeout,
     InferenceError,
     Overloaded,
-    Problem,
     RequestInvalid,
-    loc_bounded,
-    problems_line,
     text_cut,
     value_quoted,
 )
@@ -73,67 +71,12 @@ DRF_ERROR_TYPES = {
     403: "permission_denied",
     429: "rate_limited",
 }
-BODY = "body"
-"""Where a System One problem's location starts: the core locates problems within the request."""
-
-
-class ApiError(Exception):
-    """An error response, before it is given a shape.
-
-    `internal` is what operators get instead (log, stored row) when `message` is kept generic;
-    `problems` are a 422's validation problems, located within the body."""
-
-    def __init__(
-        self,
-        status: int,
-        error_type: str,
-        message: str,
-        headers: dict[str, str] | None = None,
-        *,
-        internal: str = "",
-        problems: Sequence[Problem] = (),
-        param: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error_type = error_type
-        self.message = message
-        self.headers = headers or {}
-        self.internal = internal
-        self.problems = tuple(problems)
-        self.param = param
-        """The field at fault, as OpenAI's errors name it (`questions[2].choices`)."""
 
 
 def error_text(*, error: BaseException) -> str:
     """An exception as operators read it, credentials redacted."""
     text = str(error) if isinstance(error, InferenceError) else f"{type(error).__name__}: {error}"
     return text_redact(text=text, secrets=configured_secrets())
-
-
-PROBLEMS_SHOWN_MAX = 50
-"""Problems a 422 lists; then one entry says how many more there were (a body can hold thousands)."""
-
-
-def problems_render(problems: Sequence[Problem]) -> list[dict[str, Any]]:
-    """FastAPI's `detail` list: each location under `body`, keys cut to what an error quotes of a value."""
-    shown = [{"loc": [BODY, *loc_bounded(p.loc)], "msg": p.msg, "type": p.type} for p in problems[:PROBLEMS_SHOWN_MAX]]
-    more = len(problems) - PROBLEMS_SHOWN_MAX
-    if more > 0:
-        shown.append({"loc": [BODY], "msg": f"and {more} more problems of the same request", "type": "more_problems"})
-    return shown
-
-
-def problems_text(problems: Sequence[Problem]) -> str:
-    """The problems as one line (`body.questions.q.type: ...; ...`), for a message or the log."""
-    return problems_line(problems, root=(BODY,))
-
-
-def body_invalid(*, message: str, error_type: str, position: int | None = None) -> ApiError:
-    """A body that is not the JSON (or multipart) it claims to be: a 422 in the validation shape, located
-    at `["body", position]` as FastAPI and the jevcompat suite locate `json_invalid`."""
-    loc = () if position is None else (position,)
-    return ApiError(422, "validation_error", message, problems=[Problem(loc, message, error_type)])
 
 
 def api_error_of(exc: BaseException) -> ApiError:
@@ -264,3 +207,19 @@ def permission_denied_view(request: HttpRequest, exception: Exception | None = N
     return error_response(
         ApiError(403, "permission_denied", "permission denied"), shape=shape_of_path(request.path), logged=False
     )
+
+
+__all__ = [
+    "BODY",
+    "PLAIN",
+    "ApiError",
+    "api_error_of",
+    "body_invalid",
+    "error_body",
+    "error_response",
+    "exception_detail",
+    "exception_response",
+    "problems_render",
+    "problems_text",
+    "shape_of_path",
+]

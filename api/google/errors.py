@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from api.checking.json_body import BodyNotJson, Loc
-from api.errors import PROBLEMS_SHOWN_MAX, RETRIED, RETRY_AFTER, ApiError
+from api.errors import RETRIED, RETRY_AFTER, ApiError
+from api.plumbing.api_error import PROBLEMS_SHOWN_MAX
 from api.plumbing.formats import ErrorShape
 from inference.errors import loc_bounded
 

@@ -18,13 +18,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from api.checking.json_body import BodyNotJson
+from api.plumbing.api_error import ApiError, body_invalid, problems_render
+
 if TYPE_CHECKING:
     from django.http import HttpResponse
-
-    from api.checking.json_body import BodyNotJson
-    from api.errors import ApiError
-    from api.plumbing.ratelimits import Admission
-    from audit.callers import Caller
 
 REQUEST_ID_HEADER = "x-typesafe-request-id"
 """The request id's header on every route: the id a client quotes to operators."""
@@ -39,8 +37,6 @@ class ErrorShape:
         return error.status
 
     def body(self, error: ApiError, *, message: str) -> dict[str, Any]:
-        from api.errors import problems_render
-
         if error.problems:
             return {"detail": problems_render(error.problems)}
         return {"detail": {"error_type": error.error_type, "message": message}}
@@ -56,15 +52,14 @@ class ErrorShape:
 
     def json_invalid(self, exc: BodyNotJson) -> ApiError:
         """A body that is not JSON: a 422 located at the character where it breaks, as FastAPI answers."""
-        from api.errors import body_invalid
-
         return body_invalid(message=str(exc), error_type="json_invalid", position=exc.position)
 
 
 Body = Any
 """A read body: its JSON, its size and any multipart image parts (`api.views.Body`)."""
-Serve = Callable[["Body", str, "Caller | None", "Admission"], Awaitable["HttpResponse"]]
-"""What a format does with a read body: (body, request id, caller, the caller's admission) -> the response."""
+Serve = Callable[..., Awaitable["HttpResponse"]]
+"""What a format does with a read body: (body, request id, caller, the caller's admission) -> the response
+(`api.views.Serve` spells the arguments out; the descriptor stays below the views and the limits)."""
 
 
 @dataclass(frozen=True, kw_only=True)
