@@ -136,6 +136,7 @@ def _json_size(value: Any) -> tuple[int, int]:
 
 
 def image_part(check: Checker, part: dict[str, Any], loc: Loc) -> Image | None:
+    """An `input_image` part's image (a `data:` URL), counted against the request's limits."""
     url = string_check(check, part, "image_url", loc)
     if url is None:
         return None
