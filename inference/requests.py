@@ -25,7 +25,8 @@ ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
 class ImageMeta:
     """What is kept and logged of an image: never its bytes nor its URL.
 
-    `format`, `size` and `sha256` are None for an http(s) URL, which the backend fetches itself."""
+    `source` is how the client sent it. `format`, `size` and `sha256` are None for an http(s) URL the backend
+    fetches itself; a URL the service fetched (`OPENJEV_IMAGE_URL_HOSTS`) has them, as bytes do."""
 
     source: Literal["data", "url"]
     format: str | None = None

@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any
 
 from api.checking.checker import Checker
-from api.checking.images import images_total_check
+from api.checking.images import hosted_located, images_total_check
 from api.checking.json_body import JsonKeyed, Loc, document_problems, json_cache_cost, json_cached, json_kind
 from api.checking.limits import Limits
 from api.decisions.inputs import (
@@ -85,6 +85,9 @@ class DecisionsRequest:
     questions: Any
     safety_identifier: str
     prompt_cache_key: str
+    hosted: tuple[tuple[Image, Loc], ...] = ()
+    """Hosted image URLs the service fetches before the evaluation (where the operator allows hosts), each with
+    where it stands in the body (`api.checking.image_fetch`)."""
 
     def position_of(self, *, question_id: str) -> int:
         """Where the core's question id stands in the request (its problems are located by id)."""
@@ -135,6 +138,7 @@ def decisions_request_parse(*, data: Any, limits: Limits, models: frozenset[str]
         questions=data["questions"],
         safety_identifier=safety_identifier,
         prompt_cache_key=prompt_cache_key,
+        hosted=hosted_located(images=check.images, limits=limits.images),
     )
 
 
