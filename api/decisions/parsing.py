@@ -296,7 +296,7 @@ def _instructions_check(check: Checker, value: Any, loc: Loc) -> tuple[str, tupl
     parts: list[Part] = []
     for i, part in enumerate(value):
         kind = part.get("type") if isinstance(part, dict) else None
-        if not isinstance(part, dict) or kind not in _INSTRUCTION_PART_KEYS:
+        if not isinstance(part, dict) or not isinstance(kind, str) or kind not in _INSTRUCTION_PART_KEYS:
             check.add(
                 (*loc, i), "Invalid instructions part; expected input_text, input_image or input_json", "invalid_value"
             )

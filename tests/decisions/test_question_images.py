@@ -140,6 +140,7 @@ async def test_question_images_count_against_the_byte_limits(api, fake, settings
         ({"type": "input_image", "image_url": "data:image/png;base64,%%%"}, None, "image_base64"),
         ({"type": "input_image", "image_url": "https://example.com/a.png"}, None, "image_url_not_supported"),
         ({"type": "input_file", "file_id": "f"}, "questions[0].instructions[0]", "invalid_value"),
+        ({"type": {"input_image": True}}, "questions[0].instructions[0]", "invalid_value"),  # not a 500
     ],
 )
 async def test_an_invalid_image_part_is_a_400_at_the_part(api, fake, sees, part, param, code):
