@@ -229,6 +229,8 @@ async def hosted_images_fetch(
             return await image_fetch(url=url, fetcher=fetcher)
 
     tasks = {url: asyncio.ensure_future(one(url)) for url in dict.fromkeys(image.url for image, _ in hosted)}
+    if not tasks:
+        return {}, []
     try:
         _, pending = await asyncio.wait(tasks.values(), timeout=fetcher.timeout)
     finally:  # past the deadline, or the request itself cancelled (its client gone): no fetch outlives it
