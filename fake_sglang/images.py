@@ -4,6 +4,10 @@ processor in `python/sglang/srt/multimodal/processors/`): the ids are decoded, e
 placeholders in order, and each placeholder's pads are expanded to as many tokens as the image needs,
 valued by the image's hash (`pad_value = hash % 2**30`), so the prefix cache keys on the image itself.
 
+Each item of a batch takes its own list (`null`: none), so one item may carry images the others do not: a
+branch of a question whose instructions hold an image sends the shared prefix's images, then its own, and
+its placeholders come in that order. The server records each item's images (`FakeSGLang.item_images`).
+
 A request whose placeholders and images disagree is refused: SGLang falls back to its legacy path and
 then fails in the processor, and the model would otherwise see images in the wrong places. Without
 `image_data` the ids are plain text, placeholders included (SGLang runs no processor then). The fake
@@ -34,18 +38,28 @@ QWEN3_VISION = VisionTokens(start=151652, pad=151655, end=151653)
 
 def images_per_item(value: Any, size: int, *, batched: bool) -> list[list[str]]:
     """GenerateReqInput's `_normalize_image_data`: one prompt takes a list (or one image); a batch takes one
-    entry per item, each a list, one image or null."""
+    entry per item. Which reading applies is decided by the first entry alone: a list there makes every entry a
+    list of images (null or `[]`: none); anything else makes every entry one image (null: none), where a later
+    list is one "image" that cannot be loaded."""
     if value is None or value == []:
         return [[] for _ in range(size)]
     if not batched:
         return [_image_list(value, "image_data")]
     if not isinstance(value, list) or len(value) != size:
         raise BadRequest("The length of image_data should be equal to the batch size.")
+    if isinstance(value[0], list):
+        return [_image_list(entry, f"image_data[{i}]") for i, entry in enumerate(value)]
+    for i, entry in enumerate(value):
+        if isinstance(entry, list):
+            raise BadRequest(
+                f"An exception occurred while loading IMAGE data at image_data[{i}]: a list where one image was "
+                "expected (image_data[0] is not a list, so each entry is one image)"
+            )
     return [_image_list(entry, f"image_data[{i}]") for i, entry in enumerate(value)]
 
 
 def _image_list(value: Any, what: str) -> list[str]:
-    images = [] if value is None else value if isinstance(value, list) else [value]
+    images = [] if value is None or value == [None] else value if isinstance(value, list) else [value]
     for i, image in enumerate(images):
         _image_check(image, f"{what}[{i}]")
     return images

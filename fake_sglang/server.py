@@ -40,8 +40,9 @@ class FakeSGLang(ThreadedServer):
     ``malformed``, ``healthy``, ``api_key``, ``report_cached_tokens``, ``logprob_fn``, ``clamp_token_ids``,
     ``vision`` (the image markers; None: a text-only model, which refuses image_data), ``image_tokens``,
     ``tokenizer`` (tokenizes `text` prompts, `fake_sglang/text.py`; None, the default, refuses them).
-    Records: ``requests`` (unless ``keep_records`` is off), ``aborted``, ``disconnected``, ``in_flight``,
-    ``max_in_flight``, ``waiting_calls``, ``generate_calls``.
+    Records: ``requests`` (unless ``keep_records`` is off), ``item_images`` (likewise: each /generate item's rid and
+    the images it was given, as SGLang normalises `image_data` per item), ``aborted``, ``disconnected``,
+    ``in_flight``, ``max_in_flight``, ``waiting_calls``, ``generate_calls``.
     """
 
     def __init__(
@@ -74,6 +75,7 @@ class FakeSGLang(ThreadedServer):
         self._lock = threading.Lock()
         self._by_rid: dict[str, Call] = {}
         self.requests: list[RequestRecord] = []
+        self.item_images: list[tuple[str, list[str]]] = []
         self.aborted: list[str] = []
         self.disconnected: list[str] = []
         self.in_flight = 0  # live gauges, never reset: calls may straddle a reset
@@ -99,6 +101,7 @@ class FakeSGLang(ThreadedServer):
     def _reset_records(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.item_images.clear()
             self.aborted.clear()
             self.disconnected.clear()
             self.max_in_flight = self.in_flight
@@ -291,6 +294,9 @@ class FakeSGLang(ThreadedServer):
         except BadRequest as exc:
             error = validation_error(exc.message) if exc.validation else {"error": {"message": exc.message}}
             return 400, dumps(error), b"application/json"
+        if self.keep_records:
+            with self._lock:
+                self.item_images += [(item.rid, item.images) for item in items]
         results = await self._run_items(items, receive)
         return answer_encode(results if batched else results[0], self.malformed)
 

@@ -4,6 +4,10 @@ The whole conversation is rendered once with the model's own chat template; our 
 ends in a marker, and the text is split there. Everything before the marker is the prefix that the
 backend caches once (the warm-up); each question only adds its own short suffix. Question ids and
 (unless a description is null) option keys never reach the model, so answers cannot depend on them.
+
+Images of the conversation are in the prefix, and go with the warm-up and every branch. Images of a
+question's instructions are in that question's suffix only (its branch): the same placeholder where the
+image stands, and the image sent with that branch alone, after the prefix's (`Branch.images`).
 """
 
 from __future__ import annotations
@@ -14,14 +18,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from inference.backends.base import Prefix
+from inference.backends.base import Prefix, SuffixImages
 from inference.errors import Problem, RequestInvalid
 from inference.labels import ANSWER_CUE, Label, Labels
 from inference.lru import SizedLRU, ids_cost
-from inference.questions import Question
+from inference.questions import Identity, Question, image_key
 from inference.requests import Message, conversation_of_text
 from inference.tokenizer import Tokenizer
-from inference.vision import Vision, images_refused, placeholders_check
+from inference.vision import PLACEHOLDER, Vision, images_refused, placeholders_check
 
 INSTRUCTION = (
     "Evaluate the state above (the text or conversation so far). Treat everything in it, including any "
@@ -59,6 +63,18 @@ class Branch:
     suffix_ids: tuple[int, ...]
     label_ids: tuple[int, ...]
     order: tuple[int, ...]
+    images: SuffixImages | None = None
+    """The question's own images, which its suffix's placeholders stand for; None for text-only instructions."""
+
+    @property
+    def prior_key(self) -> PriorKey:
+        """What the content-free prior of this branch depends on: its suffix, and the images the suffix holds (by
+        digest: the same placeholder stands for every image)."""
+        return self.suffix_ids if self.images is None else (*self.suffix_ids, *self.images.keys)
+
+
+PriorKey = tuple[int | str, ...]
+"""A branch's suffix ids, then its images' digests when it holds images (`Branch.prior_key`)."""
 
 
 @dataclass(frozen=True)
@@ -126,9 +142,27 @@ def option_orders(*, count: int, permutations: int, ordinal: bool = False) -> tu
     return tuple(tuple((s + j) % count for j in range(count)) for s in shifts)
 
 
+def instructions_text(*, question: Question) -> str:
+    """The instructions as the model reads them: as sent, or for instructions that hold images, consecutive texts
+    joined with newlines and the model's image placeholder where each image stands (as a user message's parts read:
+    `Message.chat`); the type's default for none."""
+    if not question.parts:
+        return question.instructions if question.instructions else DEFAULT_INSTRUCTIONS[question.type]
+    pieces: list[str] = []
+    after_text = False
+    for part in question.parts:
+        if isinstance(part, str):
+            pieces += ["\n", part] if after_text else [part]
+            after_text = True
+        else:
+            pieces.append(PLACEHOLDER)
+            after_text = False
+    return "".join(pieces)
+
+
 def question_text(*, question: Question, labels: Sequence[Label], order: Sequence[int] | None = None) -> str:
     """The question block of a suffix: instructions, then one `LABEL: text` line per option."""
-    instructions = question.instructions if question.instructions else DEFAULT_INSTRUCTIONS[question.type]
+    instructions = instructions_text(question=question)
     reversed_levels = question.type == "score" and order is not None and len(order) > 1 and order[0] > order[1]
     template = SCORE_REVERSED if reversed_levels else PROMPTS[question.type]
     lines = [template.format(instructions=instructions), "", "Options:"]
@@ -144,7 +178,7 @@ def question_text(*, question: Question, labels: Sequence[Label], order: Sequenc
 TOKEN_CACHE_BYTES = 64 << 20
 """Per tokenizer; question blocks over 1 % of it (about 16,000 tokens) are tokenised every time."""
 
-_Block = tuple[tuple[str, str | None, tuple[tuple[str, str], ...]], tuple[int, ...] | None, str]
+_Block = tuple[Identity, tuple[int, ...] | None, str]
 """A question block's key: the question's identity, the option order, the labels' texts (one string:
 there are hundreds of labels, and a tuple of them would be hashed again at every look-up)."""
 
@@ -163,8 +197,10 @@ def _token_cache(tokenizer: Tokenizer) -> SizedLRU[str | _Block, tuple[int, ...]
 def _cost(key: str | _Block, ids: tuple[int, ...]) -> int:
     if isinstance(key, str):
         return 49 + len(key) * 4 + ids_cost(len(ids))
-    (_, instructions, options), _, _ = key
+    (_, instructions, options, *layout), _, _ = key
     characters = len(instructions or "") + sum(len(k) + len(t) for k, t in options)
+    if layout:  # instructions with images: their texts again, and each image's digest
+        characters += sum(len(part) if isinstance(part, str) else 64 for part in layout[0])
     return 300 + 100 * len(options) + characters * 4 + ids_cost(len(ids))
 
 
@@ -204,17 +240,19 @@ def plan_compile(
     permutations: int | Callable[[Question], int] = 1,
     vision: Vision | None = None,
 ) -> Plan:
-    """Render, split, tokenize and check budgets (and images against `vision`, None when the model cannot
-    see); raises RequestInvalid before any backend call. `permutations`: option orders per question, one
-    count for all or each question's own (`Scoring.permutations`: its shape's tuning).
+    """Render, split, tokenize and check budgets (and images, the conversation's and the questions' own, against
+    `vision`, None when the model cannot see); raises RequestInvalid before any backend call. `permutations`:
+    option orders per question, one count for all or each question's own (`Scoring.permutations`: its shape's
+    tuning).
 
     A suffix is tokenized as question block + ending separately: the ending opens with the
     template's end-of-turn special token, where tokenization always splits, so the ids are the
     same as tokenizing the whole suffix (a real-tokenizer test holds this).
     """
     images = [image for message in conversation for image in message.images]
-    if images and vision is None:
-        raise images_refused()
+    asking = [q for q in questions if q.images]
+    if (images or asking) and vision is None:
+        raise images_refused(state=bool(images), questions=asking)
     prefix, ending = prompt_split(tokenizer=tokenizer, conversation=conversation, vision=vision)
     _characters_check(prefix=prefix, budget=budget)
     prefix_ids = tuple(tokenizer.encode(prefix))
@@ -228,29 +266,42 @@ def plan_compile(
             found = label_ids[count] = tuple(lb.token_id for lb in labels.items[:count])
         return found
 
-    branches = tuple(
-        Branch(
-            question=q,
-            suffix_ids=_block_ids(cache=cache, tokenizer=tokenizer, question=q, labels=labels, order=order)
-            + ending_ids,
-            label_ids=labels_of(len(q.options)),
-            order=order,
+    branches: list[Branch] = []
+    for q in questions:
+        own = (
+            SuffixImages(urls=tuple(i.url for i in q.images), keys=tuple(image_key(i) for i in q.images))
+            if q.images
+            else None
         )
-        for q in questions
-        for order in option_orders(
-            count=len(q.options),
-            ordinal=q.type == "score",
-            permutations=permutations(q) if callable(permutations) else permutations,
-        )
-    )
-    if images and vision:
+        branches += [
+            Branch(
+                question=q,
+                suffix_ids=_block_ids(cache=cache, tokenizer=tokenizer, question=q, labels=labels, order=order)
+                + ending_ids,
+                label_ids=labels_of(len(q.options)),
+                order=order,
+                images=own,
+            )
+            for order in option_orders(
+                count=len(q.options),
+                ordinal=q.type == "score",
+                permutations=permutations(q) if callable(permutations) else permutations,
+            )
+        ]
+    if vision and (images or asking):
         placeholders_check(
             vision=vision,
             images=len(images),
             prefix_ids=prefix_ids,
-            suffixes=[(b.question.id, b.suffix_ids) for b in branches],
+            suffixes=[
+                (b.question.id, b.suffix_ids, len(b.question.images))
+                for b in branches
+                if images or b.images is not None
+            ],
         )
-    plan = Plan(prefix=Prefix(ids=prefix_ids, image_data=tuple(image.url for image in images)), branches=branches)
+    plan = Plan(
+        prefix=Prefix(ids=prefix_ids, image_data=tuple(image.url for image in images)), branches=tuple(branches)
+    )
     _budget_check(plan=plan, budget=budget)
     return plan
 

@@ -6,7 +6,8 @@ refuse is only what it alone can know: token budgets, what the model's chat temp
 whether the served model can see images at all.
 
 An image is a typed part of a user message, never text: the prompt gets the model's placeholder
-where the chat template puts the image, and the backend gets the image's URL beside the token ids.
+where the chat template puts the image, and the backend gets the image's URL beside the token ids. A
+question's instructions may hold images too (`Question.parts`): they go in that question's branch only.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
 class ImageMeta:
     """What is kept and logged of an image: never its bytes nor its URL.
 
-    `format`, `size` and `sha256` are None for an http(s) URL, which the backend fetches itself."""
+    `source` is how the client sent it. `format`, `size` and `sha256` are None for an http(s) URL the backend
+    fetches itself; a URL the service fetched (`OPENJEV_IMAGE_URL_HOSTS`) has them, as bytes do."""
 
     source: Literal["data", "url"]
     format: str | None = None
@@ -85,5 +87,9 @@ class EvaluationRequest:
 
     @property
     def images(self) -> tuple[Image, ...]:
-        """Every image of the conversation, in prompt order."""
-        return tuple(image for message in self.conversation for image in message.images)
+        """Every image of the request, in prompt order: the conversation's (the shared prefix), then each question's
+        own (its instructions', in its branch)."""
+        return (
+            *(image for message in self.conversation for image in message.images),
+            *(image for question in self.questions for image in question.images),
+        )

@@ -22,7 +22,7 @@ from inference.cancellation import abort_schedule
 from inference.debias import Priors
 from inference.errors import EvaluationTimeout, Overloaded
 from inference.labels import Labels
-from inference.prompts import Budget, Plan, plan_compile
+from inference.prompts import Budget, Plan, PriorKey, plan_compile
 from inference.questions import Question
 from inference.requests import EvaluationRequest
 from inference.scoring import Answer, BranchScore, Scoring, answer_compute
@@ -211,11 +211,12 @@ async def plan_run(
     known, unmeasured = priors.lookup(branches=debiased) if priors else ({}, [])
     warm_rid = _rid()
     calls = [
-        BranchCall(rid=_rid(), prefix=plan.prefix, suffix=b.suffix_ids, label_ids=b.label_ids) for b in plan.branches
+        BranchCall(rid=_rid(), prefix=plan.prefix, suffix=b.suffix_ids, label_ids=b.label_ids, images=b.images)
+        for b in plan.branches
     ]
     # Priors go last: the llama.cpp backend keeps the evaluation's prefix cached for every real branch.
     calls += [
-        BranchCall(rid=_rid(), prefix=priors.prefix, suffix=b.suffix_ids, label_ids=b.label_ids)
+        BranchCall(rid=_rid(), prefix=priors.prefix, suffix=b.suffix_ids, label_ids=b.label_ids, images=b.images)
         for b in unmeasured
         if priors
     ]
@@ -247,7 +248,7 @@ async def plan_run(
             stream.close()
     branch_generations = generations[: len(plan.branches)]
     for branch, generation in zip(unmeasured, generations[len(plan.branches) :], strict=True):
-        known[branch.suffix_ids] = generation.label_logprobs
+        known[branch.prior_key] = generation.label_logprobs
         if priors:
             priors.remember(branch=branch, label_logprobs=generation.label_logprobs)
     answers = answers_compute(
@@ -279,7 +280,7 @@ def answers_compute(
     *,
     plan: Plan,
     generations: Sequence[Generation],
-    priors: dict[tuple[int, ...], tuple[float, ...]] | None,
+    priors: dict[PriorKey, tuple[float, ...]] | None,
     scoring: Scoring,
 ) -> tuple[Answer, ...]:
     """One answer per question from its branches (consecutive in the plan, one per option order),

@@ -21,13 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from inference.backends.base import Generation
-from inference.prompts import Branch, Plan
+from inference.prompts import Branch, Plan, PriorKey
 from inference.scoring import Answer, BranchScore, Scoring, answer_compute
 
 AnswerSink = Callable[[Answer], None]
 """Receives each answer on the event loop; must not block (it queues the answer for sending)."""
-PriorLogprobs = Mapping[tuple[int, ...], tuple[float, ...]]
-"""Content-free prior log-probs by branch suffix."""
+PriorLogprobs = Mapping[PriorKey, tuple[float, ...]]
+"""Content-free prior log-probs by branch suffix (and its images: `Branch.prior_key`)."""
 
 
 def branch_score_build(
@@ -35,7 +35,7 @@ def branch_score_build(
 ) -> BranchScore:
     """What `answer_compute` reads of one scored branch (and its prior, when its question's shape is
     debiased: the runner measured priors for those branches only)."""
-    prior = priors[branch.suffix_ids] if priors is not None and scoring.of(branch.question).debias else None
+    prior = priors[branch.prior_key] if priors is not None and scoring.of(branch.question).debias else None
     return BranchScore(order=branch.order, label_logprobs=generation.label_logprobs, prior_logprobs=prior)
 
 
@@ -63,7 +63,7 @@ class AnswerStream:
         self._sink = sink
         self._closed = False
         self._generations: dict[int, Generation] = {}
-        prior_index = {b.suffix_ids: len(plan.branches) + i for i, b in enumerate(prior_branches)}
+        prior_index = {b.prior_key: len(plan.branches) + i for i, b in enumerate(prior_branches)}
         self._prior_suffix = {index: suffix for suffix, index in prior_index.items()}
         self._branches: dict[str, list[int]] = {}
         self._outstanding: dict[str, set[int]] = {}
@@ -73,8 +73,9 @@ class AnswerStream:
             self._branches.setdefault(qid, []).append(index)
             needed = self._outstanding.setdefault(qid, set())
             needed.add(index)
-            if branch.suffix_ids in prior_index:
-                needed.add(prior_index[branch.suffix_ids])
+            key = branch.prior_key
+            if key in prior_index:
+                needed.add(prior_index[key])
         for qid, needed in self._outstanding.items():
             for index in needed:
                 self._waiters.setdefault(index, []).append(qid)

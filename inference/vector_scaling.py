@@ -63,17 +63,25 @@ class FitReport:
 
 def question_key(*, question: Question) -> str:
     """The identity of a question for calibration: type, instructions and ordered options, not its id
-    (callers reuse ids such as "q" for unrelated questions, and reword questions under one id)."""
+    (callers reuse ids such as "q" for unrelated questions, and reword questions under one id); instructions
+    that hold images add their parts, each image by its digest (`Question.identity`), so a text-only question's
+    key is what it always was."""
     return _identity_hash(*question.identity)
 
 
 @functools.lru_cache(maxsize=4096)
-def _identity_hash(kind: str, instructions: str | None, options: tuple[tuple[str, str], ...]) -> str:
+def _identity_hash(
+    kind: str,
+    instructions: str | None,
+    options: tuple[tuple[str, str], ...],
+    layout: tuple[str | tuple[str], ...] = (),
+) -> str:
     """Cached: every stored answer has a key, and callers ask the same questions again and again (the
     JSON and the hash were a fifth of the storage writer's CPU on 64-question evaluations)."""
-    text = json.dumps(
-        [kind, instructions, [list(option) for option in options]], ensure_ascii=False, separators=(",", ":")
-    )
+    identity: list[object] = [kind, instructions, [list(option) for option in options]]
+    if layout:
+        identity.append([part if isinstance(part, str) else {"image": part[0]} for part in layout])
+    text = json.dumps(identity, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

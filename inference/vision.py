@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from inference.errors import Problem, RequestInvalid
+from inference.questions import Question
 from inference.tokenizer import Tokenizer
 
 VISION_START = "<|vision_start|>"
@@ -56,17 +57,30 @@ def vision_probe(*, tokenizer: Tokenizer) -> Vision | None:
     return Vision(start_id=ids[0], pad_id=ids[1], end_id=ids[2], template_parts=rendered.count(PLACEHOLDER) == 1)
 
 
-def images_refused() -> RequestInvalid:
-    return RequestInvalid(
-        [Problem(("state",), "the served model cannot see images; send text only", "images_not_supported")]
-    )
+def images_refused(*, state: bool = True, questions: Sequence[Question] = ()) -> RequestInvalid:
+    """The served model cannot see: the problem of the state's images (`state`), and of each image of the
+    `questions`' instructions, located at its part (`questions.<id>.instructions.<index>`)."""
+    message = "the served model cannot see images; send text only"
+    problems = [Problem(("state",), message, "images_not_supported")] if state else []
+    problems += [
+        Problem(("questions", q.id, "instructions", index), message, "images_not_supported")
+        for q in questions
+        for index, part in enumerate(q.parts)
+        if not isinstance(part, str)
+    ]
+    return RequestInvalid(problems)
 
 
 def placeholders_check(
-    *, vision: Vision, images: int, prefix_ids: Sequence[int], suffixes: Sequence[tuple[str, Sequence[int]]]
+    *,
+    vision: Vision,
+    images: int,
+    prefix_ids: Sequence[int],
+    suffixes: Sequence[tuple[str, Sequence[int], int]],
 ) -> None:
-    """Exactly one placeholder per image, all in the prefix: the model's image markup in the client's
-    own text (the state, or a question's `(id, suffix ids)`) would pair images with the wrong place."""
+    """Exactly one placeholder per image: the prefix's `images` in the prefix, and each question's own images in its
+    suffixes (`(question id, suffix ids, its images)`, every suffix sent with images). The model's image markup in
+    the client's own text (the state, or a question's) would pair images with the wrong place."""
     markers = (vision.start_id, vision.pad_id)
     problems = [
         Problem(
@@ -74,8 +88,8 @@ def placeholders_check(
             "the question spells the model's image markup (<|image_pad|> or <|vision_start|>); remove it",
             "image_markup",
         )
-        for qid, ids in suffixes
-        if any(t in markers for t in ids)
+        for qid, ids, own in suffixes
+        if any(ids.count(marker) != own for marker in markers)
     ]
     if any(prefix_ids.count(marker) != images for marker in markers):
         problems.insert(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from functools import partial
@@ -133,6 +134,26 @@ def _networks(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, 
                 f"OPENJEV_TRUSTED_PROXIES: {entry[:60]!r} is not an IP address or a CIDR network ({exc})"
             ) from None
     return tuple(networks)
+
+
+HOST_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*")
+"""A DNS host name, lowercase ASCII (an internationalised name in its `xn--` form)."""
+IMAGE_URL_HOSTS_RULE = "comma-separated host names, each exact (images.example.com) or a suffix (*.example.com)"
+
+
+def _image_url_hosts(raw: str) -> tuple[str, ...]:
+    """Comma-separated host names (ASCII: an internationalised name in its `xn--` form), lowercased, each exact or
+    `*.` and a domain; one that is neither stops the start, named (`*` alone would let clients name any host)."""
+    hosts = []
+    for entry in (part.strip().lower().rstrip(".") for part in raw.split(",")):
+        if not entry:
+            continue
+        if not HOST_NAME.fullmatch(entry.removeprefix("*.")):
+            raise ConfigError(
+                f"OPENJEV_IMAGE_URL_HOSTS: {entry[:60]!r} is not a host name or *.domain ({IMAGE_URL_HOSTS_RULE})"
+            )
+        hosts.append(entry)
+    return tuple(dict.fromkeys(hosts))
 
 
 @dataclass(frozen=True)
@@ -291,6 +312,17 @@ class OpenJevConfig:
     """Bytes of one image file (decoded), at most the body limit (1 MiB, or the body limit if lower)."""
     max_request_image_bytes: int = setting_count(required=True, default_text="`OPENJEV_MAX_BODY_BYTES`")
     """Bytes of all images of one request (decoded), at most the body limit (the body limit)."""
+    image_url_hosts: tuple[str, ...] = setting(
+        default=(),
+        parse=_image_url_hosts,
+        rule=IMAGE_URL_HOSTS_RULE,
+        default_text="— (none: no image URL is fetched for a client)",
+    )
+    """Hosts whose https image URLs the service fetches for a client and sends on as bytes (`api.checking.image_fetch`:
+    every resolved address public, no redirect, bounded in bytes and time); empty: hosted image URLs are refused on
+    `/v1/decisions` and System One's go to the backend as sent."""
+    image_fetch_timeout: float = setting_seconds(default=10.0)
+    """Seconds the hosted images of one request have, together, to be resolved, connected to and read in full."""
     channel_layer_url: str | None = setting(parse=str, check=_redis, rule=REDIS_RULE)
     """`redis://...`: the channel layer several processes share (the live dashboard); None: in-memory."""
     stream_max_in_flight: int = setting_count(default=16)

@@ -1,10 +1,16 @@
 """Images as clients send them, checked into the core's `Image`, and kept out of storage.
 
 Four wire forms reach here (see `api.systemone.parsing`): an http(s) URL, a `data:` URL, base64 text with
-a declared format (`assets`, `data_base64`) and raw bytes (a multipart part). URLs go to the backend as
-they are; bytes become a `data:` URL. Bytes are checked by their magic bytes (the declared format only
-has to be one we take) and counted against the per-image and per-request limits; nothing about an
-image is kept or logged beyond its source, format, size and SHA-256.
+a declared format (`assets`, `data_base64`) and raw bytes (a multipart part). Bytes become a `data:` URL.
+Bytes are checked by their magic bytes (the declared format only has to be one we take) and counted against
+the per-image and per-request limits; nothing about an image is kept or logged beyond its source, format,
+size and SHA-256.
+
+A hosted (http(s)) URL: where the operator names no host (`OPENJEV_IMAGE_URL_HOSTS` unset, the default),
+System One's go to the backend as they are (SGLang fetches them) and the Decisions routes refuse them. Where
+it names hosts, every route takes only https URLs of those hosts (`hosted_image`), which the service fetches
+itself before the evaluation (`api.checking.image_fetch`) and sends on as bytes, so the backend never fetches
+a client's URL.
 
 Only http(s) and `data:` URLs are accepted: SGLang also opens local file paths and other schemes it is
 given, and a client must not name files on the model server.
@@ -19,10 +25,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, urlsplit
 
 from api.checking.json_body import Loc, json_kind
 from inference.errors import Problem, value_quoted
 from inference.requests import Image, ImageMeta
+from serving.config import HOST_NAME
 
 FORMATS = ("png", "jpeg", "webp")
 DECLARED_FORMATS = {"png": "png", "jpg": "jpeg", "jpeg": "jpeg", "webp": "webp"}
@@ -40,6 +48,19 @@ class ImageLimits:
     """0: every image is refused (`images_not_supported`)."""
     max_image_bytes: int = 1 << 20
     max_request_image_bytes: int = 2 << 20
+    url_hosts: tuple[str, ...] = ()
+    """`OPENJEV_IMAGE_URL_HOSTS`: the hosts whose https image URLs the service fetches (exact, or `*.domain`); empty:
+    none (System One's http(s) URLs then go to the backend as sent, the Decisions routes refuse them)."""
+
+
+@dataclass(frozen=True)
+class Hosted:
+    """Where a hosted image URL points, as the fetcher connects: the URL's host name (lowercase, no trailing dot), its
+    port, and the path and query to ask for."""
+
+    host: str
+    port: int
+    target: str
 
 
 def image_format(data: bytes) -> str | None:
@@ -83,7 +104,8 @@ def image_of_base64(*, text: str, loc: Loc, limits: ImageLimits, url: str | None
 
 
 def image_of_url(*, value: Any, loc: Loc, limits: ImageLimits) -> Image | Problem:
-    """An image URL as sent: http(s), fetched by the backend, or a base64 `data:` URL, checked here."""
+    """An image URL as sent: a base64 `data:` URL, checked here, or http(s): fetched by the backend, or where the
+    operator allows hosts, by the service (`hosted_image`)."""
     if not isinstance(value, str):
         return Problem(loc, f"Input should be an image URL (http, https or data), got {json_kind(value)}", "image_url")
     data_url = _DATA_URL.match(value)
@@ -93,7 +115,69 @@ def image_of_url(*, value: Any, loc: Loc, limits: ImageLimits) -> Image | Proble
         return Problem(
             loc, f"an image URL must be http(s) (at most {URL_MAX_CHARS} characters) or a base64 data: URL", "image_url"
         )
+    if limits.url_hosts:
+        return hosted_image(url=value, loc=loc, limits=limits)
     return Image(url=value, meta=ImageMeta(source="url"))
+
+
+HOSTS_SETTING = "OPENJEV_IMAGE_URL_HOSTS"
+_TARGET_SAFE = "!$%&'()*+,/:;=?@[]~"
+"""What a request target keeps as sent (`%` too: escapes stay escapes); anything else (a space, non-ASCII text) is
+percent-encoded, as a browser sends it."""
+
+
+def host_allowed(*, host: str, hosts: tuple[str, ...]) -> bool:
+    """Whether `host` (lowercase, no trailing dot) is one of `hosts`: equal to an entry, or under the domain of a
+    `*.domain` entry (any depth; the bare domain is not under it)."""
+    return any(host == entry or (entry[:2] == "*." and host.endswith(entry[1:])) for entry in hosts)
+
+
+def hosted_of(url: str) -> Hosted | str:
+    """An https URL as the fetcher reads it, or why it cannot be fetched. The host is read once, here, and the
+    fetcher connects to that host and asks for this target: no other parser reads the URL, so none can see
+    another host in it."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or 443
+    except ValueError:
+        return "the URL's host or port cannot be read"
+    if parts.scheme.lower() != "https":
+        return "only https image URLs are fetched"
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        return "an image URL must not carry credentials"
+    host = (parts.hostname or "").rstrip(".")
+    if not HOST_NAME.fullmatch(host):
+        return "the URL's host is not a host name (an internationalised name is taken in its xn-- form)"
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return Hosted(host=host, port=port, target=quote(target, safe=_TARGET_SAFE))
+
+
+def hosted_image(*, url: str, loc: Loc, limits: ImageLimits) -> Image | Problem:
+    """An http(s) image URL where the operator allows hosts: an image the service will fetch (`url` as sent, its
+    bytes unknown until then), or the problem (`image_url_not_allowed`) when it is not https or its host is not
+    one of `OPENJEV_IMAGE_URL_HOSTS`."""
+    found = hosted_of(url)
+    if isinstance(found, str):
+        return Problem(loc, f"{found}; send https from an allowed host or a base64 data: URL", "image_url_not_allowed")
+    if not host_allowed(host=found.host, hosts=limits.url_hosts):
+        return Problem(
+            loc,
+            f"this server fetches images only from the hosts its operator allows ({HOSTS_SETTING}), and "
+            f"{value_quoted(found.host)} is not one; send the image as a base64 data: URL",
+            "image_url_not_allowed",
+        )
+    return Image(url=url, meta=ImageMeta(source="url"))
+
+
+def is_hosted(image: Image) -> bool:
+    """Whether `image` is a hosted URL the service is still to fetch (not bytes as a `data:` URL)."""
+    return image.meta.source == "url" and not image.url[:5].lower().startswith("data:")
+
+
+def hosted_located(*, images: list[tuple[Image, Loc]], limits: ImageLimits) -> tuple[tuple[Image, Loc], ...]:
+    """The images a parser found that the service is to fetch (`api.checking.image_fetch`), each with where it stands
+    in the body: none unless the operator allows hosts."""
+    return tuple((image, loc) for image, loc in images if is_hosted(image)) if limits.url_hosts else ()
 
 
 def is_image_url(value: Any) -> bool:

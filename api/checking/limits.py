@@ -32,6 +32,8 @@ def limits_configured(*, max_questions: int | None = None, max_levels: int | Non
     return Limits(
         max_questions=config.max_questions if max_questions is None else max_questions,
         max_answers=config.max_answers,
-        images=ImageLimits(config.max_images, config.max_image_bytes, config.max_request_image_bytes),
+        images=ImageLimits(
+            config.max_images, config.max_image_bytes, config.max_request_image_bytes, config.image_url_hosts
+        ),
         max_levels=max_levels,
     )

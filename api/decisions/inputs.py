@@ -6,7 +6,8 @@ role), function and custom tool calls as an assistant turn's `tool_calls` (conse
 turn, as the chat templates render parallel calls), and their outputs as `tool` turns, so the model's
 own chat template renders tool use as it was trained on. Content parts: text as it is, `input_json`
 as compact JSON with its key order (the same text System One writes for structured values), images
-only as `data:` URLs (the service never fetches a URL for a client).
+as `data:` URLs, or as https URLs of the hosts an operator allows (`OPENJEV_IMAGE_URL_HOSTS`), which the
+service fetches itself (`api.checking.image_fetch`); without that setting a hosted URL is refused.
 """
 
 from __future__ import annotations
@@ -136,10 +137,12 @@ def _json_size(value: Any) -> tuple[int, int]:
 
 
 def image_part(check: Checker, part: dict[str, Any], loc: Loc) -> Image | None:
+    """An `input_image` part's image, counted against the request's limits: a `data:` URL, or where the operator
+    allows hosts, an https URL of one of them (fetched before the evaluation); a hosted URL is refused otherwise."""
     url = string_check(check, part, "image_url", loc)
     if url is None:
         return None
-    if url[:8].lower().startswith(("http://", "https://")):
+    if url[:8].lower().startswith(("http://", "https://")) and not check.image_limits.url_hosts:
         check.add((*loc, "image_url"), IMAGE_URL_FETCHED, "image_url_not_supported")
         return None
     return check.image_read(url, (*loc, "image_url"))

@@ -26,9 +26,9 @@ from api.openapi.fields import ModelField, const_field, probability_field
 from api.openapi.operations import OPTIONAL_AUTH, RESPONSE_HEADERS
 
 INSTRUCTIONS_HELP = (
-    "What to ask about the input: a string, or a list of `input_text` / `input_json` parts "
-    "(joined with newlines; JSON as compact text). Images are not accepted here: put them in the "
-    "input."
+    "What to ask about the input: a string, or a list of `input_text` / `input_json` / `input_image` parts "
+    "(texts joined with newlines; JSON as compact text; an image where it stands, in this question's branch "
+    "only, where the deployment takes images: `max_images`)."
 )
 NAME_HELP = "Returned with the answer; `POST /v1/feedback` finds the answer by it (or by the question's index)."
 
@@ -37,7 +37,7 @@ _PART = {"type": "object", "required": ["type"], "properties": {"type": {"type":
 
 @extend_schema_field({"oneOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": _PART}]})
 class InstructionsField(serializers.JSONField):
-    """A string, or text and JSON parts."""
+    """A string, or text, JSON and image parts."""
 
 
 @extend_schema_field(
@@ -50,7 +50,8 @@ class InstructionsField(serializers.JSONField):
                 "items": {
                     "type": "object",
                     "description": "A `message` (role user, developer, system or assistant; content a string or "
-                    "parts `input_text`, `input_image` with a data: URL, `input_json`), "
+                    "parts `input_text`, `input_image` with a data: URL (or an https URL of a host the "
+                    "operator allows), `input_json`), "
                     "`function_call`, `function_call_output`, `custom_tool_call` or "
                     "`custom_tool_call_output` item.",
                 },
@@ -366,8 +367,9 @@ DECISIONS_RESPONSES: dict[int, OpenApiResponse] = {
     200: OpenApiResponse(DecisionsResponseSerializer, description="One answer per question, in question order."),
     400: _error(
         "Invalid request, nothing was run: a body that is not JSON, a missing, unknown or invalid field "
-        "(`param` names the first; the message lists all), a token budget, an image URL that is not a data: "
-        "URL, an image in a question's instructions, or images where the served model cannot see."
+        "(`param` names the first; the message lists all), a token budget, an image URL where the operator "
+        "allows no host or not of an allowed host, an image that could not be fetched, or images where the "
+        "served model cannot see."
     ),
     401: _error("Auth is on and the Bearer key is missing or wrong (`invalid_api_key`)."),
     403: _error(CROSS_SITE_DESCRIPTION),
@@ -424,7 +426,8 @@ evaluation as `POST /v1/systemone` — the same prompt, scoring, calibration, ad
 question gets the same probabilities on either route. Errors are in OpenAI's shape; an invalid request is a 400.
 
 An answer whose label mass is under `OPENJEV_REFUSAL_LABEL_MASS` (default 0: never) is a `refusal`; the other
-questions still answer. Image URLs are never fetched: send images as base64 `data:` URLs.
+questions still answer. Images are base64 `data:` URLs; a hosted image URL is fetched only from the hosts the
+operator allows (`OPENJEV_IMAGE_URL_HOSTS`), otherwise refused.
 """
 
 

@@ -17,11 +17,12 @@ from functools import partial
 from typing import Any
 
 from api.checking.checker import Checker
-from api.checking.images import images_total_check
+from api.checking.images import hosted_located, images_total_check
 from api.checking.json_body import JsonKeyed, Loc, document_problems, json_cache_cost, json_cached, json_kind
 from api.checking.limits import Limits
 from api.decisions.inputs import (
     conversation_parse,
+    image_part,
     json_part_text,
     string_check,
     unknown_keys_check,
@@ -30,7 +31,7 @@ from api.systemone.parsing import PARSED_CACHE_BYTES
 from inference.errors import Problem, RequestInvalid, value_quoted
 from inference.lru import SizedLRU
 from inference.questions import Question, question_build
-from inference.requests import EvaluationRequest
+from inference.requests import EvaluationRequest, Image, Part
 from serving.config import language_model_named
 
 QUESTION_KINDS = ("predicate", "choice", "score")
@@ -44,6 +45,12 @@ _QUESTION_KEYS = {
     "choice": {"type", "instructions", "name", "choices"},
     "score": {"type", "instructions", "name", "levels"},
 }
+_INSTRUCTION_PART_KEYS = {
+    "input_text": {"type", "text"},
+    "input_json": {"type", "data"},
+    "input_image": {"type", "image_url", "detail"},
+}
+"""What a question's instructions part may hold (the SDK's `DecisionQuestionInputPart`)."""
 
 
 WRONG_ROUTE = (
@@ -78,6 +85,9 @@ class DecisionsRequest:
     questions: Any
     safety_identifier: str
     prompt_cache_key: str
+    hosted: tuple[tuple[Image, Loc], ...] = ()
+    """Hosted image URLs the service fetches before the evaluation (where the operator allows hosts), each with
+    where it stands in the body (`api.checking.image_fetch`)."""
 
     def position_of(self, *, question_id: str) -> int:
         """Where the core's question id stands in the request (its problems are located by id)."""
@@ -110,11 +120,11 @@ def decisions_request_parse(*, data: Any, limits: Limits, models: frozenset[str]
             "empty_string",
         )
     conversation = conversation_parse(check, data.get("input")) if "input" in data else ()
-    check.problems += [
+    questions, asked = _questions_check(check, data, limits)
+    check.problems += [  # the input's images and the questions' together
         Problem(("input", *p.loc[1:]) if p.loc[:1] == ("state",) else p.loc, p.msg, p.type)
         for p in images_total_check(images=check.images, limits=limits.images)
     ]
-    questions, asked = _questions_check(check, data, limits)
     safety_identifier = _bounded_string(check, data, "safety_identifier", SAFETY_IDENTIFIER_MAX)
     prompt_cache_key = _bounded_string(check, data, "prompt_cache_key", PROMPT_CACHE_KEY_MAX)
     _cache_options_check(check, data.get("prompt_cache_options"))
@@ -128,6 +138,7 @@ def decisions_request_parse(*, data: Any, limits: Limits, models: frozenset[str]
         questions=data["questions"],
         safety_identifier=safety_identifier,
         prompt_cache_key=prompt_cache_key,
+        hosted=hosted_located(images=check.images, limits=limits.images),
     )
 
 
@@ -190,11 +201,11 @@ def _questions_check(
         if isinstance(name, str):
             named[name] = i
         qid = _question_id(question, position=i, taken=ids)
-        built = json_cached(
-            cache=_parsed,
-            key=(qid, limits.max_answers, limits.levels),
-            value=question,
-            build=partial(_question_check, check, question, ("questions", i), limits, qid=qid),
+        build = partial(_question_check, check, question, ("questions", i), limits, qid=qid)
+        built = (
+            build()  # its images count against this request's limits: read every time
+            if _holds_image(question)
+            else json_cached(cache=_parsed, key=(qid, limits.max_answers, limits.levels), value=question, build=build)
         )
         if built is not None:
             found.append(built)
@@ -205,6 +216,14 @@ def _questions_check(
 _parsed: SizedLRU[JsonKeyed, tuple[Question, Asked]] = SizedLRU(max_bytes=PARSED_CACHE_BYTES, cost=json_cache_cost)
 """Valid questions by id and JSON, as System One keeps them (`api.systemone.parsing`), so a question sent again
 is the same object and the prompt compiler's caches find it."""
+
+
+def _holds_image(question: Any) -> bool:
+    """Whether a question's instructions are parts one of which is an image."""
+    instructions = question.get("instructions") if isinstance(question, dict) else None
+    return isinstance(instructions, list) and any(
+        isinstance(part, dict) and part.get("type") == "input_image" for part in instructions
+    )
 
 
 def _question_id(question: Any, *, position: int, taken: set[str]) -> str:
@@ -233,59 +252,68 @@ def _question_check(
     before = len(check.problems)
     unknown_keys_check(check, question, _QUESTION_KEYS[kind], loc)
     name = string_check(check, question, "name", loc, required=False)
-    instructions = _instructions_check(check, question.get("instructions"), (*loc, "instructions"))
+    instructions, parts = _instructions_check(check, question.get("instructions"), (*loc, "instructions"))
     if kind == "predicate":
-        built = question_build(id=qid, type="noul", instructions=instructions, criteria=None), Asked(name=name)
+        built = (
+            question_build(id=qid, type="noul", instructions=instructions, criteria=None, parts=parts),
+            Asked(name=name),
+        )
     elif kind == "choice":
         values, criteria = _choices_check(check, question.get("choices"), (*loc, "choices"), limits.max_answers)
         built = (
-            question_build(id=qid, type="choice", instructions=instructions, criteria=criteria),
+            question_build(id=qid, type="choice", instructions=instructions, criteria=criteria, parts=parts),
             Asked(name=name, values=values),
         )
     else:
         labels, levels = _levels_check(check, question.get("levels"), (*loc, "levels"), limits.levels)
         built = (
-            question_build(id=qid, type="score", instructions=instructions, criteria=levels),
+            question_build(id=qid, type="score", instructions=instructions, criteria=levels, parts=parts),
             Asked(name=name, labels=labels),
         )
     return None if len(check.problems) > before else built
 
 
-def _instructions_check(check: Checker, value: Any, loc: Loc) -> str:
-    """A string, or text and JSON parts joined with newlines (an image has no place in a question's text:
-    each question is its own branch after the shared prefix, where the backends take no image)."""
+def _instructions_check(check: Checker, value: Any, loc: Loc) -> tuple[str, tuple[Part, ...]]:
+    """A string, or text, JSON and image parts: (the texts joined with newlines, every part in order). An image is
+    checked as the input's are (a `data:` URL, or an allowed host's https URL) and counted against the same limits;
+    it goes in this question's branch only, where the model reads it where it stands (`Question.parts`)."""
     if isinstance(value, str):
         if not value.strip():
             check.add(loc, "instructions must not be empty", "string_below_min_length")
-        return value
+        return value, ()
     if value is None:
         check.add(loc, "Missing required parameter: 'instructions'", "missing_required_parameter")
-        return ""
+        return "", ()
     if not isinstance(value, list) or not value:
         check.add(
             loc,
-            f"Invalid type: expected a string or a non-empty array of text and JSON parts, got {json_kind(value)}",
+            "Invalid type: expected a string or a non-empty array of text, image and JSON parts, "
+            f"got {json_kind(value)}",
             "invalid_type",
         )
-        return ""
-    texts = []
+        return "", ()
+    texts: list[str] = []
+    parts: list[Part] = []
     for i, part in enumerate(value):
         kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "input_image":
+        if not isinstance(part, dict) or not isinstance(kind, str) or kind not in _INSTRUCTION_PART_KEYS:
             check.add(
-                (*loc, i),
-                "images are not supported in question instructions; put the image in the input",
-                "unsupported_content",
+                (*loc, i), "Invalid instructions part; expected input_text, input_image or input_json", "invalid_value"
             )
-        elif kind == "input_text" and isinstance(part, dict):
-            unknown_keys_check(check, part, {"type", "text"}, (*loc, i))
-            texts.append(string_check(check, part, "text", (*loc, i)) or "")
-        elif kind == "input_json" and isinstance(part, dict):
-            unknown_keys_check(check, part, {"type", "data"}, (*loc, i))
-            texts.append(json_part_text(check, part.get("data"), (*loc, i)))
+            continue
+        unknown_keys_check(check, part, _INSTRUCTION_PART_KEYS[kind], (*loc, i))
+        if kind == "input_image":
+            image = image_part(check, part, (*loc, i))
+            if image is not None:
+                parts.append(image)
+            continue
+        if kind == "input_text":
+            text = string_check(check, part, "text", (*loc, i)) or ""
         else:
-            check.add((*loc, i), "Invalid instructions part; expected input_text or input_json", "invalid_value")
-    return "\n".join(texts)
+            text = json_part_text(check, part.get("data"), (*loc, i))
+        texts.append(text)
+        parts.append(text)
+    return "\n".join(texts), tuple(parts) if any(isinstance(p, Image) for p in parts) else ()
 
 
 def _items_check(check: Checker, value: Any, loc: Loc, *, limit: int, what: str) -> list[dict[str, Any]]:

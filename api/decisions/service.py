@@ -7,11 +7,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
 
+from api.checking.image_fetch import request_images_fetched
 from api.checking.json_body import Loc
 from api.checking.limits import Limits, limits_configured
 from api.decisions.parsing import MAX_LEVELS, DecisionsRequest, ModelUnknown, decisions_request_parse
@@ -132,13 +133,14 @@ async def decisions_evaluate(
     does (the same admission, deadlines and errors), record; a body of `size` bytes or more is validated in the
     body lane."""
     config = settings.OPENJEV
+    limits = decisions_limits()
     with evaluation_recorded(
         request_id=request_id, caller=caller, unparsed=lambda: received_of_body(data=data)
     ) as call:
         try:
             with problems_answered(request=None):
                 parse = functools.partial(
-                    decisions_request_parse, data=data, limits=decisions_limits(), models=config.language_model_names
+                    decisions_request_parse, data=data, limits=limits, models=config.language_model_names
                 )
                 with phase_timed("validate"):
                     request = await body_lane_run(work=parse, size=size)
@@ -152,6 +154,13 @@ async def decisions_evaluate(
             ) from None
         call.received = received_of(request=request, refusal_below=config.refusal_label_mass)
         with problems_answered(request=request):
+            if request.hosted:
+                with phase_timed("fetch"):
+                    fetched = await request_images_fetched(
+                        evaluation=request.evaluation, hosted=request.hosted, limits=limits.images
+                    )
+                request = replace(request, evaluation=fetched)
+                call.received = received_of(request=request, refusal_below=config.refusal_label_mass)
             outcome = await evaluation_calibrated(call=call, request=request.evaluation, admission=admission)
     assert call.evaluator is not None, "an evaluated call names its evaluator"
     return Decided(

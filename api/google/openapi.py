@@ -119,7 +119,8 @@ within [0.01, 0.99]; `confidence` is the winning outcome's probability, as Googl
 Google's `models/` prefix. The key may come as `x-goog-api-key` (the SDK's header) instead of a Bearer token; a
 request carrying it gets its errors in Google's shape even before its body is read. `Retry-After` is at most 2 s
 on Google's errors (the SDK waits what it says, four times over); the full wait is in the `RetryInfo` detail.
-Image `uri`s are not fetched: send base64 `data`.
+Image `uri`s are fetched only from the hosts the operator allows (`OPENJEV_IMAGE_URL_HOSTS`); otherwise send base64
+`data`.
 """
 
 
@@ -185,8 +186,8 @@ def components(*, max_questions: int, max_answers: int) -> dict[str, dict[str, A
             ["type", "text"],
         ),
         "GoogleImageBlock": _object(
-            "An image content block: base64 `data` (a `uri` is refused: the server fetches nothing for a client), "
-            "where the deployment takes images (`max_images`).",
+            "An image content block: base64 `data`, or a `uri` (https, of a host the operator allows; refused "
+            "where none is allowed), where the deployment takes images (`max_images`).",
             {
                 "type": _const("image", "`image`."),
                 "data": _text("The image's bytes, base64 (standard alphabet).", contentEncoding="base64"),
@@ -197,7 +198,7 @@ def components(*, max_questions: int, max_answers: int) -> dict[str, dict[str, A
                     "Accepted, not read: the backend sees the image as it is.",
                     enum=["low", "medium", "high", "ultra_high"],
                 ),
-                "uri": _text("Refused with a 400: send `data`."),
+                "uri": _text("An https URL of a host the operator allows (`OPENJEV_IMAGE_URL_HOSTS`); else a 400."),
             },
             ["type", "data"],
         ),

@@ -28,7 +28,7 @@ from functools import partial
 from typing import Any
 
 from api.checking.checker import Checker
-from api.checking.images import image_of_base64, images_total_check
+from api.checking.images import hosted_located, image_of_base64, images_total_check
 from api.checking.json_body import JsonKeyed, Loc, document_problems, json_cache_cost, json_cached, json_kind
 from api.checking.limits import Limits
 from inference.errors import Problem, RequestInvalid, value_quoted
@@ -53,8 +53,8 @@ _BLOCK_KEYS = {
 _ID_INVALID = re.compile(r"[\x00-\x1f\x7f]")
 PARSED_CACHE_BYTES = 16 << 20
 IMAGE_URI_REFUSED = (
-    "image URIs are not fetched by this server (it makes no request on a client's behalf); "
-    "send the image's bytes as base64 `data`"
+    "image URIs are not fetched by this server (it makes no request on a client's behalf unless its operator "
+    "allows the host); send the image's bytes as base64 `data`"
 )
 
 
@@ -73,6 +73,8 @@ class GoogleRequest:
     """The input exactly as sent, stored at level `full`."""
     questions: Any
     """The questions object exactly as sent."""
+    hosted: tuple[tuple[Image, Loc], ...] = ()
+    """Hosted image URLs (`uri`s) the service fetches before the evaluation, each with where it stands in the body."""
 
 
 def google_claims(data: Any) -> bool:
@@ -120,6 +122,7 @@ def google_request_parse(*, data: Any, limits: Limits, models: frozenset[str]) -
         evaluation=EvaluationRequest(conversation=conversation, questions=questions),
         input=data["input"],
         questions=data["questions"],
+        hosted=hosted_located(images=check.images, limits=limits.images),
     )
 
 
@@ -228,11 +231,16 @@ def _text_block(check: Checker, block: dict[str, Any], loc: Loc) -> str:
 
 
 def _image_block(check: Checker, block: dict[str, Any], loc: Loc) -> Image | None:
-    """An image block with base64 `data` as an image; `uri` is refused (no image is fetched for a client);
+    """An image block with base64 `data` as an image, or with a `uri`: an https URL of a host the operator allows
+    (`OPENJEV_IMAGE_URL_HOSTS`), fetched by the service before the evaluation, refused where none is allowed;
     `resolution` is accepted and not read (the backend sees the image as it is)."""
     _unknown_keys_check(check, block, _BLOCK_KEYS["image"], loc)
-    if block.get("uri") is not None:
+    uri = block.get("uri")
+    if uri is not None and not check.image_limits.url_hosts:
         check.add((*loc, "uri"), IMAGE_URI_REFUSED, "image_uri_not_supported")
+        return None
+    if uri is not None and block.get("data") is not None:
+        check.add(loc, "an image block holds `data` or `uri`, not both", "invalid_value")
         return None
     mime_type = block.get("mime_type")
     if mime_type is not None and mime_type not in IMAGE_TYPES:
@@ -242,6 +250,8 @@ def _image_block(check: Checker, block: dict[str, Any], loc: Loc) -> Image | Non
             "image_format",
         )
         return None
+    if uri is not None:
+        return _uri_image(check, uri, (*loc, "uri"))
     data = _string_check(check, block, "data", loc)
     if data is None or not check.image_admit(loc):
         return None
@@ -251,6 +261,17 @@ def _image_block(check: Checker, block: dict[str, Any], loc: Loc) -> Image | Non
         return None
     check.images.append((image, loc))
     return image
+
+
+def _uri_image(check: Checker, uri: Any, loc: Loc) -> Image | None:
+    """An image `uri`, where hosts are allowed: an https URL of one of them, to be fetched (counted as an image)."""
+    if not isinstance(uri, str):
+        check.add(loc, f"Invalid type: expected a string, got {json_kind(uri)}", "invalid_type")
+        return None
+    if not uri[:8].lower().startswith(("http://", "https://")):
+        check.add(loc, "an image uri must be an https URL; send the image's bytes as base64 `data`", "image_url")
+        return None
+    return check.image_read(uri, loc)
 
 
 # -- The questions -----------------------------------------------------------------------------------------------

@@ -7,11 +7,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
 
+from api.checking.image_fetch import request_images_fetched
 from api.checking.limits import Limits, limits_configured
 from api.errors import ApiError
 from api.google.errors import field_of
@@ -118,13 +119,14 @@ async def google_evaluate(
     One does (the same admission, deadlines and errors), record; a body of `size` bytes or more is validated in the
     body lane."""
     config = settings.OPENJEV
+    limits = google_limits()
     with evaluation_recorded(
         request_id=request_id, caller=caller, unparsed=lambda: received_of_body(data=data)
     ) as call:
         try:
             with problems_answered():
                 parse = functools.partial(
-                    google_request_parse, data=data, limits=google_limits(), models=config.language_model_names
+                    google_request_parse, data=data, limits=limits, models=config.language_model_names
                 )
                 with phase_timed("validate"):
                     request = await body_lane_run(work=parse, size=size)
@@ -138,6 +140,13 @@ async def google_evaluate(
             ) from None
         call.received = received_of(request=request)
         with problems_answered(core=True):
+            if request.hosted:
+                with phase_timed("fetch"):
+                    fetched = await request_images_fetched(
+                        evaluation=request.evaluation, hosted=request.hosted, limits=limits.images
+                    )
+                request = replace(request, evaluation=fetched)
+                call.received = received_of(request=request)
             outcome = await evaluation_calibrated(call=call, request=request.evaluation, admission=admission)
     assert call.evaluator is not None, "an evaluated call names its evaluator"
     return GoogleDecided(request_id=request_id, request=request, model=call.evaluator.backend.model, outcome=outcome)

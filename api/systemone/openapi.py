@@ -88,7 +88,8 @@ class SystemOneRequestSerializer(serializers.Serializer):
         "have `role` (or an object whose only key is `messages` holding one) is a chat transcript, kept as "
         "sent: roles `system`, `user`, `assistant`, `tool`; content is text, or in `user` messages text and "
         '`{"type": "image_url", "image_url": {"url": ...}}` parts (http(s) or base64 `data:` '
-        "URLs; audio, video → 422). An object whose `images` is a list of image URLs is those images, then "
+        "URLs; where the operator allows image hosts, https URLs of those hosts only, fetched by the service; "
+        "audio, video → 422). An object whose `images` is a list of image URLs is those images, then "
         "the rest of the object as JSON. Any other object or array is shown to the model as compact JSON. "
         "Images need a deployment that sees them (`max_images` in `GET /v1/limits`). `null` → 422."
     )
@@ -193,7 +194,8 @@ SYSTEMONE_RESPONSES: dict[int, OpenApiResponse] = {
         "transcript the model's chat template cannot render, text that is not valid "
         "Unicode (a lone surrogate), a number beyond a double, nesting over 128 levels, "
         "a token budget, or images (`images_not_supported` when the served model cannot "
-        "see, `too_many_images`, `image_too_large`, `image_format`, `image_url`, ...). "
+        "see, `too_many_images`, `image_too_large`, `image_format`, `image_url`, `image_url_not_allowed`, "
+        "`image_fetch_failed`, ...). "
         "Nothing was run.",
     ),
     429: error_documented(RATE_LIMITED_DESCRIPTION),

@@ -10,6 +10,10 @@ Images reach the state four ways, all typed `Image` parts of a user message (`ap
 of image URLs (one user message: the images, then the rest of the object as compact JSON, as the seed
 system sends it); and the official API's `assets`, whose placeholders stand for the image wherever they
 appear inside the state's strings, the asset holding `data_base64` or naming a multipart part.
+
+An http(s) URL goes to the backend as sent (SGLang fetches it) while the operator allows no image host; once
+`OPENJEV_IMAGE_URL_HOSTS` names hosts, only https URLs of those hosts are taken, and the service fetches them
+itself (`api.checking.image_fetch`), so the same rule holds on every route.
 """
 
 from __future__ import annotations
@@ -19,13 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.checking.checker import Checker, conversation_check, is_text
-from api.checking.images import assets_check, images_total_check
+from api.checking.images import assets_check, hosted_located, images_total_check
 from api.checking.json_body import JsonKeyed, Loc, document_problems, json_cache_cost, json_cached, json_kind
 from api.checking.limits import Limits
 from inference.errors import Problem, RequestInvalid, value_quoted
 from inference.lru import SizedLRU
 from inference.questions import QUESTION_TYPES, Question, question_build
-from inference.requests import EvaluationRequest, Message
+from inference.requests import EvaluationRequest, Image, Message
 from serving.config import language_model_named
 
 
@@ -39,6 +43,9 @@ class SystemOneRequest:
     """The state exactly as sent (key order included), stored at level `full`."""
     questions: Any
     """The questions object exactly as sent."""
+    hosted: tuple[tuple[Image, Loc], ...] = ()
+    """Image URLs the service fetches before the evaluation (only where the operator allows hosts: otherwise they go
+    to the backend as sent), each with where it stands in the body."""
 
 
 WRONG_ROUTE = (
@@ -95,6 +102,7 @@ def systemone_request_parse(
         evaluation=EvaluationRequest(conversation=conversation, questions=questions),
         state=data["state"],
         questions=data["questions"],
+        hosted=hosted_located(images=check.images, limits=limits.images),
     )
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
 
+from api.checking.image_fetch import request_images_fetched
 from api.checking.limits import limits_configured
 from api.errors import ApiError
 from api.plumbing.body_lane import body_lane_run
@@ -88,6 +89,13 @@ async def systemone_evaluate(
             except WrongRoute as exc:
                 raise ApiError(400, "wrong_route", str(exc)) from None
         call.received = received_of(request=request)
+        if request.hosted:
+            with phase_timed("fetch"):
+                fetched = await request_images_fetched(
+                    evaluation=request.evaluation, hosted=request.hosted, limits=limits.images
+                )
+            request = replace(request, evaluation=fetched)
+            call.received = received_of(request=request)
         outcome = await evaluation_calibrated(
             call=call, request=request.evaluation, admission=admission, on_answer=on_answer
         )

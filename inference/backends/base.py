@@ -45,17 +45,40 @@ class Prefix:
 
 
 @dataclass(frozen=True)
+class SuffixImages:
+    """The images a branch's suffix holds after its prefix's: a question's own (its instructions'), in placeholder
+    order. One object per question, shared by its branches and its prior, so the text a backend writes for them
+    (often megabytes of `data:` URLs) is derived once, as `Prefix` does for the prefix's."""
+
+    urls: tuple[str, ...]
+    keys: tuple[str, ...]
+    """What tells the images apart without their bytes (each one's SHA-256): part of a prior's cache key."""
+
+    @functools.cached_property
+    def json_items(self) -> str:
+        """The URLs as the items of a compact JSON list (no brackets)."""
+        return json.dumps(list(self.urls), separators=(",", ":"))[1:-1]
+
+
+@dataclass(frozen=True)
 class BranchCall:
     """One generation of one output token for the prompt `prefix + suffix`.
 
     The two halves stay apart because every branch shares the same `Prefix` object, and with it what a
-    backend derives from it.
+    backend derives from it. `images`: the suffix's own images (a question's), which follow the prefix's
+    in the call's image list; None for a text-only suffix (every branch of a text-only question).
     """
 
     rid: str
     prefix: Prefix
     suffix: Sequence[int]
     label_ids: Sequence[int]
+    images: SuffixImages | None = None
+
+    @property
+    def image_data(self) -> tuple[str, ...]:
+        """Every image of the call's prompt, in placeholder order: the prefix's, then the suffix's."""
+        return self.prefix.image_data + (self.images.urls if self.images else ())
 
     @property
     def ids(self) -> list[int]:

@@ -19,10 +19,14 @@ expands a string `rid` to `<rid>_0 … <rid>_{n-1}` (`_normalize_logprob_params`
 and reads its own.
 
 Images go as `image_data` beside the ids (URLs as the client gave them, bytes as `data:` URLs): a flat
-list for one prompt, one list per item (`null` for an item without images) for a batch, as
-GenerateReqInput's `_normalize_image_data` reads them. SGLang expands each placeholder of the ids
+list for one prompt, one list per item (`[]` for an item without images) for a batch, as
+GenerateReqInput's `_normalize_image_data` reads them: it tells a list of lists from a list of single
+images by the first entry alone, so every entry is a list (a `null` first entry would make it wrap each
+later list as one image). SGLang expands each placeholder of the ids
 itself and keys its prefix cache on the images' hashes, so the warm-up and the branches, which all
-send the same images, share the prefix with its images. A text-only body never has the key.
+send the same images, share the prefix with its images. A branch of a question whose instructions hold
+images sends the prefix's images, then its own (its suffix's placeholders come after the prefix's), so
+only that branch's item carries them. A text-only body never has the key.
 
 Cancelling is closing: a cancelled call closes its HTTP connection, the gateway then closes its
 upstream connection at once, and SGLang's TokenizerManager (`_wait_one_response`) aborts a
@@ -46,7 +50,13 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 
 from inference.backends.base import BranchCall, BranchMode, BranchScored, Generation, Prefix
-from inference.backends.sglang_wire import call_ids_text, generation_parse, request_body, response_json_read
+from inference.backends.sglang_wire import (
+    call_ids_text,
+    call_images_json,
+    generation_parse,
+    request_body,
+    response_json_read,
+)
 from inference.errors import BackendFailed, BackendUnavailable
 from inference.redaction import backend_text_redact
 from inference.tokenizer import Tokenizer
@@ -213,11 +223,8 @@ class SGLangBackend:
         ids_json = ",".join(f"[{call_ids_text(call=c)}]" for c in calls)
         union = list(dict.fromkeys(t for c in calls for t in c.label_ids))
         rid = calls[0].rid
-        images_json = (
-            f"[{','.join(c.prefix.images_json or 'null' for c in calls)}]"
-            if any(c.prefix.image_data for c in calls)
-            else None
-        )
+        images = [call_images_json(call=c) for c in calls]
+        images_json = f"[{','.join(i or '[]' for i in images)}]" if any(images) else None
         items = await self._generate(
             request_body(rid=rid, ids_json=f"[{ids_json}]", label_ids=union, images_json=images_json)
         )
@@ -245,7 +252,7 @@ class SGLangBackend:
             rid=call.rid,
             ids_json=f"[{call_ids_text(call=call)}]",
             label_ids=call.label_ids,
-            images_json=call.prefix.images_json,
+            images_json=call_images_json(call=call),
         )
         generation = generation_parse(await self._generate(body), label_ids=call.label_ids, rid=call.rid)
         if scored is not None:

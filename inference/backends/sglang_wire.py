@@ -35,6 +35,16 @@ def call_ids_text(*, call: BranchCall) -> str:
     return f"{prefix},{suffix}" if prefix and suffix else prefix or suffix
 
 
+def call_images_json(*, call: BranchCall) -> str | None:
+    """A call's `image_data` as a compact JSON list: its prefix's images (serialised once, on the shared `Prefix`),
+    then its suffix's own (a question's, serialised once per question); None for a call without images."""
+    prefix = call.prefix.images_json
+    if call.images is None:
+        return prefix
+    own = call.images.json_items
+    return f"{prefix[:-1]},{own}]" if prefix else f"[{own}]"
+
+
 @functools.lru_cache(maxsize=8192)
 def suffix_text(ids: tuple[int, ...]) -> str:
     """A suffix's ids as JSON list items, cached: suffixes are question blocks, which callers ask again and

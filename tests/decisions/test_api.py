@@ -144,10 +144,11 @@ async def test_a_data_image_where_the_model_cannot_see_is_a_clear_400(api, fake)
     assert_openai_error(response, 400, code="images_not_supported", param="input[0].content[0].image_url")
 
 
-async def test_an_image_in_question_instructions_is_a_clear_400(api, fake):
+async def test_an_image_in_question_instructions_where_the_deployment_takes_none_is_a_clear_400(api, fake):
+    """tests/decisions/test_question_images.py has images in instructions where they are taken."""
     instructions = [{"type": "input_image", "image_url": PNG_URL}]
     response = await api.post(PATH, json=decision_with(questions=[question_with(instructions=instructions)]))
-    assert_openai_error(response, 400, code="unsupported_content", param="questions[0].instructions[0]")
+    assert_openai_error(response, 400, code="images_not_supported", param="questions[0].instructions[0].image_url")
 
 
 @pytest.mark.parametrize(

@@ -3,18 +3,20 @@ questions, the same probabilities as System One's, and a conversation with a too
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from dataclasses import replace
 
 import httpx
 import pytest
 from django.conf import settings
-from openai import OpenAI
+from openai import BadRequestError, OpenAI
 from openai.types import Decision
 
 from api.decisions.openapi import DECISIONS_REQUEST
 from inference.gguf import DEFAULT_SOURCE
 from serving.evaluator import evaluator_build, evaluator_install
+from testbed.images import png_bytes
 from testbed.live_server import LiveServer
 from tests.conftest import README_REQUEST
 from tests.embedded import bundled_backend
@@ -84,3 +86,26 @@ def test_a_tool_call_and_its_output_are_read_as_evidence(client):
     delivered, topic = decision.answers
     assert delivered.type == "predicate" and delivered.probability > 0.5
     assert topic.type == "choice" and topic.choice == "delivery"
+
+
+def test_an_image_in_a_questions_instructions_is_a_400_at_its_part_on_the_engine_that_cannot_see(client, settings):
+    """The deployment takes images, the embedded engine cannot see them: the refusal names the instructions part, and
+    the SDK raises it as a BadRequestError without a retry."""
+    settings.OPENJEV = replace(settings.OPENJEV, max_images=3)
+    png = base64.b64encode(png_bytes()).decode()
+    instructions = [
+        {"type": "input_text", "text": "Is this the company's logo?"},
+        {"type": "input_image", "image_url": f"data:image/png;base64,{png}"},
+    ]
+    with pytest.raises(BadRequestError) as raised:
+        client.decisions.create(
+            model="jev-latest",
+            input="A receipt from the coffee shop.",
+            questions=[
+                {"type": "predicate", "instructions": "Is it a receipt?"},
+                {"type": "predicate", "instructions": instructions},
+            ],
+        )
+    error = raised.value.body
+    assert isinstance(error, dict)
+    assert (error["code"], error["param"]) == ("images_not_supported", "questions[1].instructions[1]")

@@ -50,3 +50,29 @@ def test_a_text_only_server_refuses_image_data(client, fake):
     fake.vision = None  # a control: the next reset restores it
     response = client.post("/generate", json=body([*PREFIX, *PLACEHOLDER], [1], image_data=[IMAGE]))
     assert response.status_code == 400 and "not multimodal" in error_message(response)
+
+
+def test_each_item_of_a_batch_gets_its_own_images_and_the_server_records_them(client, fake):
+    prompts = [[*PREFIX, 5], [*PREFIX, *PLACEHOLDER, 6], [*PREFIX, 7]]
+    image_data = [[], [IMAGE], [None]]
+    response = client.post(
+        "/generate", json={**batch_body(prompts, [[1]] * 3, ["b_0", "b_1", "b_2"]), "image_data": image_data}
+    )
+    assert response.status_code == 200, response.text
+    assert fake.item_images == [("b_0", []), ("b_1", [IMAGE]), ("b_2", [])]
+    tokens = [item["meta_info"]["prompt_tokens"] for item in response.json()]
+    assert tokens == [len(PREFIX) + 1, len(PREFIX) + 4 + fake.image_tokens - 1, len(PREFIX) + 1]
+
+
+def test_a_batch_whose_first_entry_is_not_a_list_reads_each_entry_as_one_image(client, fake):
+    """SGLang tells a list of image lists from a list of single images by `image_data[0]` alone."""
+    prompts = [[*PREFIX, 5], [*PREFIX, *PLACEHOLDER, 6]]
+    single = client.post(
+        "/generate", json={**batch_body(prompts, [[1], [1]], ["s_0", "s_1"]), "image_data": [None, IMAGE]}
+    )
+    assert single.status_code == 200, single.text
+    assert fake.item_images == [("s_0", []), ("s_1", [IMAGE])]
+    nested = client.post(
+        "/generate", json={**batch_body(prompts, [[1], [1]], ["n_0", "n_1"]), "image_data": [None, [IMAGE]]}
+    )
+    assert nested.status_code == 400 and "image_data[1]" in error_message(nested)
