@@ -1,7 +1,7 @@
 """One request id per API request, assigned before anything else runs and put on every response.
 
 The outermost ASGI wrapper assigns the id, so the body reader's own refusals (400/408/413/415), Django's
-404, DRF's 405, OPTIONS and every view's answer carry `x-typesafe-request-id` without per-view code.
+404, DRF's 405, OPTIONS and every view's answer carry the request id's header without per-view code.
 Views, storage and the error mapping read the same id (`request_id_current`), so the header, the
 stored evaluation and the id quoted in a 5xx message are one value a client can hand to an operator.
 """

@@ -26,7 +26,7 @@ from api.openapi.feedback import feedback_schema
 from api.plumbing.authentication import API_KEY_HEADER, BearerKeyAuthentication, caller_authenticate
 from api.plumbing.body_lane import body_lane_run
 from api.plumbing.evaluate import images_accepted
-from api.plumbing.formats import ErrorShape, Route, WireFormat, route_of_path, wire_formats
+from api.plumbing.formats import REQUEST_ID_HEADER, ErrorShape, Route, WireFormat, route_of_path, wire_formats
 from api.plumbing.json_render import json_response
 from api.plumbing.metering import meter_caller, meter_current, phase_timed
 from api.plumbing.multipart import MultipartInvalid, is_multipart, multipart_parse
@@ -139,7 +139,7 @@ class ApiView(LeanAPIView):
                 response = await serve(body, request_id, caller, admission)
         except Exception as exc:
             response = self.handle_exception(exc)
-            response["x-typesafe-request-id"] = request_id
+            response[REQUEST_ID_HEADER] = request_id
         return response
 
 
@@ -200,7 +200,7 @@ async def _feedback_answer(body: Body, request_id: str, caller: Caller | None, a
             "label": labelled.label,
             "labelled_at": labelled.labelled_at.isoformat(),
         },
-        headers={"x-typesafe-request-id": request_id},
+        headers={REQUEST_ID_HEADER: request_id},
     )
 
 
@@ -216,7 +216,7 @@ class ModelsView(ApiView):
         config = settings.OPENJEV
         names = [config.model_alias, config.model]
         described = {config.model_alias: f"Alias of {config.model}", config.model: "Served model"}
-        # What a format serves besides the language model (saved classifiers) goes in OpenAI's `data` only: Jev
+        # What a format serves besides the language model (saved classifiers) goes in `data` only: Jev
         # clients read `models` as the names `model` accepts.
         return json_response(
             body={
@@ -237,12 +237,12 @@ async def model_names() -> list[str]:
 
 
 def model_entry(*, name: str) -> dict[str, Any]:
-    """One model as OpenAI's `Model` reads it."""
+    """One model as the SDKs' `Model` type reads it (`id`, `object`, `created`, `owned_by`)."""
     return {"id": name, "object": "model", "created": MODEL_CREATED, "owned_by": "openjev"}
 
 
 class ModelView(ApiView):
-    """`GET /v1/models/{id}`: one listed model (OpenAI's `models.retrieve`), 404 for any other name."""
+    """`GET /v1/models/{id}`: one listed model (the SDKs' `models.retrieve`), 404 for any other name."""
 
     @doc.model_schema
     async def get(self, request: Request, model_id: str) -> HttpResponse:
@@ -252,7 +252,7 @@ class ModelView(ApiView):
 
 
 MODEL_CREATED = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp())
-"""`created` of every model entry (OpenAI's `Model` requires one): a fixed date, since neither the service nor a
+"""`created` of every model entry (the SDKs' `Model` requires one): a fixed date, since neither the service nor a
 checkpoint knows when a model was created; clients read it as a sort key only."""
 
 
