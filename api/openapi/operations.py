@@ -133,7 +133,7 @@ RESPONSE_HEADERS = [
 
 model_schema = extend_schema(
     operation_id="retrieveModel",
-    summary="One model",
+    summary="Describe one accepted model name",
     description="A name `GET /v1/models` lists (its `data` entry), as OpenAI's `models.retrieve` reads it.",
     tags=["Models"],
     responses={

@@ -41,6 +41,7 @@ OPERATIONS = [
     "Decisions: typed answers about an input (OpenAI's Decisions API)",
     "Classify texts with a saved classifier",
     "List the accepted model names",
+    "Describe one accepted model name",
     "Readiness: is the backend answering?",
     "Liveness: is the process running?",
     "Admission limits of this deployment",
