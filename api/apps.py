@@ -9,14 +9,16 @@ class ApiConfig(AppConfig):
     verbose_name = "API"
 
     def ready(self) -> None:
-        """Install the wire formats the settings list for the shared plumbing (`api.plumbing.formats`), and
-        connect the cache-clearing signal receivers."""
+        """Install the wire formats the settings list for the shared plumbing (`api.plumbing.formats`), create
+        their metric series, and connect the cache-clearing signal receivers."""
         from django.conf import settings
         from django.utils.module_loading import import_string
 
         from api.classify import signals  # noqa: F401
-        from api.plumbing.formats import wire_formats_install
+        from api.plumbing.formats import wire_formats, wire_formats_install
+        from api.plumbing.metering import STREAM_API, meters_prepare
 
         wire_formats_install(
             formats=[import_string(f"{package}.format.FORMAT") for package in settings.API_WIRE_FORMATS]
         )
+        meters_prepare(apis=[*(f.name for f in wire_formats()), STREAM_API])

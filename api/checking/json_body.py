@@ -10,7 +10,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -117,6 +117,13 @@ def _surrogate_problem(loc: Loc, text: str, what: str) -> Problem:
     )
 
 
+def _children(steps: Iterable[tuple[str | int, Any]], *, loc: Loc) -> Iterator[tuple[Any, Loc, str | None]]:
+    """A container's children one at a time, located under `loc`; an object's with its key (JSON keys are
+    strings, array indexes ints), which is checked before its value."""
+    for step, item in steps:
+        yield item, (*loc, step), step if isinstance(step, str) else None
+
+
 def document_problems(*, data: Any) -> list[Problem]:
     """What JSON can carry but no prompt, answer or database can, anywhere in the body, keys included:
     lone UTF-16 surrogates (`"\\ud800"` is valid JSON, yet UTF-8 cannot encode it), numbers beyond a
@@ -126,23 +133,25 @@ def document_problems(*, data: Any) -> list[Problem]:
     if _document_clean(data):
         return []
     problems: list[Problem] = []
-    stack: list[tuple[Any, Loc]] = [(data, ())]
+    # A stack of iterators, not of entries: a container's children are visited one at a time, so a list of a
+    # million bad strings costs as many steps as the problems reported, not a million located entries built first.
+    stack: list[Iterator[tuple[Any, Loc, str | None]]] = [iter([(data, (), None)])]
     while stack and len(problems) < DOCUMENT_PROBLEMS_MAX:
-        value, loc = stack.pop()
-        if isinstance(value, dict | list) and len(loc) >= NESTING_MAX:  # `loc` has one step per level
+        entry = next(stack[-1], None)
+        if entry is None:
+            stack.pop()
+            continue
+        value, loc, key = entry
+        if key is not None and _text_invalid(key):
+            problems.append(_surrogate_problem((*loc[:-1], text_printable(key)), key, "This key"))
+        elif isinstance(value, dict | list) and len(loc) >= NESTING_MAX:  # `loc` has one step per level
             problems.append(
                 Problem(loc, f"Arrays and objects may nest at most {NESTING_MAX} levels deep", "nesting_too_deep")
             )
         elif isinstance(value, dict):
-            children = []
-            for key, item in value.items():
-                if _text_invalid(key):
-                    problems.append(_surrogate_problem((*loc, text_printable(key)), key, "This key"))
-                else:
-                    children.append((item, (*loc, key)))
-            stack.extend(reversed(children))  # popped in document order
+            stack.append(_children(value.items(), loc=loc))
         elif isinstance(value, list):
-            stack.extend(reversed([(item, (*loc, i)) for i, item in enumerate(value)]))
+            stack.append(_children(enumerate(value), loc=loc))
         elif isinstance(value, str) and _text_invalid(value):
             problems.append(_surrogate_problem(loc, value, "Input"))
         elif _value_invalid(value):

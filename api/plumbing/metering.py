@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -31,6 +31,8 @@ from serving import metrics
 request_log = logging.getLogger("openjev.request")
 """One line per evaluating request, with JSON logs (`api.plumbing.log_format`)."""
 
+STREAM_API = "stream"
+"""The `api` label of the WebSocket stream's evaluations."""
 STREAM_SYSTEM = "typesafe"
 """OpenInference's `decision.system` of the System One stream's evaluations (it is no wire format of its own); every
 wire format's is its `WireFormat.system`."""
@@ -40,7 +42,7 @@ CLIENT_CLOSED = 499
 
 def decision_system(api: str) -> str | None:
     """OpenInference's `decision.system` of an API's calls: the API ecosystem the client speaks."""
-    if api == "stream":
+    if api == STREAM_API:
         return STREAM_SYSTEM
     found = wire_format_named(api)
     return None if found is None else found.system
@@ -106,17 +108,35 @@ def meter_caller(*, label: str | None) -> None:
         meter.caller = label
 
 
-_children: dict[tuple[int, tuple[str, ...]], Any] = {}
+_children: dict[tuple[Any, tuple[str, ...]], Any] = {}
+"""Each metric's children by their label values, keyed by the metric object itself (held, so never reused)."""
 
 
 def labelled(metric: Any, *values: str) -> Any:
     """`metric.labels(*values)`, its child kept: the library checks and locks on every lookup, and a request
     updates a dozen series (the label values are the code's few, so the dict stays small)."""
-    key = (id(metric), values)
+    key = (metric, values)
     child = _children.get(key)
     if child is None:
         child = _children[key] = metric.labels(*values)
     return child
+
+
+def meters_prepare(*, apis: Sequence[str]) -> None:
+    """Create each API's own series at zero when the process starts, so the first scrape already shows them: a
+    rate over a series that appears with its first requests already counted reads no increase, and a dashboard
+    or an alert on it stays empty until the next request. (Series labelled by status or key appear with their
+    first request: their values are not known up front.)"""
+    for api in apis:
+        for metric in (
+            metrics.request_duration,
+            metrics.questions_per_request,
+            metrics.label_mass,
+            metrics.refusals_total,
+            metrics.input_tokens_total,
+            metrics.cached_tokens_total,
+        ):
+            labelled(metric, api)
 
 
 SPAN_OF_PHASE = {
@@ -152,7 +172,7 @@ def meter_close(*, meter: Meter, status: int) -> None:
     labelled(metrics.request_duration, api).observe(seconds)
     if settings.OPENJEV.log_format == "json":
         served = wire_format_named(api)
-        route = "/v1/systemone/stream" if api == "stream" else served.path if served is not None else f"/v1/{api}"
+        route = "/v1/systemone/stream" if api == STREAM_API else served.path if served is not None else f"/v1/{api}"
         extra = {"route": route, "status": status, "duration_ms": round(seconds * 1000, 3)}
         request_log.info("%s %s %.1f ms", route, status, seconds * 1000, extra=extra)
     for phase, start, end in meter.phases:

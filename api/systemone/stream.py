@@ -43,7 +43,7 @@ from api.errors import ApiError, exception_detail
 from api.plumbing.authentication import caller_authenticate
 from api.plumbing.body_lane import body_lane_run
 from api.plumbing.json_render import text_encode
-from api.plumbing.metering import CLIENT_CLOSED, meter_caller, meter_close, meter_open, phase_timed
+from api.plumbing.metering import CLIENT_CLOSED, STREAM_API, meter_caller, meter_close, meter_open, phase_timed
 from api.plumbing.ratelimits import request_admitted, subject_of
 from api.requestids import client_address_bound, request_id_assign, request_id_bound
 from api.systemone.render import answer_render
@@ -389,7 +389,7 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
         with (
             request_id_bound(request_id=request_id),
             client_address_bound(address=address),
-            meter_open(api="stream", name="WS /v1/systemone/stream", headers=self.scope.get("headers", ())) as meter,
+            meter_open(api=STREAM_API, name="WS /v1/systemone/stream", headers=self.scope.get("headers", ())) as meter,
         ):
             meter_caller(label=self.caller.label if self.caller is not None else "")
             try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -17,6 +16,7 @@ from django.core.management import call_command
 from audit.models import EvaluationAnswer
 from calibration.applied import calibration_cache_forget
 from inference.backends.llamacpp import LlamaCppBackend
+from inference.scoring import probabilities_served
 from inference.vector_scaling import Calibrator, probabilities_calibrate
 from tests.database import db
 from tests.embedded import SMALL, api_on, bundled_backend
@@ -88,8 +88,10 @@ async def test_a_labelled_run_on_the_embedded_model_is_measured_fitted_and_then_
 
     assert response.status_code == 200 and response.headers["x-openjev-calibrated"] == "q"
     assert stored.uncalibrated_probabilities is not None and stored.calibration_id == fitted["id"]
-    expected = probabilities_calibrate(
-        probabilities=[stored.uncalibrated_probabilities[k] for k in ("true", "false")],
-        calibrator=Calibrator(temperature=fitted["temperature"]),
+    expected = probabilities_served(
+        probabilities_calibrate(
+            probabilities=[stored.uncalibrated_probabilities[k] for k in ("true", "false")],
+            calibrator=Calibrator(temperature=fitted["temperature"]),
+        )
     )
-    assert math.isclose(response.json()["answers"]["q"]["noul"], expected[0], rel_tol=1e-9)
+    assert response.json()["answers"]["q"]["noul"] == expected[0]  # served in millionths
