@@ -7,18 +7,17 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
-from api.checking.image_fetch import request_images_fetched
 from api.checking.limits import Limits, limits_configured
 from api.errors import ApiError
 from api.google.errors import field_of
 from api.google.parsing import MODEL_PREFIX, GoogleRequest, ModelUnknown, google_request_parse
 from api.plumbing.body_lane import body_lane_run
-from api.plumbing.evaluate import evaluation_calibrated, images_accepted
+from api.plumbing.evaluate import evaluation_calibrated, hosted_images_fetched, images_accepted
 from api.plumbing.metering import phase_timed
 from api.plumbing.ratelimits import Admission
 from api.plumbing.recording import evaluation_recorded
@@ -140,13 +139,9 @@ async def google_evaluate(
             ) from None
         call.received = received_of(request=request)
         with problems_answered(core=True):
-            if request.hosted:
-                with phase_timed("fetch"):
-                    fetched = await request_images_fetched(
-                        evaluation=request.evaluation, hosted=request.hosted, limits=limits.images
-                    )
-                request = replace(request, evaluation=fetched)
-                call.received = received_of(request=request)
+            request = await hosted_images_fetched(
+                call=call, request=request, limits=limits.images, received=lambda r: received_of(request=r)
+            )
             outcome = await evaluation_calibrated(call=call, request=request.evaluation, admission=admission)
     assert call.evaluator is not None, "an evaluated call names its evaluator"
     return GoogleDecided(request_id=request_id, request=request, model=call.evaluator.backend.model, outcome=outcome)

@@ -5,18 +5,50 @@ asked it."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, ClassVar, Protocol
 
 from django.conf import settings
 
+from api.checking.image_fetch import request_images_fetched
+from api.checking.images import ImageLimits
+from api.checking.json_body import Loc
+from api.plumbing.metering import phase_timed
 from api.plumbing.ratelimits import Admission
 from api.plumbing.recording import Recording
+from audit.storage.records import Received
 from calibration.applied import Calibrating, answer_calibrated, calibrating_get, outcome_calibrated
 from inference.batch import evaluations_run, outcomes_merge
-from inference.requests import EvaluationRequest
+from inference.requests import EvaluationRequest, Image
 from inference.runner import Evaluator, Outcome, TokensReserve, evaluation_run
 from inference.streaming import AnswerSink
 from serving.evaluator import evaluator_get, evaluator_ready
+
+
+class HostingRequest(Protocol):
+    """A format's parsed request: a dataclass with the core's request and its hosted images (where each stands)."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    @property
+    def evaluation(self) -> EvaluationRequest: ...
+    @property
+    def hosted(self) -> tuple[tuple[Image, Loc], ...]: ...
+
+
+async def hosted_images_fetched[Parsed: HostingRequest](
+    *, call: Recording, request: Parsed, limits: ImageLimits, received: Callable[[Parsed], Received]
+) -> Parsed:
+    """`request` with its hosted image URLs fetched (`request_images_fetched`), and `call` storing the request as
+    the model then reads it (`received`); one with no hosted image is returned as it is, fetching nothing."""
+    if not request.hosted:
+        return request
+    with phase_timed("fetch"):
+        evaluation = await request_images_fetched(evaluation=request.evaluation, hosted=request.hosted, limits=limits)
+    request = dataclasses.replace(request, evaluation=evaluation)
+    call.received = received(request)
+    return request
 
 
 async def evaluation_calibrated(

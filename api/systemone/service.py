@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
-from api.checking.image_fetch import request_images_fetched
 from api.checking.limits import limits_configured
 from api.errors import ApiError
 from api.plumbing.body_lane import body_lane_run
-from api.plumbing.evaluate import evaluation_calibrated
+from api.plumbing.evaluate import evaluation_calibrated, hosted_images_fetched
 from api.plumbing.metering import phase_timed
 from api.plumbing.ratelimits import Admission
 from api.plumbing.recording import evaluation_recorded
@@ -89,13 +88,9 @@ async def systemone_evaluate(
             except WrongRoute as exc:
                 raise ApiError(400, "wrong_route", str(exc)) from None
         call.received = received_of(request=request)
-        if request.hosted:
-            with phase_timed("fetch"):
-                fetched = await request_images_fetched(
-                    evaluation=request.evaluation, hosted=request.hosted, limits=limits.images
-                )
-            request = replace(request, evaluation=fetched)
-            call.received = received_of(request=request)
+        request = await hosted_images_fetched(
+            call=call, request=request, limits=limits.images, received=lambda r: received_of(request=r)
+        )
         outcome = await evaluation_calibrated(
             call=call, request=request.evaluation, admission=admission, on_answer=on_answer
         )
