@@ -2,9 +2,10 @@
 
 Off by default: with `OPENJEV_IMAGE_URL_HOSTS` unset nothing here runs (the Decisions routes refuse hosted URLs,
 System One's go to the backend as sent). With hosts named, the parsers take only https URLs of those hosts
-(`api.checking.images.hosted_image`) and each route's service calls `request_images_fetched` after parsing, before
-the evaluation (so after the per-key admission, which the plumbing does before the body is read). The backend then
-gets a `data:` URL and never fetches a client's URL. What protects the network the service runs in:
+(`api.checking.images.hosted_image`) and each route's service fetches them
+(`api.plumbing.evaluate.hosted_images_fetched`) after parsing, before the evaluation (so after the per-key
+admission, which the plumbing does before the body is read). The backend then gets a `data:` URL and never fetches
+a client's URL. What protects the network the service runs in:
 
 - **Host allow-list.** Only hosts the operator named (exact, or under a `*.domain`), https only, no credentials in
   the URL. The URL is parsed once (`hosted_of`): the host checked is the host connected to, and the request is
