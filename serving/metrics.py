@@ -36,12 +36,11 @@ MASS_BUCKETS = (0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0)
 """Label mass near 1 is a healthy prompt; the alert watches the share under 0.5."""
 BATCH_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
 
-APIS = ("systemone", "decisions", "classify", "stream")
 PHASES = ("admission", "parse", "validate", "prepare", "prefill", "branches", "render", "store")
 
 requests_total = Counter(
     "openjev_requests_total",
-    "Evaluating requests answered, by API (systemone, decisions, classify, stream) and HTTP status.",
+    "Evaluating requests answered, by API (each wire format's name, and stream) and HTTP status.",
     ["api", "status"],
 )
 request_duration = Histogram(
@@ -165,8 +164,6 @@ def _series_at_zero() -> None:
     for sink in STORAGE_SINKS:
         for outcome in STORAGE_OUTCOMES:
             storage_writes_total.labels(sink, outcome)
-    for api in APIS:
-        refusals_total.labels(api)
 
 
 _series_at_zero()

@@ -135,6 +135,8 @@ async def test_a_socket_refused_because_the_process_is_full_counts_as_overloaded
 
 
 async def test_the_counters_alerts_read_increases_of_exist_at_zero_for_every_label_value_from_the_start(api):
+    from api.plumbing.formats import wire_formats
+    from api.plumbing.metering import STREAM_API
     from serving import metrics
 
     samples = await scrape(api)
@@ -143,7 +145,7 @@ async def test_the_counters_alerts_read_increases_of_exist_at_zero_for_every_lab
         ("openjev_overloaded_total", "reason"): metrics.OVERLOAD_REASONS,
         ("openjev_ratelimit_store_failures_total", "policy"): metrics.STORE_POLICIES,
         ("openjev_backend_errors_total", "kind"): metrics.BACKEND_ERROR_KINDS,
-        ("openjev_refusals_total", "api"): metrics.APIS,
+        ("openjev_refusals_total", "api"): (*(f.name for f in wire_formats()), STREAM_API),
     }
     for (name, label), values in expected.items():
         for found in values:

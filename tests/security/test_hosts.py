@@ -66,8 +66,10 @@ async def test_an_allowed_host_is_served_with_or_without_its_port(api, fake, hos
         assert response.status_code == 200, (host, response.text)
 
 
-async def test_the_health_checks_answer_any_host_as_load_balancers_probe_by_address(api, fake, hosts):
-    for path in ("/health", "/health/live"):
+async def test_the_health_checks_and_metrics_answer_any_host_as_balancers_and_prometheus_reach_by_address(
+    api, fake, hosts
+):
+    for path in ("/health", "/health/live", "/metrics"):
         response = await api.get(path, headers={"Host": "10.1.2.3:8000"})
         assert response.status_code == 200, (path, response.text)
 
