@@ -20,4 +20,5 @@ test-fast:
 lint:
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
+	.venv/bin/lint-imports --no-cache
 	.venv/bin/mypy inference api audit calibration openjev_site serving fake_sglang testbed tests bench

@@ -5,10 +5,9 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    from inference.requests import Image
+from inference.images import Image
 
 QuestionType = Literal["noul", "choice", "score"]
 QUESTION_TYPES: tuple[QuestionType, ...] = ("noul", "choice", "score")

@@ -64,9 +64,10 @@ prometheus_ensure() {
 }
 
 redis_ensure
-echo "== ruff"
+echo "== ruff, import contracts"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/lint-imports --no-cache
 if [ "$FAST" = 1 ]; then
   echo "== pytest (SQLite; no embedded-model or browser tests)"
   # tests.tiers fails a test that loads the model or a browser without its marker.

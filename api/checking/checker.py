@@ -16,8 +16,9 @@ import ahocorasick
 from api.checking.images import ImageLimits, image_of_url, images_refused, is_image_url
 from api.checking.json_body import Loc, json_kind
 from inference.errors import Problem, value_quoted
+from inference.images import Image, ImageMeta
 from inference.questions import text_render
-from inference.requests import ROLES, Image, ImageMeta, Message, Part, Role, conversation_of_text
+from inference.requests import ROLES, Message, Part, Role, conversation_of_text
 
 
 def is_text(value: Any) -> bool:

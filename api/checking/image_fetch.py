@@ -55,7 +55,8 @@ from django.conf import settings
 from api.checking.images import Hosted, ImageLimits, hosted_of, image_of_bytes, images_total_check, is_hosted
 from api.checking.json_body import Loc
 from inference.errors import Problem, RequestInvalid, value_quoted
-from inference.requests import EvaluationRequest, Image
+from inference.images import Image
+from inference.requests import EvaluationRequest
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolve = Callable[[str, int], Awaitable[Sequence[str]]]

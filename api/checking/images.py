@@ -29,7 +29,7 @@ from urllib.parse import quote, urlsplit
 
 from api.checking.json_body import Loc, json_kind
 from inference.errors import Problem, value_quoted
-from inference.requests import Image, ImageMeta
+from inference.images import Image, ImageMeta
 from serving.config import HOST_NAME
 
 FORMATS = ("png", "jpeg", "webp")

@@ -197,3 +197,12 @@ def json_cache_cost(key: JsonKeyed, value: object) -> int:
     text = key[-1]
     assert isinstance(text, bytes), "the key ends with the JSON"
     return 400 + sum(len(part) for part in key[:-1] if isinstance(part, str)) + 3 * len(text)
+
+
+JSON_CACHE_BYTES = 16 << 20
+"""What one cache of valid pieces may hold, as `json_cache_cost` counts it: each wire format keeps one."""
+
+
+def json_cache_new[V]() -> SizedLRU[JsonKeyed, V]:
+    """An empty cache of valid pieces for `json_cached`, bounded by `JSON_CACHE_BYTES`."""
+    return SizedLRU(max_bytes=JSON_CACHE_BYTES, cost=json_cache_cost)

@@ -9,7 +9,14 @@ from rest_framework import serializers
 
 from api.classify.errors import CLASSIFY_SHAPE
 from api.openapi.errors import CROSS_SITE_DESCRIPTION, SHARED_ERRORS, ClassifyErrorSerializer, error_example
-from api.openapi.fields import ClassifyInputField, NullField, ZeroField, const_field, probability_field
+from api.openapi.fields import (
+    PROBABILITY_HELP,
+    ClassifyInputField,
+    NullField,
+    ZeroField,
+    const_field,
+    probability_field,
+)
 from api.openapi.operations import (
     AUTH_HEADER,
     OPTIONAL_AUTH,
@@ -17,7 +24,6 @@ from api.openapi.operations import (
     RATE_LIMITED_DESCRIPTION,
     RETRY_AFTER_HEADER,
 )
-from api.systemone.openapi import PROBABILITY_HELP
 
 
 class ClassifyRequestSerializer(serializers.Serializer):

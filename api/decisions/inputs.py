@@ -20,8 +20,9 @@ import orjson
 from api.checking.checker import Checker
 from api.checking.json_body import Loc, json_kind
 from inference.errors import value_quoted
+from inference.images import Image
 from inference.questions import text_render
-from inference.requests import Image, Message, Part, Role, conversation_of_text
+from inference.requests import Message, Part, Role, conversation_of_text
 
 JSON_MAX_DEPTH = 32
 JSON_MAX_VALUES = 10_000

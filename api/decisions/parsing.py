@@ -18,7 +18,7 @@ from typing import Any
 
 from api.checking.checker import Checker
 from api.checking.images import hosted_located, images_total_check
-from api.checking.json_body import JsonKeyed, Loc, document_problems, json_cache_cost, json_cached, json_kind
+from api.checking.json_body import JsonKeyed, Loc, document_problems, json_cache_new, json_cached, json_kind
 from api.checking.limits import Limits
 from api.decisions.inputs import (
     conversation_parse,
@@ -27,11 +27,11 @@ from api.decisions.inputs import (
     string_check,
     unknown_keys_check,
 )
-from api.systemone.parsing import PARSED_CACHE_BYTES
 from inference.errors import Problem, RequestInvalid, value_quoted
+from inference.images import Image
 from inference.lru import SizedLRU
 from inference.questions import Question, question_build
-from inference.requests import EvaluationRequest, Image, Part
+from inference.requests import EvaluationRequest, Part
 from serving.config import language_model_named
 
 QUESTION_KINDS = ("predicate", "choice", "score")
@@ -213,7 +213,7 @@ def _questions_check(
     return tuple(q for q, _ in found), tuple(a for _, a in found)
 
 
-_parsed: SizedLRU[JsonKeyed, tuple[Question, Asked]] = SizedLRU(max_bytes=PARSED_CACHE_BYTES, cost=json_cache_cost)
+_parsed: SizedLRU[JsonKeyed, tuple[Question, Asked]] = json_cache_new()
 """Valid questions by id and JSON, as System One keeps them (`api.systemone.parsing`), so a question sent again
 is the same object and the prompt compiler's caches find it."""
 

@@ -29,12 +29,13 @@ from typing import Any
 
 from api.checking.checker import Checker
 from api.checking.images import hosted_located, image_of_base64, images_total_check
-from api.checking.json_body import JsonKeyed, Loc, document_problems, json_cache_cost, json_cached, json_kind
+from api.checking.json_body import JsonKeyed, Loc, document_problems, json_cache_new, json_cached, json_kind
 from api.checking.limits import Limits
 from inference.errors import Problem, RequestInvalid, value_quoted
+from inference.images import Image
 from inference.lru import SizedLRU
 from inference.questions import Question, QuestionType, question_build
-from inference.requests import EvaluationRequest, Image, Message, Part, conversation_of_text
+from inference.requests import EvaluationRequest, Message, Part, conversation_of_text
 from serving.config import language_model_named
 
 MODEL_PREFIX = "models/"
@@ -51,7 +52,6 @@ _BLOCK_KEYS = {
     "image": {"type", "data", "uri", "mime_type", "resolution"},
 }
 _ID_INVALID = re.compile(r"[\x00-\x1f\x7f]")
-PARSED_CACHE_BYTES = 16 << 20
 IMAGE_URI_REFUSED = (
     "image URIs are not fetched by this server (it makes no request on a client's behalf unless its operator "
     "allows the host); send the image's bytes as base64 `data`"
@@ -317,7 +317,7 @@ def _questions_check(check: Checker, data: dict[str, Any], limits: Limits) -> tu
     return tuple(built)
 
 
-_parsed: SizedLRU[JsonKeyed, Question] = SizedLRU(max_bytes=PARSED_CACHE_BYTES, cost=json_cache_cost)
+_parsed: SizedLRU[JsonKeyed, Question] = json_cache_new()
 """Valid questions by id and JSON, as System One keeps them (`api.systemone.parsing`): callers send the same
 questions with ever new inputs, and a question sent again is the same object, which the prompt compiler's caches
 find."""

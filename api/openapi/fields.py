@@ -71,6 +71,15 @@ def const_field(value: str) -> type[serializers.CharField]:
     return ConstField
 
 
+PROBABILITY_HELP = (
+    "Softmax of the label log-probabilities over this question's options, at the served model's temperature "
+    "for the question's shape (`OPENJEV_TEMPERATURE` overrides it); debiased and averaged over several option "
+    "orders where the model's tuning says so (`OPENJEV_DEBIAS`, `OPENJEV_PERMUTATIONS`), then calibrated "
+    "where a calibration applies. Whole millionths that sum to exactly 1."
+)
+"""What every format's documents say of a probability (`inference.scoring`), so the formats cannot drift."""
+
+
 def probability_field(**kwargs: Any) -> serializers.FloatField:
     return serializers.FloatField(min_value=0.0, max_value=1.0, **kwargs)
 

@@ -20,7 +20,8 @@ from api.plumbing.recording import Recording
 from audit.storage.records import Received
 from calibration.applied import Calibrating, answer_calibrated, calibrating_get, outcome_calibrated
 from inference.batch import evaluations_run, outcomes_merge
-from inference.requests import EvaluationRequest, Image
+from inference.images import Image
+from inference.requests import EvaluationRequest
 from inference.runner import Evaluator, Outcome, TokensReserve, evaluation_run
 from inference.streaming import AnswerSink
 from serving.evaluator import evaluator_get, evaluator_ready

@@ -18,7 +18,14 @@ from api.openapi.errors import (
     ValidationErrorSerializer,
     error_documented,
 )
-from api.openapi.fields import ModelField, NullableTextField, TextField, const_field, probability_field
+from api.openapi.fields import (
+    PROBABILITY_HELP,
+    ModelField,
+    NullableTextField,
+    TextField,
+    const_field,
+    probability_field,
+)
 from api.openapi.operations import OPTIONAL_AUTH, RATE_LIMITED_DESCRIPTION, RESPONSE_HEADERS
 from api.systemone.examples import REQUEST_EXAMPLES, RESPONSE_EXAMPLES
 
@@ -110,10 +117,6 @@ class SystemOneRequestSerializer(serializers.Serializer):
     )
 
 
-PROBABILITY_HELP = (
-    "Softmax of the label log-probabilities (divided by `OPENJEV_TEMPERATURE`, default 1), "
-    "renormalised over this question's options; sums to 1."
-)
 CONFIDENCE_HELP = (
     "How peaked the distribution is, from 0 (uniform) to 1 (certain): by default `1 − H(p)/ln n`; "
     "with `OPENJEV_CONFIDENCE=typesafe`, TypeSafe's formulas. A property of the model's distribution, "

@@ -24,12 +24,13 @@ from typing import Any
 
 from api.checking.checker import Checker, conversation_check, is_text
 from api.checking.images import assets_check, hosted_located, images_total_check
-from api.checking.json_body import JsonKeyed, Loc, document_problems, json_cache_cost, json_cached, json_kind
+from api.checking.json_body import JsonKeyed, Loc, document_problems, json_cache_new, json_cached, json_kind
 from api.checking.limits import Limits
 from inference.errors import Problem, RequestInvalid, value_quoted
+from inference.images import Image
 from inference.lru import SizedLRU
 from inference.questions import QUESTION_TYPES, Question, question_build
-from inference.requests import EvaluationRequest, Image, Message
+from inference.requests import EvaluationRequest, Message
 from serving.config import language_model_named
 
 
@@ -135,8 +136,7 @@ def _questions_check(check: Checker, data: dict[str, Any], limits: Limits) -> tu
     return tuple(built)
 
 
-PARSED_CACHE_BYTES = 16 << 20
-_parsed: SizedLRU[JsonKeyed, Question] = SizedLRU(max_bytes=PARSED_CACHE_BYTES, cost=json_cache_cost)
+_parsed: SizedLRU[JsonKeyed, Question] = json_cache_new()
 """Valid questions by id and JSON: callers send the same questions with ever new states, and checking
 and building 64 of them was a tenth of the server's CPU on the 64-question request."""
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from audit.callers import Caller
-from inference.requests import ImageMeta
+from inference.images import ImageMeta
 from inference.runner import Outcome
 from serving.config import StoreLevel
 

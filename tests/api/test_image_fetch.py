@@ -32,7 +32,7 @@ from api.checking.image_fetch import (
 )
 from api.checking.images import ImageLimits, host_allowed, hosted_image, hosted_of
 from inference.errors import Problem
-from inference.requests import Image, ImageMeta
+from inference.images import Image, ImageMeta
 from serving.config import ConfigError, config_from_env
 from tests.api.image_server import PNG, ImageServer, image_server
 

@@ -24,9 +24,10 @@ from api.plumbing import ratelimits
 from api.plumbing.metering import decision_system
 from api.systemone.parsing import systemone_request_parse
 from inference.errors import RequestInvalid
+from inference.images import Image
 from inference.prompts import Budget, plan_compile
 from inference.questions import question_build
-from inference.requests import EvaluationRequest, Image, Message
+from inference.requests import EvaluationRequest, Message
 from inference.scoring import Answer
 from serving.access_log import log_line_redact
 from serving.evaluator import evaluator_install

@@ -17,9 +17,10 @@ from inference.backends.base import BranchCall, Prefix
 from inference.backends.sglang_wire import call_images_json
 from inference.chat_template import ChatTemplate
 from inference.errors import RequestInvalid
+from inference.images import Image, ImageMeta
 from inference.prompts import Budget, plan_compile
 from inference.questions import question_build
-from inference.requests import Image, ImageMeta, Message
+from inference.requests import Message
 from inference.tokenizer import HFTokenizer
 from inference.vector_scaling import question_key
 from inference.vision import PLACEHOLDER, vision_probe

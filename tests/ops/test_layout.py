@@ -1,0 +1,52 @@
+"""The layout's rules hold on the code's own import graph (docs/architecture.md, "Rooms and what each may
+import"). `lint-imports` checks the rooms' order, the core's independence from Django and the wire formats'
+independence from each other (pyproject.toml's `[tool.importlinter]`); here, on the same graph, that no module
+imports itself through others, which those contracts cannot say module by module."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("inference", "serving", "audit", "calibration", "api", "openjev_site")
+
+
+def _circles(graph: grimp.ImportGraph) -> list[str]:
+    """Every import `a -> b` from which a chain of imports leads back to `a`, as that whole circle."""
+    found = []
+    for importer in sorted(graph.modules):
+        for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+            back = graph.find_shortest_chain(importer=imported, imported=importer)
+            if back is not None:
+                found.append(" -> ".join((importer, *back)))
+    return found
+
+
+def test_no_module_of_the_service_imports_itself_through_other_modules():
+    graph = grimp.build_graph(*PACKAGES, cache_dir=None)
+    assert len(graph.modules) > 150, "the graph holds the service's modules"
+    assert _circles(graph) == []
+
+
+def test_the_circle_check_finds_a_circle_the_type_checker_alone_closes():
+    """A circle closed only by a TYPE_CHECKING import still binds the two modules to each other (it was how
+    `inference.questions` and `inference.requests` were tied before images had a module of their own)."""
+    graph = grimp.build_graph(*PACKAGES, cache_dir=None)
+    graph.add_import(importer="inference.images", imported="inference.questions")
+    assert "inference.images -> inference.questions -> inference.images" in _circles(graph)
+
+
+def test_the_import_contracts_are_kept():
+    run = subprocess.run(
+        [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "3 kept, 0 broken" in run.stdout
