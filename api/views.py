@@ -260,6 +260,7 @@ class LimitsView(ApiView):
     @doc.limits_schema
     async def get(self, request: Request) -> HttpResponse:
         c = settings.OPENJEV
+        evaluator, _, _ = evaluator_status()
         return json_response(
             body={
                 "max_questions": c.max_questions,
@@ -267,7 +268,8 @@ class LimitsView(ApiView):
                 "max_body_bytes": c.max_body_bytes,
                 "max_images": images_accepted(),
                 "max_image_bytes": c.max_image_bytes,
-                "max_input_tokens": c.max_input_tokens,
+                # The backend's context may be smaller than the setting: what is enforced, once it is known.
+                "max_input_tokens": c.max_input_tokens if evaluator is None else evaluator.budget.max_input_tokens,
                 "max_total_input_tokens": c.max_total_input_tokens,
                 "max_concurrent_requests": c.max_concurrent_requests,
                 "max_concurrent_branches": c.max_concurrent_branches,

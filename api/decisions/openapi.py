@@ -129,8 +129,8 @@ class DecisionsRequestSerializer(serializers.Serializer):
     questions = serializers.ListField(
         child=QUESTION,
         min_length=1,
-        help_text="1 to `max_questions` questions (`GET /v1/limits`: 64 by default, "
-        "OpenAI takes 400); answers come back in the same order.",
+        help_text="1 to `decisions.max_questions` questions (`GET /v1/limits`; `OPENJEV_MAX_DECISIONS_QUESTIONS`, "
+        "400 by default, as OpenAI's API); answers come back in the same order.",
     )
     prompt_cache_key = serializers.CharField(
         required=False,
@@ -232,9 +232,12 @@ class DecisionsResponseSerializer(serializers.Serializer):
 
 
 class OpenAIErrorDetailSerializer(serializers.Serializer):
-    message = serializers.CharField(help_text="What happened, for people; a 400 lists every problem found.")
+    message = serializers.CharField(
+        help_text="What happened, for people; a 400 lists the first 20 problems found, then how many more."
+    )
     type = serializers.CharField(
-        help_text="`invalid_request_error` (4xx), `rate_limit_error` (429), `server_error` (5xx)."
+        help_text="`invalid_request_error` (4xx), `permission_error` (403), `rate_limit_error` (429), "
+        "`server_error` (5xx)."
     )
     param = serializers.CharField(allow_null=True, help_text="The field at fault, e.g. `questions[2].choices`.")
     code = serializers.CharField(
@@ -299,7 +302,7 @@ DECISIONS_RESPONSE: dict[str, Any] = {
             "type": "choice",
             "name": "team",
             "choice": "Billing",
-            "confidence": 0.51,
+            "confidence": 0.43,
             "probabilities": [
                 {"value": "Billing", "probability": 0.8},
                 {"value": "Technical", "probability": 0.13},
@@ -310,7 +313,7 @@ DECISIONS_RESPONSE: dict[str, Any] = {
             "type": "score",
             "name": "anger",
             "score": 1.26,
-            "confidence": 0.29,
+            "confidence": 0.12,
             "probabilities": [
                 {"value": 0, "label": "Calm", "probability": 0.12},
                 {"value": 1, "label": "Frustrated", "probability": 0.5},
@@ -352,7 +355,12 @@ DECISIONS_EXAMPLES = [
                 "questions[1].choices",
             ),
             (401, "invalid_api_key", "missing API key: send Authorization: Bearer <key>", None),
-            (404, "model_not_found", "The model 'gpt-6-luna' does not exist on this server", "model"),
+            (
+                404,
+                "model_not_found",
+                "The model 'gpt-6-luna' does not exist on this server; use jev-latest or Qwen/Qwen3.6-35B-A3B",
+                "model",
+            ),
             (429, "rate_limited", "rate limit reached for requests; retry in 12s", None),
         )
     ],
@@ -367,8 +375,9 @@ DECISIONS_RESPONSES: dict[int, OpenApiResponse] = {
     200: OpenApiResponse(DecisionsResponseSerializer, description="One answer per question, in question order."),
     400: _error(
         "Invalid request, nothing was run: a body that is not JSON, a missing, unknown or invalid field "
-        "(`param` names the first; the message lists all), a token budget, an image URL where the operator "
-        "allows no host or not of an allowed host, an image that could not be fetched, or images where the "
+        "(`param` names the first; the message lists the first 20, then how many more), a token budget, an "
+        "image URL where the operator allows no host or not of an allowed host, an image that could not be "
+        "fetched, or images where this deployment takes none (`OPENJEV_MAX_IMAGES` 0, as by default) or the "
         "served model cannot see."
     ),
     401: _error("Auth is on and the Bearer key is missing or wrong (`invalid_api_key`)."),
@@ -382,12 +391,14 @@ DECISIONS_RESPONSES: dict[int, OpenApiResponse] = {
     ),
     429: _error(
         "The caller is over a per-key limit (`rate_limit_exceeded`): requests or input tokens per minute, or "
-        "evaluations in flight; `retry-after`, `retry-after-ms`, `x-ratelimit-*`, `x-should-retry: true`."
+        "evaluations in flight; `retry-after`, `retry-after-ms`, `x-ratelimit-*`, `x-should-retry: true` (false "
+        "where no retry can help: a paused key, a request larger than the whole per-minute token limit)."
     ),
     500: _error("A bug on our side; `x-should-retry: false`."),
     502: _error("The backend failed this request (`backend_error`); `x-should-retry: false`."),
     503: _error(
-        "The backend is unavailable or starting (`backend_unavailable`); `retry-after`, `x-should-retry: true`."
+        "The backend is unavailable or starting (`backend_unavailable`), or, with auth on, API keys cannot be "
+        "checked right now; `retry-after`, `x-should-retry: true`."
     ),
     504: _error("The evaluation took longer than `request_timeout_seconds` (`timeout`); `x-should-retry: false`."),
     529: _error("The server is full (`overloaded`, `max_concurrent_requests`); `retry-after`, `x-should-retry: true`."),

@@ -186,8 +186,8 @@ def components(*, max_questions: int, max_answers: int) -> dict[str, dict[str, A
             ["type", "text"],
         ),
         "GoogleImageBlock": _object(
-            "An image content block: base64 `data`, or a `uri` (https, of a host the operator allows; refused "
-            "where none is allowed), where the deployment takes images (`max_images`).",
+            "An image content block: exactly one of base64 `data` or a `uri` (https, of a host the operator allows; "
+            "refused where none is allowed), where the deployment takes images (`max_images`).",
             {
                 "type": _const("image", "`image`."),
                 "data": _text("The image's bytes, base64 (standard alphabet).", contentEncoding="base64"),
@@ -200,7 +200,8 @@ def components(*, max_questions: int, max_answers: int) -> dict[str, dict[str, A
                 ),
                 "uri": _text("An https URL of a host the operator allows (`OPENJEV_IMAGE_URL_HOSTS`); else a 400."),
             },
-            ["type", "data"],
+            ["type"],
+            oneOf=[{"required": ["data"]}, {"required": ["uri"]}],
         ),
         "GoogleContentBlock": _union(
             "One block of the input: text or an image (`document`, `audio` and `video` are refused with a 400).",
@@ -438,7 +439,10 @@ def components(*, max_questions: int, max_answers: int) -> dict[str, dict[str, A
             "The error, as `google.rpc.Status`.",
             {
                 "code": {"type": "integer", "description": "The HTTP status."},
-                "message": _text("What happened, for people; a 400 lists every problem found (`field: what`)."),
+                "message": _text(
+                    "What happened, for people; a 400 lists the first 20 problems found (`field: what`), then how "
+                    "many more."
+                ),
                 "status": _text(
                     "The status's `google.rpc.Code`: `INVALID_ARGUMENT` (400), `UNAUTHENTICATED` (401), "
                     "`PERMISSION_DENIED` (403), `NOT_FOUND` (404), `RESOURCE_EXHAUSTED` (429), `INTERNAL` (500, "

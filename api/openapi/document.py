@@ -48,14 +48,17 @@ print(result.nouls["refund"].noul, result.choices["team"].choice)
 (`{"model": <classifier>, "input": text or [texts]}`), answered the same way.
 
 **Auth** is off unless the server sets `OPENJEV_API_KEY` (or requires issued keys); then every `/v1/*` route
-(OPTIONS included) needs `Authorization: Bearer <key>`, and only `/health` and `/health/live` are open. Any Bearer
-value is accepted while auth is off.
+(OPTIONS included) needs `Authorization: Bearer <key>` (Google's `x-goog-api-key` works too), and only the health
+checks (`/health`, `/health/live`), `/metrics` (behind its own token where one is set) and the reference pages (`/`,
+`/docs`, `/openapi.json`) are open. Any Bearer value is accepted while auth is off.
 
-**Errors**: 422 lists every validation problem as `{"detail": [{"loc", "msg", "type"}]}`; every other error is
-`{"detail": {"error_type", "message"}}`, as JSON (never HTML, never a redirect). `POST /v1/classify` answers its
-errors in SGLang's and vLLM's shape, `{"error", "type", "code"}`. Every response carries `x-typesafe-request-id`;
-a 5xx's message is the same for every cause of its kind and names that id, which is where the operator finds the
-cause.
+**Errors**: on System One's routes a 422 lists the validation problems (the first 50, then how many more) as
+`{"detail": [{"loc", "msg", "type"}]}`, and every other error is `{"detail": {"error_type", "message"}}`, as JSON
+(never HTML, never a redirect). `POST /v1/decisions` answers in OpenAI's shape, or in Google's for a body in
+Google's shape (or one sent with `x-goog-api-key`), an invalid request there being a 400; `POST /v1/classify`
+answers in SGLang's and vLLM's shape, `{"error", "type", "code"}`. Every response carries
+`x-typesafe-request-id`; a 5xx's message (but a 529's, which says how busy the server is) is the same for every
+cause of its kind and names that id, which is where the operator finds the cause.
 """
 
 TAGS = [

@@ -17,9 +17,13 @@ class ValidationProblemSerializer(serializers.Serializer):
 
 
 class ValidationErrorSerializer(serializers.Serializer):
-    """422: every problem found, before any model work."""
+    """422: the problems found, before any model work."""
 
-    detail = ValidationProblemSerializer(many=True, help_text="Every problem found.")
+    detail = ValidationProblemSerializer(
+        many=True,
+        help_text="The first 50 problems found; where there were more, one last entry of type `more_problems` says "
+        "how many.",
+    )
 
 
 class ApiErrorDetailSerializer(serializers.Serializer):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 
 from api.openapi.errors import (
@@ -21,9 +21,18 @@ class LabelField(serializers.JSONField):
     """A string, a boolean or an integer: the documentation says which, per question type."""
 
 
+@extend_schema_field(
+    {"oneOf": [{"type": "string", "minLength": 1}, {"type": "integer", "minimum": 0, "maximum": 32767}]}
+)
+class QuestionIdField(serializers.JSONField):
+    """A question's id, or a question's position in its request (`api/feedback.py`)."""
+
+
 class FeedbackRequestSerializer(serializers.Serializer):
     request_id = serializers.CharField(help_text="The evaluation's `x-typesafe-request-id`.")
-    question_id = serializers.CharField(help_text="The question's id in that request.")
+    question_id = QuestionIdField(
+        help_text="The question's id in that request, or, for a Decisions request, its name or its 0-based position."
+    )
     # A field named like Field.label: DRF's metaclass moves it into `fields`, so the attribute is intact.
     label = LabelField(
         help_text="The true answer: a choice's option key, `true`/`false` for noul, the level index "
@@ -33,7 +42,7 @@ class FeedbackRequestSerializer(serializers.Serializer):
 
 class FeedbackResponseSerializer(serializers.Serializer):
     request_id = serializers.CharField(help_text="As sent.")
-    question_id = serializers.CharField(help_text="As sent.")
+    question_id = serializers.CharField(help_text="The stored question id of the labelled answer.")
     label = serializers.CharField(  # type: ignore[assignment]
         help_text="The option key stored (noul `true`/`false`, score the level index)."
     )

@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 ERROR_TYPES = (
     "invalid_request",
+    "wrong_route",
     "authentication_error",
     "permission_denied",
     "not_found",
@@ -72,10 +73,10 @@ def const_field(value: str) -> type[serializers.CharField]:
 
 
 PROBABILITY_HELP = (
-    "Softmax of the label log-probabilities over this question's options, at the served model's temperature "
-    "for the question's shape (`OPENJEV_TEMPERATURE` overrides it); debiased and averaged over several option "
-    "orders where the model's tuning says so (`OPENJEV_DEBIAS`, `OPENJEV_PERMUTATIONS`), then calibrated "
-    "where a calibration applies. Whole millionths that sum to exactly 1."
+    "Per option order the question is asked in: the label log-probabilities of this question's options, less the "
+    "content-free prior's where the served model's tuning debiases (`OPENJEV_DEBIAS`), softmaxed at the tuning's "
+    "temperature for the question's shape (`OPENJEV_TEMPERATURE` overrides it); averaged over the orders "
+    "(`OPENJEV_PERMUTATIONS`), then calibrated where a calibration applies. Whole millionths that sum to exactly 1."
 )
 """What every format's documents say of a probability (`inference.scoring`), so the formats cannot drift."""
 

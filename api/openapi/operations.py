@@ -33,7 +33,7 @@ REQUEST_ID_HEADER = OpenApiParameter(
     required=True,
     response=True,
     description="This request's id (`req_…`), on every response, errors included; an evaluation is stored under "
-    "it. Quote it to the operator: a 5xx names it in its message too.",
+    "it. Quote it to the operator: a 5xx but a 529 names it in its message too.",
 )
 RETRY_AFTER_HEADER = OpenApiParameter(
     "Retry-After",
@@ -64,7 +64,7 @@ RATE_LIMIT_HEADERS = [
         for counted in ("requests", "tokens")
         for what, text in (
             ("limit", "The caller's limit of {counted} per minute (the window that was full)."),
-            ("remaining", "What is left of it: 0."),
+            ("remaining", "What is left of it: 0 (the whole limit for a request larger than the limit itself)."),
             ("reset", "When the window has room again, e.g. `12s` or `1m3s`."),
         )
     ),
@@ -163,7 +163,8 @@ models_schema = extend_schema(
 limits_schema = extend_schema(
     operation_id="getLimits",
     summary="Admission limits of this deployment",
-    description="Every limit a request is checked against, from the server's `OPENJEV_*` settings.",
+    description="The limits a request is checked against, from the server's `OPENJEV_*` settings and, for "
+    "`max_input_tokens`, the backend's context; each key's own limits are in its `x-ratelimit-*` headers.",
     tags=["Service"],
     responses={
         200: OpenApiResponse(LimitsSerializer, description="The limits."),

@@ -51,9 +51,13 @@ class LimitsSerializer(serializers.Serializer):
         min_value=0, help_text="Images one request may carry in its state; 0: this deployment refuses images."
     )
     max_image_bytes = serializers.IntegerField(min_value=1, help_text="Bytes of one image file, decoded.")
-    max_input_tokens = serializers.IntegerField(min_value=1, help_text="Tokens of one question's prompt.")
+    max_input_tokens = serializers.IntegerField(
+        min_value=1,
+        help_text="Tokens of one branch's prompt (the state and one question): `OPENJEV_MAX_INPUT_TOKENS`, or the "
+        "backend's context length where that is smaller, once the backend is known.",
+    )
     max_total_input_tokens = serializers.IntegerField(
-        min_value=1, help_text="Tokens over the warm-up and every question."
+        min_value=1, help_text="Tokens over the warm-up and every branch of every question."
     )
     max_concurrent_requests = serializers.IntegerField(
         min_value=1, help_text="Evaluations at once in one process; more get 529."
@@ -78,17 +82,23 @@ class WorkersSerializer(serializers.Serializer):
 class HealthSerializer(serializers.Serializer):
     status = HealthStatusField(help_text="`ok` when the backend answers its health check, else `unavailable`.")
     backend = serializers.CharField(help_text="`local` (embedded llama.cpp) or `sglang`.")
-    model = serializers.CharField(required=False, help_text="The served model, once the backend answers.")
+    model = serializers.CharField(
+        required=False,
+        help_text="The served model, once the backend answers; with auth on, only to a request with a valid key.",
+    )
     startup_seconds = serializers.FloatField(
         allow_null=True, help_text="How long the engine took to start; null while it is starting."
     )
     message = serializers.CharField(required=False, help_text="Why the service is unavailable.")
     worker_pid = serializers.IntegerField(
-        required=False, help_text="The API process that answered (one of `serve --workers N`), once ready."
+        required=False,
+        help_text="The API process that answered (one of `serve --workers N`), once ready; with auth on, only to a "
+        "request with a valid key.",
     )
     workers = WorkersSerializer(
         required=False,
-        help_text="`serve`'s API processes, once ready: a dead one is replaced while the others answer.",
+        help_text="`serve`'s API processes, once ready: a dead one is replaced while the others answer. With auth "
+        "on, only to a request with a valid key.",
     )
 
 

@@ -170,15 +170,17 @@ RESPONSE_EXAMPLES = [
         status_codes=["422"],
         value={
             "detail": [
+                {"loc": ["body", "model"], "msg": "Field required", "type": "missing"},
                 {
                     "loc": ["body", "questions", "team", "criteria"],
                     "msg": "A choice needs 2 to 255 options, got 1",
                     "type": "too_short",
                 },
-                {"loc": ["body", "model"], "msg": "Field required", "type": "missing"},
             ]
         },
     ),
-    error_example(400, "invalid_request", "the body is not JSON: Expecting value: line 1 column 1 (char 0)"),
+    error_example(
+        400, "invalid_request", "the gzip body is corrupt: Error -3 while decompressing data: incorrect header check"
+    ),
     *(error_example(status, error_type, message) for status, (error_type, message) in SHARED_ERRORS.items()),
 ]

@@ -160,9 +160,14 @@ AnswerSerializer = PolymorphicProxySerializer(
 class UsageSerializer(serializers.Serializer):
     input_tokens = serializers.IntegerField(
         min_value=0,
-        help_text="Prompt tokens the backend read over the warm-up and every question (cache hits included).",
+        help_text="Prompt tokens the backend read over the warm-up, every question's branches (one per option "
+        "order) and any content-free prior it read (cache hits included).",
     )
-    output_tokens = serializers.IntegerField(min_value=1, help_text="Backend generations: questions + 1.")
+    output_tokens = serializers.IntegerField(
+        min_value=1,
+        help_text="Questions + 1, by convention (one token read per question and the warm-up); the backend may "
+        "run more generations (one per option order, content-free priors).",
+    )
 
 
 class SystemOneResponseSerializer(serializers.Serializer):
@@ -196,15 +201,18 @@ SYSTEMONE_RESPONSES: dict[int, OpenApiResponse] = {
         "(`multipart_invalid`); shape, counts, unknown model, chat roles or content, a "
         "transcript the model's chat template cannot render, text that is not valid "
         "Unicode (a lone surrogate), a number beyond a double, nesting over 128 levels, "
-        "a token budget, or images (`images_not_supported` when the served model cannot "
-        "see, `too_many_images`, `image_too_large`, `image_format`, `image_url`, `image_url_not_allowed`, "
-        "`image_fetch_failed`, ...). "
+        "a token budget, or images (`images_not_supported` when this deployment takes none, "
+        "`OPENJEV_MAX_IMAGES` 0 as by default, or the served model cannot see; `too_many_images`, "
+        "`image_too_large`, `image_format`, `image_url`, `image_url_not_allowed`, `image_fetch_failed`, ...). "
         "Nothing was run.",
     ),
     429: error_documented(RATE_LIMITED_DESCRIPTION),
     500: error_documented("A bug on our side (`internal_error`)."),
     502: error_documented("The backend answered with an error or malformed log-probabilities (`backend_error`)."),
-    503: error_documented("The backend is unreachable or still starting (`backend_unavailable`); see `Retry-After`."),
+    503: error_documented(
+        "The backend is unreachable or still starting (`backend_unavailable`), or, with auth on, API keys cannot "
+        "be checked right now (`service_unavailable`); see `Retry-After`."
+    ),
     504: error_documented("The evaluation took longer than `request_timeout_seconds` (`timeout`)."),
     529: error_documented(
         "More than `max_concurrent_requests` evaluations are running in this process (`overloaded`); "
@@ -215,12 +223,14 @@ SYSTEMONE_RESPONSES: dict[int, OpenApiResponse] = {
 SYSTEMONE_DESCRIPTION = """\
 Answers every question about `state` from the model's log-probabilities for single-token answer labels at the first
 output position: no text is generated. The state is rendered once with the model's chat template and cached by the
-backend (the warm-up); each question then adds only its own short suffix, so N questions cost N + 1 backend
-generations that share one prefix.
+backend (the warm-up); each question then adds only its own short suffix, in one branch per option order it is
+asked in (the served model's tuning: one for most shapes), all sharing that prefix; a model tuned to debias also
+reads each new question once without the state (its content-free prior), cached after.
 
 Bodies may be sent with `Content-Encoding: zstd` or `gzip` (the official SDK compresses bodies of 1 KiB and more).
 Everything the caller can fix is a 4xx, checked before any model work; 5xx is kept for the backend and for bugs, so
-clients may retry any 5xx (`Retry-After` is set on 503 and 529).
+a retry is never spent on a mistake of the caller's. 503 and 529 are worth retrying after `Retry-After`; a 500, 502 or
+504 would most likely fail again.
 """
 
 systemone_schema = extend_schema(
