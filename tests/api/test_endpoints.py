@@ -143,6 +143,13 @@ def test_question_budget_is_clamped_to_a_backend_context(fake, settings):
     assert evaluator_build(config=settings.OPENJEV, backend=backend).budget.max_input_tokens == 4096
 
 
+async def test_limits_report_the_question_budget_as_enforced_where_the_backends_context_is_smaller(api, fake):
+    from testbed.evaluators import fake_evaluator
+
+    evaluator_install(fake_evaluator(fake, max_input_tokens=4096))
+    assert (await api.get("/v1/limits")).json()["max_input_tokens"] == 4096
+
+
 def test_the_openai_sdk_retrieves_a_listed_model_and_gets_not_found_for_another(asgi_server):
     import openai
 
