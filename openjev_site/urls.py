@@ -7,9 +7,9 @@ from django.contrib import admin
 from django.urls import URLPattern, URLResolver, path
 from django.utils.module_loading import module_has_submodule
 
-from api import views
+from api import metrics, views
 from api.openapi import pages
-from api.plumbing import assets, metrics
+from api.plumbing import assets
 
 handler400 = "api.errors.bad_request_view"
 handler403 = "api.errors.permission_denied_view"

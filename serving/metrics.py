@@ -1,6 +1,6 @@
 """Every Prometheus metric the service exports, in one place: names, help, labels and buckets.
 
-`GET /metrics` (`api/plumbing/metrics.py`) shows them in Prometheus' text format, summed over every worker of
+`GET /metrics` (`api/metrics.py`) shows them in Prometheus' text format, summed over every worker of
 `serve --workers N`: the kernel hands each scrape to any worker (SO_REUSEPORT), so each worker writes its values
 to files in the directory `PROMETHEUS_MULTIPROC_DIR` names (prometheus_client's multiprocess mode; the pool makes
 the directory and names it to its workers) and any worker reads all of them; a dead worker's live gauges are
