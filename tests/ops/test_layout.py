@@ -1,7 +1,8 @@
 """The layout's rules hold on the code's own import graph (docs/architecture.md, "Rooms and what each may
 import"). `lint-imports` checks the rooms' order, the core's independence from Django and the wire formats'
 independence from each other (pyproject.toml's `[tool.importlinter]`); here, on the same graph, that no module
-imports itself through others, which those contracts cannot say module by module."""
+imports itself through others, which those contracts cannot say module by module, and that the views, errors and
+request ids every format shares name no format."""
 
 from __future__ import annotations
 
@@ -50,3 +51,21 @@ def test_the_import_contracts_are_kept():
     )
     assert run.returncode == 0, run.stdout[-3000:]
     assert "3 kept, 0 broken" in run.stdout
+
+
+def test_the_shared_views_errors_and_request_ids_name_no_wire_format():
+    """They read each format's descriptor (`api/plumbing/formats.py`) instead: adding a format touches none of them."""
+    import ast
+
+    from api.plumbing.formats import wire_formats
+
+    names = {word for f in wire_formats() for word in (f.name, f.path)}
+    assert {"systemone", "decisions", "google", "classify"} <= names
+    for path in ("api/views.py", "api/errors.py", "api/requestids.py", "api/metrics.py"):
+        strings = [
+            node.value
+            for node in ast.walk(ast.parse((ROOT / path).read_text()))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        ]
+        assert strings, path
+        assert [s for s in strings if any(name in s.lower() for name in names)] == [], path
