@@ -46,7 +46,7 @@ django.setup()
 
 from api.systemone.examples import README_REQUEST  # noqa: E402
 from audit.storage.writer import BATCH_MAX  # noqa: E402
-from bench.server import database_for_run, process_tree, wait_http  # noqa: E402
+from bench.server import database_for_run, keys_launch, keys_read, process_tree, wait_http  # noqa: E402
 from testbed.faults import REDIS_URL, Caller, OpenLoad, Sent, StandIn, redis_restart, redis_start  # noqa: E402
 from testbed.ports import free_port  # noqa: E402
 from testbed.qwen3 import qwen3_dir  # noqa: E402
@@ -61,19 +61,6 @@ KILL_MARGIN_SECONDS = 2.0
 KILL_ANSWERED_MIN = 0.9
 """The share of requests sent while a worker is dead and replaced that must get an HTTP answer: the other
 worker answers on, only the dead one's requests in flight and in its accept queue are lost."""
-KEYS_SCRIPT = """
-import json, os
-from django.core.management import call_command
-from audit.keys import apikey_issue
-from audit.models import ApiKey
-call_command("migrate", interactive=False, verbosity=0)
-issued = {}
-for name, limit in json.loads(os.environ["FAULTS_KEY_LIMITS"]).items():
-    key = apikey_issue(name=name, owner="bench/faults.py")
-    ApiKey.objects.filter(pk=key.id).update(requests_per_minute=limit)
-    issued[name] = key.secret
-print(json.dumps(issued))
-"""
 
 
 @dataclass(frozen=True)
@@ -140,35 +127,6 @@ def api_env(*, database_url: str, gateway_url: str) -> dict[str, str]:
         "DJANGO_SETTINGS_MODULE": "openjev_site.settings",
         "PYTHONPATH": str(ROOT),
     }
-
-
-def keys_launch(*, database_url: str, limits: dict[str, int | None]) -> subprocess.Popen[str]:
-    """Migrate the throwaway database and issue one key per name with its requests-per-minute limit, in a
-    process that runs while the other parts start."""
-    env = {
-        **os.environ,
-        "OPENJEV_DATABASE_URL": database_url,
-        "FAULTS_KEY_LIMITS": json.dumps(limits),
-        "DJANGO_SETTINGS_MODULE": "openjev_site.settings",
-        "PYTHONPATH": str(ROOT),
-    }
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "shell", "-c", KEYS_SCRIPT],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def keys_read(process: subprocess.Popen[str]) -> dict[str, str]:
-    """The secrets `keys_launch` issued, by name."""
-    out, err = process.communicate(timeout=120)
-    if process.returncode != 0:
-        raise RuntimeError(f"issuing the keys failed: {err[-2000:]}")
-    issued: dict[str, str] = json.loads(out.strip().splitlines()[-1])
-    return issued
 
 
 class ApiUnit:
@@ -515,7 +473,8 @@ def faults_run(*, plan: Plan, workdir: Path, progress: Callable[[str], None] = l
     steady: dict[str, int | None] = {f"steady-{i + 1}": None for i in range(plan.steady_keys)}
     with database_for_run(POSTGRES_URL) as database_url:
         api: ApiUnit | None = None
-        keys = keys_launch(database_url=database_url, limits={**steady, NOISY: plan.noisy_limit})
+        limits = {name: {"requests_per_minute": limit} for name, limit in {**steady, NOISY: plan.noisy_limit}.items()}
+        keys = keys_launch(database_url=database_url, limits=limits, owner="bench/faults.py")
         try:
             for stand_in in stand_ins:
                 stand_in.launch()

@@ -46,7 +46,7 @@ import django  # noqa: E402
 
 django.setup()
 
-from bench.server import database_for_run, wait_http  # noqa: E402
+from bench.server import database_for_run, fake_process_start, wait_http  # noqa: E402
 from testbed.ports import free_port  # noqa: E402
 from testbed.qwen3 import qwen3_dir  # noqa: E402
 
@@ -113,6 +113,12 @@ def wide_object(url: str) -> Sent:
 def surrogates(url: str) -> Sent:
     """150,000 lone surrogates, each a problem to locate."""
     return _post(url, "/v1/systemone", _systemone(["\ud800"] * 150_000))
+
+
+def deep_nesting(url: str) -> Sent:
+    """A state of 1,000,000 nested arrays (2 MB of brackets): over the nesting limit at the 129th."""
+    body = b'{"model": "jev-latest", "questions": {"q": {"type": "noul", "instructions": "x"}}, "state": '
+    return _post(url, "/v1/systemone", body + b"[" * 1_000_000 + b"]" * 1_000_000 + b"}")
 
 
 def decisions_input(url: str) -> Sent:
@@ -225,6 +231,7 @@ ATTACKS: dict[str, Attack] = {
     "transcript": transcript,
     "wide_object": wide_object,
     "surrogates": surrogates,
+    "deep_nesting": deep_nesting,
     "decisions_input": decisions_input,
     "unknown_field": unknown_field,
     "multipart_parts": multipart_parts,
@@ -266,7 +273,10 @@ class Probe:
         return sent, self.latencies
 
 
-def server_start(*, args: argparse.Namespace, fake_port: int, database_url: str, log: IO[str]) -> tuple[str, Any]:
+def server_start(
+    *, workers: int, redis: bool, requests_per_minute: int, fake_port: int, database_url: str, log: IO[str]
+) -> tuple[str, subprocess.Popen[bytes]]:
+    """`manage.py serve` on the stand-in with auth on (`KEY`, and any key issued in the database), once it answers."""
     port = free_port()
     env = {
         **os.environ,
@@ -275,11 +285,11 @@ def server_start(*, args: argparse.Namespace, fake_port: int, database_url: str,
         "OPENJEV_DATABASE_URL": database_url,
         "OPENJEV_SECRET_KEY": "bench-" + "x" * 50,
         "OPENJEV_API_KEY": KEY,
-        "OPENJEV_KEY_REQUESTS_PER_MINUTE": str(args.requests_per_minute),
+        "OPENJEV_KEY_REQUESTS_PER_MINUTE": str(requests_per_minute),
         "DJANGO_SETTINGS_MODULE": "openjev_site.settings",
         "PYTHONPATH": str(ROOT),
     }
-    if not args.no_redis:
+    if redis:
         env["OPENJEV_REDIS_URL"] = REDIS_URL
     command = [
         sys.executable,
@@ -293,7 +303,7 @@ def server_start(*, args: argparse.Namespace, fake_port: int, database_url: str,
         f"http://127.0.0.1:{fake_port}",
         "--migrate",
         "--workers",
-        str(args.workers),
+        str(workers),
     ]
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -316,16 +326,17 @@ def main() -> None:
 
         redis.Redis.from_url(REDIS_URL).flushdb()
     fake_port = free_port()
-    fake = subprocess.Popen(
-        [sys.executable, "-c", f"from bench.server import serve_fake; serve_fake({fake_port})"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert fake.stdout is not None and fake.stdout.readline().strip() == "ready"
+    fake = fake_process_start(port=fake_port)
     log_path = Path(tempfile.mkdtemp(prefix="openjev-hostile-")) / "serve.log"
     with database_for_run(None) as database_url, log_path.open("w") as log:
-        url, server = server_start(args=args, fake_port=fake_port, database_url=database_url, log=log)
+        url, server = server_start(
+            workers=args.workers,
+            redis=not args.no_redis,
+            requests_per_minute=args.requests_per_minute,
+            fake_port=fake_port,
+            database_url=database_url,
+            log=log,
+        )
         probe = Probe(url)
         probe.thread.start()
         try:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -29,6 +28,7 @@ from httpx_aiohttp import AiohttpTransport
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.server import fake_process_start  # noqa: E402
 from inference.backends.sglang import LoopHttp  # noqa: E402
 from testbed.ports import free_port  # noqa: E402
 
@@ -116,14 +116,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     port = free_port()
-    fake = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "server.py"), "--serve-fake", str(port)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    fake = fake_process_start(port=port)
     try:
-        assert fake.stdout is not None and fake.stdout.readline().strip() == "ready"
         for _ in range(args.rounds):
             for stack in STACKS:
                 cpu_us, rate = uvloop.run(

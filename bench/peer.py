@@ -60,6 +60,7 @@ from bench.server import (  # noqa: E402  (sets up Django for serve's settings)
     cpu_seconds,
     database_for_run,
     fake_calls,
+    fake_process_start,
     process_tree,
     serve_fake,
     server_command,
@@ -298,16 +299,9 @@ def main() -> None:
         flush=True,
     )
     fake_port = free_port()
-    fake = subprocess.Popen(
-        [sys.executable, __file__, "--serve-fake", str(fake_port)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    fake = fake_process_start(port=fake_port, script=Path(__file__))
     runs: list[dict[str, dict[str, Figures]]] = []
     try:
-        assert fake.stdout is not None and fake.stdout.readline().strip() == "ready"
         for run in range(1, args.runs + 1):
             servers = ["ours", "peer"] + (["base"] if args.base else [])
             order = servers if run % 2 else servers[::-1]

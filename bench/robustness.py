@@ -32,7 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import httpx
 
@@ -45,27 +45,13 @@ import django  # noqa: E402
 django.setup()
 
 from api.systemone.examples import README_REQUEST  # noqa: E402
-from bench.hostile import ATTACKS, KEY, Probe  # noqa: E402
-from bench.server import database_for_run, process_tree, wait_http  # noqa: E402
+from bench.hostile import ATTACKS, KEY, REDIS_URL, Probe, server_start  # noqa: E402
+from bench.server import database_for_run, fake_process_start, keys_launch, keys_read, process_tree  # noqa: E402
 from testbed.ports import free_port  # noqa: E402
-from testbed.qwen3 import qwen3_dir  # noqa: E402
 
-REDIS_URL = "redis://127.0.0.1:6379/4"
 TOKENS_PER_MINUTE = 20_000
 REQUESTS_PER_MINUTE = 5
 LONG_STATE = " ".join(f"Line {i}: the parcel for order {4400 + i} is late and the invoice is wrong." for i in range(60))
-LIMITS = {"tokens": {"tokens_per_minute": TOKENS_PER_MINUTE}, "requests": {"requests_per_minute": REQUESTS_PER_MINUTE}}
-KEYS_ISSUE = f"""
-import json
-from audit.keys import apikey_issue
-from audit.models import ApiKey
-keys = {{}}
-for name, limits in {LIMITS!r}.items():
-    issued = apikey_issue(name="robustness-" + name)
-    ApiKey.objects.filter(pk=issued.id).update(**limits)
-    keys[name] = issued.secret
-print(json.dumps(keys))
-"""
 
 
 @dataclass(frozen=True)
@@ -182,56 +168,36 @@ def worker_check(url: str, serve: subprocess.Popen[bytes]) -> Check:
     return Check("worker", measured, share >= 0.9 and bool(back_after) and serve.poll() is None)
 
 
-def _manage(args: list[str], env: dict[str, str]) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=True
-    )
-    return done.stdout
-
-
-def serve_start(*, fake_port: int, env: dict[str, str], log: IO[str]) -> tuple[str, subprocess.Popen[bytes]]:
-    port = free_port()
-    command = ["serve", "--host", "127.0.0.1", "--port", str(port), "--connect", f"http://127.0.0.1:{fake_port}"]
-    server = subprocess.Popen(
-        [sys.executable, "manage.py", *command, "--workers", "2"], cwd=ROOT, env=env, stdout=log, stderr=log
-    )
-    url = f"http://127.0.0.1:{port}"
-    wait_http(url + "/health")
+def workers_wait(url: str) -> None:
+    """Until `/health` reports both workers up (serve answers once the first one listens)."""
     while (_health(url) or {}).get("workers", {}).get("up") != 2:
         time.sleep(0.1)
-    return url, server
 
 
 def main() -> None:
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     import redis
 
-    redis.Redis.from_url(REDIS_URL).flushdb()
+    redis.Redis.from_url(REDIS_URL).flushdb()  # the counts of an earlier run
     fake_port = free_port()
-    fake = subprocess.Popen(
-        [sys.executable, "-c", f"from bench.server import serve_fake; serve_fake({fake_port})"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert fake.stdout is not None and fake.stdout.readline().strip() == "ready"
+    fake = fake_process_start(port=fake_port)
     log_path = Path(tempfile.mkdtemp(prefix="openjev-robustness-")) / "serve.log"
     checks: list[Check] = []
     with database_for_run(None) as database_url, log_path.open("w") as log:
-        env = {
-            **os.environ,
-            "OPENJEV_TOKENIZER": str(qwen3_dir()),
-            "OPENJEV_MODEL": "Qwen/Qwen3.6-35B-A3B",
-            "OPENJEV_DATABASE_URL": database_url,
-            "OPENJEV_SECRET_KEY": "bench-" + "x" * 50,
-            "OPENJEV_API_KEY": KEY,
-            "OPENJEV_REDIS_URL": REDIS_URL,
-            "DJANGO_SETTINGS_MODULE": "openjev_site.settings",
-            "PYTHONPATH": str(ROOT),
+        limits = {
+            "tokens": {"tokens_per_minute": TOKENS_PER_MINUTE},
+            "requests": {"requests_per_minute": REQUESTS_PER_MINUTE},
         }
-        _manage(["migrate", "--verbosity", "0"], env)
-        keys = json.loads(_manage(["shell", "-c", KEYS_ISSUE], env).strip().splitlines()[-1])
-        url, server = serve_start(fake_port=fake_port, env=env, log=log)
+        keys = keys_read(keys_launch(database_url=database_url, limits=limits, owner="bench/robustness.py"))
+        url, server = server_start(
+            workers=2,
+            redis=True,
+            requests_per_minute=100_000,
+            fake_port=fake_port,
+            database_url=database_url,
+            log=log,
+        )
+        workers_wait(url)
         try:
             print("serve --workers 2 on the SGLang stand-in, auth on, per-key limits in Redis")
             checks += hostile_checks(url)

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +107,69 @@ def serve_fake(port: int, *, tokenizer: Path | None = None, keep_records: bool =
     with fake:
         print("ready", flush=True)
         asyncio.run(run())
+
+
+def fake_process_start(*, port: int, script: Path = Path(__file__)) -> subprocess.Popen[str]:
+    """`script --serve-fake PORT` (`serve_fake`) in a process of its own, once it is ready: its CPU is not the
+    server's, and SIGUSR1 asks it for its call count."""
+    fake = subprocess.Popen(
+        [sys.executable, str(script), "--serve-fake", str(port)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    if fake.stdout is None or fake.stdout.readline().strip() != "ready":
+        fake.kill()
+        raise RuntimeError("the SGLang stand-in did not start")
+    return fake
+
+
+KEYS_SCRIPT = """
+import json, os
+from django.core.management import call_command
+from audit.keys import apikey_issue
+from audit.models import ApiKey
+call_command("migrate", interactive=False, verbosity=0)
+issued = {}
+for name, limits in json.loads(os.environ["BENCH_KEY_LIMITS"]).items():
+    key = apikey_issue(name=name, owner=os.environ["BENCH_KEY_OWNER"])
+    ApiKey.objects.filter(pk=key.id).update(**limits)
+    issued[name] = key.secret
+print(json.dumps(issued))
+"""
+
+
+def keys_launch(
+    *, database_url: str, limits: Mapping[str, Mapping[str, int | None]], owner: str
+) -> subprocess.Popen[str]:
+    """Migrate the throwaway database and issue one key per name with its limits (`ApiKey` fields), in a process
+    that runs while the other parts start."""
+    env = {
+        **os.environ,
+        "OPENJEV_DATABASE_URL": database_url,
+        "BENCH_KEY_LIMITS": json.dumps(limits),
+        "BENCH_KEY_OWNER": owner,
+        "DJANGO_SETTINGS_MODULE": "openjev_site.settings",
+        "PYTHONPATH": str(ROOT),
+    }
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "shell", "-c", KEYS_SCRIPT],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def keys_read(process: subprocess.Popen[str]) -> dict[str, str]:
+    """The secrets `keys_launch` issued, by name."""
+    out, err = process.communicate(timeout=120)
+    if process.returncode != 0:
+        raise RuntimeError(f"issuing the keys failed: {err[-2000:]}")
+    issued: dict[str, str] = json.loads(out.strip().splitlines()[-1])
+    return issued
 
 
 def wait_http(url: str, timeout: float = 120) -> None:
@@ -338,15 +401,8 @@ def main() -> None:
 
 def measure_all(args: argparse.Namespace) -> None:
     fake_port = free_port()
-    fake = subprocess.Popen(
-        [sys.executable, __file__, "--serve-fake", str(fake_port)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    fake = fake_process_start(port=fake_port)
     try:
-        assert fake.stdout is not None and fake.stdout.readline().strip() == "ready"
         for mode in args.mode:
             for workers in args.workers:
                 for store, limits in itertools.product(args.store, args.limits):
