@@ -36,7 +36,7 @@ from audit.callers import Caller
 from inference.errors import value_quoted
 from serving import metrics
 from serving.compat import LeanAPIView
-from serving.evaluator import STARTUP_FAILED, evaluator_status
+from serving.evaluator import STARTUP_FAILED, evaluator_ready, evaluator_status
 from serving.hosts import origin_same
 from serving.workers import workers_state_current
 
@@ -260,7 +260,7 @@ class LimitsView(ApiView):
     @doc.limits_schema
     async def get(self, request: Request) -> HttpResponse:
         c = settings.OPENJEV
-        evaluator, _, _ = evaluator_status()
+        evaluator = evaluator_ready()  # read, never started here
         return json_response(
             body={
                 "max_questions": c.max_questions,
