@@ -21,4 +21,4 @@ lint:
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/lint-imports --no-cache
-	.venv/bin/mypy inference api audit calibration openjev_site serving fake_sglang testbed tests bench
+	.venv/bin/mypy inference api audit calibration batches openjev_site serving fake_sglang testbed tests bench

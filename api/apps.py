@@ -14,6 +14,7 @@ class ApiConfig(AppConfig):
         from django.conf import settings
         from django.utils.module_loading import import_string
 
+        from api.batches.urls import batch_routes_shape_install
         from api.classify import signals  # noqa: F401
         from api.plumbing.formats import wire_formats, wire_formats_install
         from api.plumbing.metering import STREAM_API, meters_prepare
@@ -22,3 +23,4 @@ class ApiConfig(AppConfig):
             formats=[import_string(f"{package}.format.FORMAT") for package in settings.API_WIRE_FORMATS]
         )
         meters_prepare(apis=[*(f.name for f in wire_formats()), STREAM_API])
+        batch_routes_shape_install()

@@ -20,11 +20,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest, HttpResponse
 from rest_framework import exceptions as drf_exceptions
 
 from api.plumbing.api_error import BODY, ApiError, body_invalid, problems_render, problems_text
-from api.plumbing.formats import ErrorShape, route_of_path
+from api.plumbing.formats import ErrorShape, route_of_path, shape_of_route
 from api.plumbing.json_render import json_response
 from api.requestids import request_id_current
 from inference.errors import (
@@ -94,6 +95,8 @@ def api_error_of(exc: BaseException) -> ApiError:
         status = exc.status_code
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
         return ApiError(status, DRF_ERROR_TYPES.get(status, "invalid_request"), str(exc.detail), headers)
+    if isinstance(exc, SuspiciousOperation):  # DisallowedHost and the like: the client's request, never our fault
+        return ApiError(400, "invalid_request", "the request was refused as suspicious (its Host, or its headers)")
     if isinstance(exc, asyncio.CancelledError):
         if exc.args:  # cancelled on purpose, with the reason (a cancel message on the WebSocket stream)
             return ApiError(499, "cancelled", str(exc.args[0]))
@@ -112,7 +115,7 @@ def shape_of_path(path: str, *, has_header: Callable[[str], bool] | None = None)
     known; `WireFormat.announced_by`)."""
     route = route_of_path(path)
     if route is None:
-        return PLAIN
+        return shape_of_route(path) or PLAIN
     return route.primary.shape if has_header is None else route.format_announced(has_header=has_header).shape
 
 
@@ -170,7 +173,9 @@ def exception_detail(exc: BaseException) -> tuple[int, Any]:
 
 def _api_error_logged(exc: BaseException) -> ApiError:
     """`api_error_of`, with a bug logged with its traceback (answered as a bare 500)."""
-    if not isinstance(exc, ApiError | InferenceError | drf_exceptions.APIException | asyncio.CancelledError):
+    if not isinstance(
+        exc, ApiError | InferenceError | drf_exceptions.APIException | asyncio.CancelledError | SuspiciousOperation
+    ):
         log.exception("unhandled error in an API view", exc_info=exc)
     return api_error_of(exc)
 

@@ -23,6 +23,7 @@ from rest_framework.request import Request
 from api.errors import ApiError
 from api.plumbing.authentication import bearer_token
 from api.views import ApiView
+from batches.lifecycle import batches_queued
 from serving import metrics
 from serving.config import BASE_DIR
 from serving.evaluator import evaluator_current
@@ -63,7 +64,7 @@ async def backend_up_refresh() -> None:
 def scrape_collector() -> ScrapeCollector:
     config = settings.OPENJEV
     build = {"version": version(), "backend": config.backend, "model": config.served_model_name}
-    return ScrapeCollector(build=build, workers=_workers)
+    return ScrapeCollector(build=build, workers=_workers, batches=batches_queued)
 
 
 class MetricsView(ApiView):

@@ -19,7 +19,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from api.checking.json_body import BodyNotJson, body_parse
-from api.errors import PLAIN, ApiError, body_invalid, exception_response
+from api.errors import PLAIN, ApiError, body_invalid, exception_response, shape_of_path
 from api.feedback import feedback_record
 from api.openapi import operations as doc
 from api.openapi.feedback import feedback_schema
@@ -33,6 +33,7 @@ from api.plumbing.multipart import MultipartInvalid, is_multipart, multipart_par
 from api.plumbing.ratelimits import Admission, request_admitted
 from api.requestids import client_address_current, request_id_assign, request_id_current
 from audit.callers import Caller
+from audit.database import caches_age
 from inference.errors import value_quoted
 from serving import metrics
 from serving.compat import LeanAPIView
@@ -84,18 +85,14 @@ def _body_decode(*, raw: bytes, content_type: str, shape: ErrorShape) -> Body:
         raise shape.json_invalid(exc) from None
 
 
-def _cross_site_refused(request: Request, *, content_type: str, multipart: bool) -> None:
+def cross_site_refused(request: Request, *, content_type: str, multipart: bool) -> None:
     """No page on another website may make this service evaluate, label or store: a browser sends a form or
     `text/plain` body cross-site without asking first, so a body must say it is JSON (which a browser sends
     cross-site only after a preflight this server never grants), and a request a browser marks as coming from
     another origin is refused whatever its type. Clients that are not browsers send no `Origin`. The Origin is
     compared with the host `ALLOWED_HOSTS` validated (a rebound name never gets this far), scheme and port
     included."""
-    origin = request.headers.get("Origin")
-    if origin is not None and not origin_same(
-        origin=origin, scheme=request._request.scheme or "", host=request._request.get_host()
-    ):
-        raise ApiError(403, "permission_denied", "requests from a web page of another origin are refused")
+    origin_refused(request)
     media = content_type.partition(";")[0].strip().lower()
     if media == "application/json" or media.endswith("+json") or (multipart and is_multipart(content_type)):
         return
@@ -104,6 +101,15 @@ def _cross_site_refused(request: Request, *, content_type: str, multipart: bool)
         "unsupported_media_type",
         f"send the body as JSON with Content-Type: application/json (got {media or 'no Content-Type'})",
     )
+
+
+def origin_refused(request: Request) -> None:
+    """A request a browser marks as coming from a web page of another origin is refused (403), whatever it is."""
+    origin = request.headers.get("Origin")
+    if origin is not None and not origin_same(
+        origin=origin, scheme=request._request.scheme or "", host=request._request.get_host()
+    ):
+        raise ApiError(403, "permission_denied", "requests from a web page of another origin are refused")
 
 
 class ApiView(LeanAPIView):
@@ -115,7 +121,11 @@ class ApiView(LeanAPIView):
     shape: ErrorShape = PLAIN
 
     def handle_exception(self, exc: Exception) -> HttpResponse:
-        return exception_response(exc, shape=self.shape)
+        """In the view's shape, or, for a view of no format, the shape of the route family its path is in (a
+        format's `family`: `GET /v1/models/{id}` is OpenAI's SDK's, so its 404 is in OpenAI's shape)."""
+        request = getattr(self, "request", None)
+        shape = self.shape if self.shape is not PLAIN or request is None else shape_of_path(request.path)
+        return exception_response(exc, shape=shape)
 
     async def _served(self, request: Request, *, path: str, serve: Serve, multipart: bool = False) -> HttpResponse:
         """Refuse what a web page sent, admit the request under its caller's limits (before its body is read:
@@ -125,9 +135,7 @@ class ApiView(LeanAPIView):
         request_id = request_id_current() or request_id_assign(path=path)
         caller = request.auth if isinstance(request.auth, Caller) else None
         try:
-            _cross_site_refused(
-                request, content_type=request._request.META.get("CONTENT_TYPE", ""), multipart=multipart
-            )
+            cross_site_refused(request, content_type=request._request.META.get("CONTENT_TYPE", ""), multipart=multipart)
             meter_caller(label=caller.label if caller is not None else "")
             async with contextlib.AsyncExitStack() as admitted:
                 with phase_timed("admission"):
@@ -299,6 +307,7 @@ class HealthView(ApiView):
                 body |= {"model": evaluator.backend.model, "worker_pid": os.getpid()}
                 if (workers := workers_state_current()) is not None:
                     body["workers"] = asdict(workers)
+                body["caches"] = caches_age()
             return json_response(body=body)
         body = {
             "status": "unavailable",

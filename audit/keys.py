@@ -3,15 +3,17 @@
 The secret has ~238 random bits, so a fast hash is as good as a slow one against guessing and keeps
 verification cheap; the database never holds anything that authenticates. Verification looks the
 row up by prefix (not secret) and compares hashes with `hmac.compare_digest`, so timing reveals
-nothing about the secret. Rows are cached in-process for `KEY_CACHE_SECONDS`, so the hot path makes no
-database call for a key in use; a revocation is seen at once by this process (the signal receivers
-forget the row) and within `KEY_CACHE_SECONDS` by the others. `last_used_at` is written at most once
-a minute per key, by the storage writer thread, never on the event loop.
+nothing about the secret. Rows are cached in-process and refreshed off the request path every
+`KEY_CACHE_SECONDS` (every key in use in one query: `serving.refresher`), so the hot path makes no database
+call for a key it has seen, and a database that is down or frozen keeps the keys it knew accepted (and the
+revocations it knew refused); a revocation is seen at once by this process (the signal receivers forget the
+row) and within `KEY_CACHE_SECONDS` by the others. A key this process has not seen is read at once, for at most
+`serving.refreshed.REQUEST_WAIT_SECONDS` (none while the database is known down): `KeysUnavailable`, a 503.
+`last_used_at` is written at most once a minute per key, by the storage writer thread, never on the event loop.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import logging
@@ -28,9 +30,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from audit.callers import Caller, KeyLimits
+from audit.database import refreshed
 from audit.models import ApiKey
-from audit.storage.writer import writer, writes_retried
-from serving.ttlcache import TtlCache
+from audit.storage.writer import writer, writes_tried
+from serving.refreshed import Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +48,8 @@ PREFIX_LENGTH = 8
 SECRET_LENGTH = 40
 KEY_CACHE_SECONDS = 30.0
 KEY_CACHE_MAX = 4096
+KEY_IDLE_SECONDS = 600.0
+"""A key no request used for this long leaves the cache (and the refresh's query)."""
 TOUCH_SECONDS = 60.0
 _PREFIX_ALPHABET = string.ascii_lowercase + string.digits
 _SECRET_ALPHABET = string.ascii_letters + string.digits
@@ -69,7 +74,6 @@ class _KeyRow:
     limits: KeyLimits
 
 
-_cache: TtlCache[str, _KeyRow | None] = TtlCache(seconds=KEY_CACHE_SECONDS, max_entries=KEY_CACHE_MAX)
 _touched: dict[int, float] = {}
 _lock = threading.Lock()
 
@@ -129,40 +133,39 @@ def apikey_cache_forget(*, prefix: str | None = None) -> None:
             _touched.clear()
 
 
-def _row_fetch(prefix: str) -> _KeyRow | None:
-    """Runs in a worker thread; closes its connection so no thread keeps one open between lookups."""
-    try:
-        key = ApiKey.objects.filter(prefix=prefix).first()
-    finally:
-        connections.close_all()
-    if key is None:
-        return None
-    return _KeyRow(
-        id=key.pk,
-        label=key.label,
-        secret_hash=key.secret_hash,
-        expires_at=key.expires_at,
-        revoked=key.revoked_at is not None,
-        limits=KeyLimits(
-            requests_per_minute=key.requests_per_minute,
-            tokens_per_minute=key.tokens_per_minute,
-            concurrency=key.concurrency,
-        ),
-    )
+def _rows_fetch(prefixes: list[str]) -> dict[str, _KeyRow | None]:
+    """The rows of these prefixes (None: no such key), in one query, on the refresh thread."""
+    found: dict[str, _KeyRow | None] = dict.fromkeys(prefixes)
+    for key in ApiKey.objects.filter(prefix__in=prefixes):
+        found[key.prefix] = _KeyRow(
+            id=key.pk,
+            label=key.label,
+            secret_hash=key.secret_hash,
+            expires_at=key.expires_at,
+            revoked=key.revoked_at is not None,
+            limits=KeyLimits(
+                requests_per_minute=key.requests_per_minute,
+                tokens_per_minute=key.tokens_per_minute,
+                concurrency=key.concurrency,
+            ),
+        )
+    return found
+
+
+_cache = refreshed(
+    name="api_keys",
+    fetch=lambda prefixes: _rows_fetch(prefixes),  # looked up at each call: tests count the reads
+    every=KEY_CACHE_SECONDS,
+    idle=KEY_IDLE_SECONDS,
+    max_entries=KEY_CACHE_MAX,
+)
 
 
 async def _row_get(prefix: str) -> _KeyRow | None:
-    cached = _cache.get(prefix)
-    if cached is not None:
-        return cached.value
-    generation = _cache.generation()
     try:
-        row = await asyncio.to_thread(_row_fetch, prefix)
-    except Exception:
-        log.exception("API key lookup failed")
-        raise KeysUnavailable from None
-    _cache.put(prefix, row, generation=generation)
-    return row
+        return await _cache.load(prefix)
+    except Unavailable:
+        raise KeysUnavailable from None  # the outage is logged once, by the refresh thread
 
 
 def _touch(row: _KeyRow, now: datetime) -> None:
@@ -202,12 +205,12 @@ class TouchSink:
                 ApiKey.objects.filter(stale, pk=key_id).update(last_used_at=when)
 
         try:
-            writes_retried(update, what="API key last-use updates")
+            written = writes_tried(update, what="API key last-use updates")
         except Exception:
             log.warning("could not record last use of %d API key(s)", len(latest), exc_info=True)
             connections.close_all()
             return 0
-        return len(jobs)
+        return len(jobs) if written else 0
 
 
 touches = TouchSink()

@@ -18,6 +18,7 @@ each key's 429 share against its limit; and the invariants that held or did not.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -195,6 +196,21 @@ class ApiUnit:
         assert self._process is not None
         return process_tree(self._process.pid)[1:]
 
+    def processes(self) -> list[int]:
+        """serve and its API workers (not the batch worker beside them), sorted."""
+        assert self._process is not None
+        return sorted(pid for pid in process_tree(self._process.pid) if b"batch_worker" not in _cmdline(pid))
+
+    def restart_killed(self) -> None:
+        """SIGKILL serve and every process it started, at once, then start it again on the same port and return
+        once both new workers answer."""
+        assert self._process is not None
+        for pid in process_tree(self._process.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self._process.wait(10)
+        self.start()
+
     def worker_kill(self) -> tuple[dict[str, int], int | None]:
         """SIGKILL one worker and return once its replacement answers beside the other: what `/health` then
         says of the workers, and serve's exit status (None: it ran on, as it should)."""
@@ -217,6 +233,13 @@ class ApiUnit:
         except subprocess.TimeoutExpired:
             self._process.kill()
             return self._process.wait(10)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def rows_stored(*, database_url: str, request_ids: list[str]) -> dict[str, int]:

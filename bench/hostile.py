@@ -1,41 +1,48 @@
-"""Hostile input against the event loop: each class of request an attacker can send, timed by how long it
-stalls `GET /health/live` while the server works on it.
+"""Hostile input against the server: each class of request an attacker can send (`bench/hostile_attacks.py`: what
+each sends is in its docstring), measured by the server CPU it costs against the bytes it put on the wire, and by
+how long it stalls `GET /health/live` while the server works on it; then one key flooding the body lane while
+another key's large bodies are timed.
 
 The server is `manage.py serve` as deployed, on the SGLang stand-in in another process, with auth on (a key in
-`OPENJEV_API_KEY`, and wrong keys for the throttle), per-key limits counted in Redis and one worker by default
-(so every probe meets the worker the hostile request is on). A thread probes `/health/live` every few
-milliseconds on its own connection while the hostile request is in flight; the worst probe's latency is the
-loop's worst stall for that class (the spec's target: under 100 ms, each class).
+`OPENJEV_API_KEY`, keys issued in the database for the run, wrong keys for the throttle), per-key limits counted in
+Redis and one worker by default (so every probe meets the worker the hostile request is on).
 
-    .venv/bin/python bench/hostile.py                           # every class, once
-    .venv/bin/python bench/hostile.py --classes image_urls assets --repeat 3
+For each class, in turn:
+
+- CPU: the class is sent again and again (at least twice, for at least a second) with nothing else running; the
+  CPU seconds of serve's API processes (the batch worker beside them left out) over that time, less what they spend
+  idle, divided by the requests sent, against the bytes each put on the wire: CPU ms per KB sent (the target: at
+  most 50 for a request the server refuses);
+- stall: the class once more while a thread probes `/health/live` every few milliseconds on its own connection;
+  the worst probe's latency is how long the event loop, which serves every client, was held (the target: under
+  100 ms).
+
+    .venv/bin/python bench/hostile.py                           # every class, then the lane's check
+    .venv/bin/python bench/hostile.py --classes zstd_arrays stream_no_key --no-lane
     .venv/bin/python bench/hostile.py --workers 2 --no-redis    # as `serve --workers 2`, limits in each process
 
-It prints, per class: what was sent (bytes), the status the client got, the request's seconds, and the
-probes' p50 and worst latency (ms) while it was in flight.
+It prints a table (class, bytes on the wire, status, server CPU ms per request and per KB sent, probes' p50 and
+worst ms) and the lane's check (the other key's statuses and latencies while the flood runs).
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import functools
-import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import httpx
-import zstandard
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -46,216 +53,52 @@ import django  # noqa: E402
 
 django.setup()
 
-from bench.server import database_for_run, fake_process_start, wait_http  # noqa: E402
+from api.systemone.examples import README_REQUEST  # noqa: E402
+from bench.hostile_attacks import ATTACKS, FLOOD, KEY, Sent, Target, post  # noqa: E402
+from bench.server import (  # noqa: E402
+    cpu_seconds,
+    database_for_run,
+    fake_process_start,
+    keys_launch,
+    keys_read,
+    process_tree,
+    wait_http,
+)
 from testbed.ports import free_port  # noqa: E402
 from testbed.qwen3 import qwen3_dir  # noqa: E402
 
-KEY = "hostile-bench-key-" + "k" * 24
+__all__ = ["ATTACKS", "KEY", "REDIS_URL", "Probe", "Target", "server_start"]
+
 REDIS_URL = "redis://127.0.0.1:6379/3"
 PROBE_INTERVAL = 0.005
-QUESTION = {"q": {"type": "noul", "instructions": "x"}}
-
-
-@dataclass(frozen=True)
-class Sent:
-    status: int | str
-    size: int
-    seconds: float
-
-
-Attack = Callable[[str], Sent]
-"""Sends one hostile request to the server at the URL; returns what the client saw."""
-
-
-def _post(url: str, path: str, body: bytes, headers: dict[str, str] | None = None) -> Sent:
-    start = time.perf_counter()
-    try:
-        response = httpx.post(
-            url + path,
-            content=body,
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}", **(headers or {})},
-            timeout=600,
-        )
-        status: int | str = response.status_code
-        size = len(response.content)
-    except httpx.HTTPError as exc:
-        status, size = type(exc).__name__, 0
-    del size
-    return Sent(status=status, size=len(body), seconds=time.perf_counter() - start)
-
-
-def _systemone(state: Any, **extra: Any) -> bytes:
-    return json.dumps({"model": "jev-latest", "questions": QUESTION, "state": state, **extra}).encode()
-
-
-def image_urls(url: str) -> Sent:
-    """The review's repro: 500 URLs of 4,096 characters that end in a space (2 MB)."""
-    return _post(url, "/v1/systemone", _systemone({"text": "x", "images": ["http://" + "a" * 4088 + " "] * 500}))
-
-
-def assets(url: str) -> Sent:
-    """20,000 asset placeholders over a 200,000-character state made of their common beginning."""
-    pixel = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 8).decode()
-    placeholders = {f"ph{i:05d}": {"type": "image", "format": "png", "data_base64": pixel} for i in range(20_000)}
-    return _post(url, "/v1/systemone", _systemone("ph0" * 66_667, assets=placeholders))
-
-
-def transcript(url: str) -> Sent:
-    """A chat transcript of 60,000 one-character messages (2 MB)."""
-    return _post(url, "/v1/systemone", _systemone([{"role": "user", "content": "a"}] * 60_000))
-
-
-def wide_object(url: str) -> Sent:
-    """A state object of 110,000 keys."""
-    return _post(url, "/v1/systemone", _systemone({f"k{i}": i for i in range(110_000)}))
-
-
-def surrogates(url: str) -> Sent:
-    """150,000 lone surrogates, each a problem to locate."""
-    return _post(url, "/v1/systemone", _systemone(["\ud800"] * 150_000))
-
-
-def deep_nesting(url: str) -> Sent:
-    """A state of 1,000,000 nested arrays (2 MB of brackets): over the nesting limit at the 129th."""
-    body = b'{"model": "jev-latest", "questions": {"q": {"type": "noul", "instructions": "x"}}, "state": '
-    return _post(url, "/v1/systemone", body + b"[" * 1_000_000 + b"]" * 1_000_000 + b"}")
-
-
-def decisions_input(url: str) -> Sent:
-    """OpenAI's input as 60,000 message items."""
-    body = {
-        "model": "jev-latest",
-        "input": [{"role": "user", "content": "a"}] * 60_000,
-        "questions": [{"type": "predicate", "instructions": "x"}],
-    }
-    return _post(url, "/v1/decisions", json.dumps(body).encode())
-
-
-def unknown_field(url: str) -> Sent:
-    """A 1 MB unknown field on `/v1/decisions`, which the error names."""
-    body = {"model": "jev-latest", "input": "x", "questions": [{"type": "predicate"}], "x" * 1_000_000: 1}
-    return _post(url, "/v1/decisions", json.dumps(body).encode())
-
-
-def multipart_parts(url: str) -> Sent:
-    """A multipart body of 200,000 empty parts."""
-    boundary = "b"
-    part = f'--{boundary}\r\nContent-Disposition: form-data; name="p"\r\n\r\n\r\n'
-    body = f'--{boundary}\r\nContent-Disposition: form-data; name="request"\r\n\r\n{{}}\r\n' + part * 30_000
-    body += f"--{boundary}--\r\n"
-    return _post(
-        url, "/v1/systemone", body.encode(), headers={"Content-Type": f"multipart/form-data; boundary={boundary}"}
-    )
-
-
-def zstd_body(url: str) -> Sent:
-    """The image-URL repro compressed with zstd (what the official SDK sends)."""
-    raw = _systemone({"text": "x", "images": ["http://" + "a" * 4088 + " "] * 400})
-    return _post(url, "/v1/systemone", zstandard.ZstdCompressor().compress(raw), headers={"Content-Encoding": "zstd"})
-
-
-def long_header(url: str) -> Sent:
-    """A 60 KB Authorization header of repeated `Bearer ` words."""
-    start = time.perf_counter()
-    try:
-        response = httpx.get(url + "/v1/models", headers={"Authorization": ("Bearer " * 8_000).strip()}, timeout=600)
-        status: int | str = response.status_code
-    except httpx.HTTPError as exc:
-        status = type(exc).__name__
-    return Sent(status=status, size=8_000 * 7, seconds=time.perf_counter() - start)
-
-
-def slash_path_websocket(url: str) -> Sent:
-    """WebSocket upgrades on a path of 8,100 slashes (the access log's redaction), four at once."""
-    host, port = url.removeprefix("http://").split(":")
-    request = (
-        f"GET /{'/' * 8100} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-    ).encode()
-    start = time.perf_counter()
-    statuses: list[str] = []
-
-    def upgrade() -> None:
-        with socket.create_connection((host, int(port)), timeout=600) as sock:
-            sock.sendall(request)
-            statuses.append(sock.recv(64).split(b"\r\n")[0].decode(errors="replace")[9:12])
-
-    threads = [threading.Thread(target=upgrade) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return Sent(status=",".join(sorted(set(statuses))), size=len(request) * 4, seconds=time.perf_counter() - start)
-
-
-def stream_message(url: str) -> Sent:
-    """The image-URL repro as one message on `/v1/systemone/stream`."""
-    from websockets.sync.client import connect
-
-    message = json.dumps(
-        {
-            "id": 1,
-            "model": "jev-latest",
-            "questions": QUESTION,
-            "state": {"images": ["http://" + "a" * 4088 + " "] * 400},
-        }
-    )
-    start = time.perf_counter()
-    with connect(
-        url.replace("http", "ws") + "/v1/systemone/stream",
-        additional_headers={"Authorization": f"Bearer {KEY}"},
-        max_size=None,
-        open_timeout=600,
-        ping_interval=None,  # a stalled server cannot answer pings: the stall is what is measured
-    ) as socket_:
-        socket_.send(message)
-        reply = json.loads(socket_.recv(timeout=600))
-    return Sent(status=reply.get("status", reply["type"]), size=len(message), seconds=time.perf_counter() - start)
-
-
-def wrong_keys(url: str) -> Sent:
-    """300 wrong keys from one address, one after another (the throttle's 429 must come, quickly)."""
-    start = time.perf_counter()
-    statuses: dict[int, int] = {}
-    with httpx.Client(base_url=url, timeout=600) as client:
-        for i in range(300):
-            code = client.get("/v1/models", headers={"Authorization": f"Bearer wrong-{i}-" + "w" * 30}).status_code
-            statuses[code] = statuses.get(code, 0) + 1
-    shown = "/".join(f"{n}x{code}" for code, n in sorted(statuses.items()))
-    return Sent(status=shown, size=300, seconds=time.perf_counter() - start)
-
-
-ATTACKS: dict[str, Attack] = {
-    "image_urls": image_urls,
-    "assets": assets,
-    "transcript": transcript,
-    "wide_object": wide_object,
-    "surrogates": surrogates,
-    "deep_nesting": deep_nesting,
-    "decisions_input": decisions_input,
-    "unknown_field": unknown_field,
-    "multipart_parts": multipart_parts,
-    "zstd_body": zstd_body,
-    "long_header": long_header,
-    "slash_path_websocket": slash_path_websocket,
-    "stream_message": stream_message,
-    "wrong_keys": wrong_keys,
-}
+CPU_MEASURE_SECONDS = 2.0
+CPU_REPEATS_MAX = 50
+CPU_MS_PER_KB_MAX = 50.0
+STALL_MS_MAX = 100.0
+LANE_SECONDS = 15.0
+LANE_FLOODERS = 24
+LARGE = {**README_REQUEST, "state": "The parcel for my order is late and the invoice is wrong. " * 1_500}
+"""The other key's body in the lane's check: about 87 KB (read in the lane), under the token budget."""
 
 
 class Probe:
-    """`GET /health/live` in a loop on its own connection; the latencies seen while `recording`."""
+    """`GET /health/live` in a loop on its own connection, unless `paused` (while server CPU is measured); the
+    latencies seen while `recording`."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.latencies: list[float] = []
         self.recording = False
         self.stopped = threading.Event()
+        self.paused = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         with httpx.Client(base_url=self.url, timeout=600) as client:
             while not self.stopped.is_set():
+                if self.paused.is_set():
+                    time.sleep(PROBE_INTERVAL)
+                    continue
                 start = time.perf_counter()
                 client.get("/health/live")
                 if self.recording:
@@ -271,6 +114,43 @@ class Probe:
         finally:
             self.recording = False
         return sent, self.latencies
+
+
+class ServerCpu:
+    """CPU seconds of serve's API processes (not the batch worker beside them), less their idle rate."""
+
+    def __init__(self, server: subprocess.Popen[bytes]) -> None:
+        self.pids = [pid for pid in process_tree(server.pid) if not _batch_worker(pid)]
+        start, before = time.perf_counter(), cpu_seconds(self.pids)
+        time.sleep(2.0)
+        self.idle_per_second = (cpu_seconds(self.pids) - before) / (time.perf_counter() - start)
+
+    def spent(self, work: Callable[[], object]) -> float:
+        start, before = time.perf_counter(), cpu_seconds(self.pids)
+        work()
+        time.sleep(0.05)
+        elapsed = time.perf_counter() - start
+        return max(0.0, cpu_seconds(self.pids) - before - self.idle_per_second * elapsed)
+
+
+def _batch_worker(pid: int) -> bool:
+    try:
+        return b"batch_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def cpu_per_request(*, cpu: ServerCpu, attack: Callable[[], Sent]) -> tuple[Sent, float]:
+    """The last `Sent` and the server CPU seconds per request, over repeats of at least `CPU_MEASURE_SECONDS`."""
+    sent: list[Sent] = []
+
+    def repeated() -> None:
+        start = time.perf_counter()
+        while len(sent) < 2 or (time.perf_counter() - start < CPU_MEASURE_SECONDS and len(sent) < CPU_REPEATS_MAX):
+            sent.append(attack())
+
+    spent = cpu.spent(repeated)
+    return sent[-1], spent / len(sent)
 
 
 def server_start(
@@ -311,14 +191,95 @@ def server_start(
     return url, server
 
 
+@dataclass(frozen=True)
+class LaneCheck:
+    alone: list[float]
+    """The other key's latencies (ms) before the flood, one body at a time."""
+    statuses: list[int | str]
+    latencies: list[float]
+    """Its statuses and latencies while the flood runs."""
+    flood: Counter[str]
+    """The flood's statuses."""
+
+
+def lane_check(target: Target, *, seconds: float = LANE_SECONDS) -> LaneCheck:
+    """The `other` key's 87 KB bodies, one after another, first alone, then while `LANE_FLOODERS` loops of the 2 MB
+    body of 150,000 unknown fields from the `flood` key run for `seconds`."""
+    body = httpx.Request("POST", "http://x", json=LARGE).content
+    alone = [post(target, "/v1/systemone", body, key=target.keys["other"]).seconds * 1000 for _ in range(5)]
+    flooding = threading.Event()
+    flooding.set()
+    flood: Counter[str] = Counter()
+
+    def flood_loop() -> None:
+        while flooding.is_set():
+            flood[str(post(target, "/v1/decisions", FLOOD, key=target.keys["flood"]).status)] += 1
+
+    statuses: list[int | str] = []
+    latencies: list[float] = []
+    with ThreadPoolExecutor(LANE_FLOODERS) as pool:
+        for _ in range(LANE_FLOODERS):
+            pool.submit(flood_loop)
+        time.sleep(1.0)  # the flood fills its share of the lane
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            sent = post(target, "/v1/systemone", body, key=target.keys["other"])
+            statuses.append(sent.status)
+            latencies.append(sent.seconds * 1000)
+        flooding.clear()
+    return LaneCheck(alone=alone, statuses=statuses, latencies=latencies, flood=flood)
+
+
+def lane_report(check: LaneCheck) -> bool:
+    """Prints the lane's check; whether every body of the other key was answered (none refused for the flood)."""
+    shown = Counter(str(s) for s in check.statuses)
+    print(
+        f"lane: the other key's 87 KB bodies alone: p50 {statistics.median(check.alone):.0f} ms; while one key "
+        f"floods ({LANE_FLOODERS} loops of 2 MB of 150,000 unknown fields): {len(check.statuses)} sent, "
+        f"{dict(shown)}, p50 {statistics.median(check.latencies):.0f} ms, worst {max(check.latencies):.0f} ms; "
+        f"the flood's {sum(check.flood.values())} requests: {dict(check.flood)}"
+    )
+    return set(shown) == {"200"}
+
+
+def classes_run(*, target: Target, cpu: ServerCpu, names: list[str]) -> bool:
+    probe = Probe(target.url)
+    probe.thread.start()
+    held = True
+    columns = f"{'bytes':>9} {'status':>14} {'CPU ms':>8} {'CPU ms/KB':>10} {'probe p50 ms':>13} {'worst ms':>9}"
+    print(f"{'class':<22} {columns}")
+    try:
+        for name in names:
+            attack = ATTACKS[name]
+            probe.paused.set()
+            time.sleep(0.1)  # the probe's last request answered
+            sent, per_request = cpu_per_request(cpu=cpu, attack=lambda a=attack: a(target))  # type: ignore[misc]
+            probe.paused.clear()
+            _, latencies = probe.measure(lambda a=attack: a(target))  # type: ignore[misc]
+            per_kb = per_request * 1000 / (sent.size / 1024)
+            p50 = statistics.median(latencies) if latencies else float("nan")
+            worst = max(latencies) if latencies else float("nan")
+            refused = isinstance(sent.status, str) or sent.status >= 400
+            within = (not refused or per_kb <= CPU_MS_PER_KB_MAX) and not worst > STALL_MS_MAX
+            held = held and within
+            print(
+                f"{name:<22} {sent.size:>9} {sent.status!s:>14} {per_request * 1000:>8.1f} {per_kb:>10.2f}"
+                f" {p50:>13.1f} {worst:>9.1f}{'' if within else '  OVER'}",
+                flush=True,
+            )
+    finally:
+        probe.stopped.set()
+    return held
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--classes", nargs="+", choices=sorted(ATTACKS), default=list(ATTACKS))
-    parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--no-redis", action="store_true", help="count the per-key limits in each process")
+    parser.add_argument("--no-lane", action="store_true", help="leave out the lane's check")
     parser.add_argument(
-        "--requests-per-minute", type=int, default=100_000, help="the key's request limit (low: a key over it)"
+        "--requests-per-minute", type=int, default=100_000, help="the keys' request limit (low: a key over it)"
     )
     args = parser.parse_args()
     if not args.no_redis:
@@ -328,7 +289,9 @@ def main() -> None:
     fake_port = free_port()
     fake = fake_process_start(port=fake_port)
     log_path = Path(tempfile.mkdtemp(prefix="openjev-hostile-")) / "serve.log"
+    limits = {"limited": {"requests_per_minute": 1}, "flood": {}, "other": {}}
     with database_for_run(None) as database_url, log_path.open("w") as log:
+        keys = keys_read(keys_launch(database_url=database_url, limits=limits, owner="bench/hostile.py"))
         url, server = server_start(
             workers=args.workers,
             redis=not args.no_redis,
@@ -337,28 +300,23 @@ def main() -> None:
             database_url=database_url,
             log=log,
         )
-        probe = Probe(url)
-        probe.thread.start()
+        target = Target(url=url, keys=keys)
         try:
-            print(f"serve --workers {args.workers}, auth on, limits in {'each process' if args.no_redis else 'Redis'}")
-            print(f"{'class':<22} {'bytes':>9} {'status':>14} {'request s':>10} {'probe p50 ms':>13} {'worst ms':>9}")
-            for name in args.classes:
-                for _ in range(args.repeat):
-                    sent, latencies = probe.measure(functools.partial(ATTACKS[name], url))
-                    p50 = statistics.median(latencies) if latencies else float("nan")
-                    worst = max(latencies) if latencies else float("nan")
-                    print(
-                        f"{name:<22} {sent.size:>9} {sent.status!s:>14} {sent.seconds:>10.2f}"
-                        f" {p50:>13.1f} {worst:>9.1f}",
-                        flush=True,
-                    )
+            limits_where = "each process" if args.no_redis else "Redis"
+            print(f"serve --workers {args.workers}, auth on, limits in {limits_where}, load {os.getloadavg()}")
+            cpu = ServerCpu(server)
+            print(f"serve's idle CPU: {cpu.idle_per_second * 1000:.1f} ms/s")
+            held = True
+            if not args.no_lane:
+                held = lane_report(lane_check(target))
+            held = classes_run(target=target, cpu=cpu, names=args.classes) and held
         finally:
-            probe.stopped.set()
             server.terminate()
             server.wait(timeout=60)
             fake.terminate()
             fake.wait(timeout=30)
-    print(f"server log: {log_path}")
+    print(f"load average after: {os.getloadavg()}; server log: {log_path}")
+    print("every class within its bounds" if held else "some class OVER its bounds")
 
 
 if __name__ == "__main__":

@@ -5,9 +5,9 @@ process, at the concurrency of 16 evaluations in flight.
     .venv/bin/python bench/http_client.py --calls 10000 --rounds 3
 
 Stacks: httpx on its own pool (httpcore: each request polls every idle connection's socket, and h11
-parses in Python), httpx on aiohttp's pool through `httpx_aiohttp.AiohttpTransport` by `client.post`, the
-same with the request's URL, headers and timeout merged once (`LoopHttp`: what the backend uses), and
-aiohttp on its own (the floor: no httpx Request/Response objects).
+parses in Python), httpx on aiohttp's pool through `httpx_aiohttp.AiohttpTransport` by `client.post` (the
+backend's client until issue 42), aiohttp as the backend sends (`LoopHttp`: its URL, headers and timeouts
+built once per session), and aiohttp's `session.post` with a string URL and no timeouts (the floor).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ BODY = json.dumps(
     }
 ).encode()
 HEADERS = {"Content-Type": "application/json"}
-STACKS = ("httpx", "httpx+aiohttp", "httpx+aiohttp, merged once", "aiohttp")
+STACKS = ("httpx", "httpx+aiohttp", "aiohttp, as the backend", "aiohttp")
 
 Post = Callable[[], Awaitable[int]]
 
@@ -56,10 +56,13 @@ def _httpx_post(client: httpx.AsyncClient) -> Post:
     return post
 
 
-def _prebuilt_post(http: LoopHttp) -> Post:
+def _backend_post(http: LoopHttp) -> Post:
     async def post() -> int:
-        response = await http.client.send(http.generate_request(BODY))
-        return response.status_code
+        async with http.session.post(
+            http.generate_url, data=BODY, headers=http.generate_headers(), timeout=http.timeout
+        ) as response:
+            await response.read()
+            return response.status
 
     return post
 
@@ -88,18 +91,19 @@ async def _calls(post: Post, *, calls: int, concurrency: int) -> None:
 async def stack_measure(*, stack: str, url: str, calls: int, concurrency: int) -> tuple[float, float]:
     """(client CPU µs per call, calls/s), after one warm-up pass."""
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-    if stack == "aiohttp":
+    if stack.startswith("aiohttp"):
         session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))
-        post, close = _aiohttp_post(session, url), session.close
+        backend = LoopHttp.of(session=session, url=url, api_key=None, timeout=120.0)
+        post = _aiohttp_post(session, url) if stack == "aiohttp" else _backend_post(backend)
+        close = session.close
     else:
         transport = (
             AiohttpTransport(client=aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)))
-            if stack.startswith("httpx+aiohttp")
+            if stack == "httpx+aiohttp"
             else None
         )
         client = httpx.AsyncClient(base_url=url, limits=limits, transport=transport)
-        post = _prebuilt_post(LoopHttp.of(client)) if stack.endswith("merged once") else _httpx_post(client)
-        close = client.aclose
+        post, close = _httpx_post(client), client.aclose
     try:
         await _calls(post, calls=calls, concurrency=concurrency)
         cpu, wall = time.process_time(), time.perf_counter()

@@ -40,7 +40,6 @@ import datetime
 import glob
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -64,6 +63,8 @@ from bench.server import (  # noqa: E402  (sets up Django for serve's settings)
     process_tree,
     serve_fake,
     server_command,
+    server_stop,
+    settled,
     wait_http,
 )
 from bench.workloads import WORKLOADS  # noqa: E402
@@ -175,20 +176,21 @@ def workload_measure(
 
 
 def ours_start(
-    args: argparse.Namespace, *, port: int, fake_port: int, database_url: str, checkout: Path = ROOT
+    *, store: str, port: int, fake_port: int, database_url: str, checkout: Path = ROOT, workers: int = 1
 ) -> subprocess.Popen[bytes]:
+    """`serve` as bench/server.py runs it, on the stand-in at `fake_port` (bench/latency.py too)."""
     env = {
         **os.environ,
         "OPENJEV_TOKENIZER": str(qwen3_dir()),
         "OPENJEV_MODEL": SERVED_MODEL,
-        "OPENJEV_STORE_EVALUATIONS": args.store,
+        "OPENJEV_STORE_EVALUATIONS": store,
         "OPENJEV_DATABASE_URL": database_url,
         "OPENJEV_SECRET_KEY": "bench-" + "x" * 50,
         "DJANGO_SETTINGS_MODULE": "openjev_site.settings",
         "PYTHONPATH": str(checkout),
     }
     log = (Path(tempfile.mkdtemp(prefix="openjev-peer-")) / "serve.log").open("w")
-    command = server_command(server="uvicorn", port=port, fake_port=fake_port, workers=1)
+    command = server_command(server="uvicorn", port=port, fake_port=fake_port, workers=workers)
     return subprocess.Popen(command, cwd=checkout, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -211,7 +213,7 @@ def server_measure(
             peer_start(peer, port=port, fake_port=fake_port)
             if which == "peer"
             else ours_start(
-                args,
+                store=args.store,
                 port=port,
                 fake_port=fake_port,
                 database_url=database_url,
@@ -220,6 +222,7 @@ def server_measure(
         )
         try:
             wait_http(url + "/health")
+            settled(pids=process_tree(server.pid))
             pids = process_tree(server.pid)
             figures = {}
             for name in args.workloads:
@@ -234,12 +237,7 @@ def server_measure(
                 )
             return figures
         finally:
-            server.send_signal(signal.SIGTERM)
-            try:
-                server.wait(30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait(10)
+            server_stop(server)
 
 
 def base_described(base: Path | None) -> str:

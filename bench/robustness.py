@@ -45,7 +45,7 @@ import django  # noqa: E402
 django.setup()
 
 from api.systemone.examples import README_REQUEST  # noqa: E402
-from bench.hostile import ATTACKS, KEY, REDIS_URL, Probe, server_start  # noqa: E402
+from bench.hostile import ATTACKS, KEY, REDIS_URL, Probe, Target, server_start  # noqa: E402
 from bench.server import database_for_run, fake_process_start, keys_launch, keys_read, process_tree  # noqa: E402
 from testbed.ports import free_port  # noqa: E402
 
@@ -81,7 +81,7 @@ def hostile_checks(url: str) -> list[Check]:
     checks = []
     try:
         for name in ("image_urls", "assets", "slash_path_websocket"):
-            sent, latencies = probe.measure(functools.partial(ATTACKS[name], url))
+            sent, latencies = probe.measure(functools.partial(ATTACKS[name], Target(url=url)))
             worst = max(latencies, default=float("nan"))
             checks.append(Check(f"hostile {name}", f"status {sent.status}, worst stall {worst:.1f} ms", worst < 500))
     finally:

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,9 +85,19 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def serve_fake(port: int, *, tokenizer: Path | None = None, keep_records: bool = True) -> None:
+def serve_fake(
+    port: int,
+    *,
+    tokenizer: Path | None = None,
+    keep_records: bool = True,
+    delay: float = 0.0,
+    batch_delay: float | None = None,
+) -> None:
     """Run the fake in this process; print its call count on SIGUSR1 (the parent reads it). With `tokenizer`
-    (a model directory) it also takes `text` prompts, tokenized there as SGLang does (bench/peer.py)."""
+    (a model directory) it also takes `text` prompts, tokenized there as SGLang does (bench/peer.py). `delay`
+    and `batch_delay` are its service times (`FakeSGLang`). SIGUSR2 starts recording the `/generate` bodies (with
+    `keep_records` off), the next SIGUSR2 prints those recorded since, forgets them and stops: bench/latency.py
+    captures the service's calls so, and its measured load leaves no records behind."""
     from fake_sglang import FakeSGLang, text_tokenizer_load
 
     fake = FakeSGLang(
@@ -95,13 +105,26 @@ def serve_fake(port: int, *, tokenizer: Path | None = None, keep_records: bool =
         served_model_name="Qwen/Qwen3.6-35B-A3B",
         tokenizer=None if tokenizer is None else text_tokenizer_load(tokenizer),
         keep_records=keep_records,
+        delay=delay,
+        batch_delay=batch_delay,
     )
     stop = asyncio.Event()
+
+    def bodies_capture() -> None:
+        bodies = [record["body"] for record in fake.requests]
+        fake.reset(controls=False, cache=False)
+        if not fake.keep_records:
+            fake.keep_records = True
+            print(json.dumps({"recording": True}), flush=True)
+            return
+        fake.keep_records = keep_records
+        print(json.dumps({"bodies": bodies}), flush=True)
 
     async def run() -> None:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, stop.set)
         loop.add_signal_handler(signal.SIGUSR1, lambda: print(json.dumps({"calls": fake.generate_calls}), flush=True))
+        loop.add_signal_handler(signal.SIGUSR2, bodies_capture)
         await stop.wait()
 
     with fake:
@@ -109,11 +132,13 @@ def serve_fake(port: int, *, tokenizer: Path | None = None, keep_records: bool =
         asyncio.run(run())
 
 
-def fake_process_start(*, port: int, script: Path = Path(__file__)) -> subprocess.Popen[str]:
-    """`script --serve-fake PORT` (`serve_fake`) in a process of its own, once it is ready: its CPU is not the
-    server's, and SIGUSR1 asks it for its call count."""
+def fake_process_start(
+    *, port: int, script: Path = Path(__file__), options: Sequence[str] = ()
+) -> subprocess.Popen[str]:
+    """`script --serve-fake PORT [options]` (`serve_fake`) in a process of its own, once it is ready: its CPU is
+    not the server's, and SIGUSR1 asks it for its call count."""
     fake = subprocess.Popen(
-        [sys.executable, str(script), "--serve-fake", str(port)],
+        [sys.executable, str(script), "--serve-fake", str(port), *options],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -182,6 +207,28 @@ def wait_http(url: str, timeout: float = 120) -> None:
             pass
         time.sleep(0.1)
     raise RuntimeError(f"{url} did not become healthy")
+
+
+def settled(*, pids: list[int], busy: float = 0.05, within: float = 60.0) -> None:
+    """Wait (up to `within` s) until the server's processes use under `busy` of a core over a second: what a
+    server does once after it starts (`serve`'s batch worker starting beside it: seconds of CPU on a busy machine)
+    is no evaluation's CPU. bench/peer.py and bench/latency.py measure after it too."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        before = cpu_seconds(pids)
+        time.sleep(1.0)
+        if cpu_seconds(pids) - before < busy:
+            return
+
+
+def server_stop(server: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (a graceful drain), then SIGKILL for a server that outstays 30 s."""
+    server.send_signal(signal.SIGTERM)
+    try:
+        server.wait(30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait(10)
 
 
 def server_command(*, server: str, port: int, fake_port: int, workers: int) -> list[str]:
@@ -314,6 +361,7 @@ def measure_on(
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(url + "/health")
+        settled(pids=process_tree(server.pid))
         pids = process_tree(server.pid)
         for name, api in itertools.product(args.workloads, args.api):
             if name not in BODIES[api]:

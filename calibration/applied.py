@@ -1,33 +1,33 @@
-"""Active calibrations as serving applies them: read through a short cache, applied to typed answers.
+"""Active calibrations as serving applies them: read through a cache refreshed off the request path, applied to
+typed answers.
 
-A calibration is fitted offline (`manage.py calibrate`) and switched on in the admin; serving reads
-the active ones through the same kind of in-process cache as classifiers (`CALIBRATION_CACHE_SECONDS`,
-dropped at once in this process when one is saved: `audit.signals`), so the hot path makes at
-most one small query every few seconds, in a worker thread, and none with `OPENJEV_CALIBRATION=off`.
-A database that cannot be read serves uncalibrated answers rather than failing the request: the
-answers are still right, only less well calibrated.
+A calibration is fitted offline (`manage.py calibrate`) and switched on in the admin; serving reads the active
+ones through a cache the process's refresh thread reads every `CALIBRATION_CACHE_SECONDS` while requests use it
+(`serving.refresher`; dropped at once in this process when one is saved: `audit.signals`), so a request never
+queries the database, and none is made with `OPENJEV_CALIBRATION=off`. A database that cannot be read keeps the
+calibrations last read; a process that has read none yet waits for them at most
+`serving.refreshed.REQUEST_WAIT_SECONDS` (not at all while the database is known down) and then serves
+uncalibrated answers rather than failing the request: the answers are still right, only less well calibrated.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from django.conf import settings
-from django.db import connections
 
 from audit.callers import Caller
+from audit.database import refreshed
 from audit.models import Calibration
 from inference.runner import Outcome
 from inference.scoring import Answer
 from inference.vector_scaling import Calibrator, answer_calibrate, question_key
-from serving.ttlcache import TtlCache
-
-log = logging.getLogger(__name__)
+from serving.refreshed import Unavailable
 
 CALIBRATION_CACHE_SECONDS = 5.0
+CALIBRATION_IDLE_SECONDS = 300.0
+"""Unread for this long, the calibrations leave the cache: an idle process makes no queries."""
 CLASSIFIER_KEY_PREFIX = "classifier:"
 CALIBRATED_HEADER = "x-openjev-calibrated"
 
@@ -48,9 +48,6 @@ class _Active:
         return {
             key: found for key, found in self.calibrators.items() if key not in self.scopes or label in self.scopes[key]
         }
-
-
-_cache: TtlCache[str, _Active] = TtlCache(seconds=CALIBRATION_CACHE_SECONDS, max_entries=1)
 
 
 @dataclass(frozen=True)
@@ -76,35 +73,32 @@ def calibrator_of(*, row: Calibration) -> Calibrator:
 
 
 def _active_fetch() -> _Active:
-    """Every active calibration (in a worker thread that closes its connection)."""
-    try:
-        rows = list(Calibration.objects.filter(active=True))
-    finally:
-        connections.close_all()
+    """Every active calibration (on the refresh thread)."""
+    rows = list(Calibration.objects.filter(active=True))
     return _Active(
         calibrators={row.key: calibrator_of(row=row) for row in rows},
         scopes={row.key: frozenset(row.applies_to) for row in rows if row.applies_to},
     )
 
 
-def _active_load() -> _Active:
-    return _cache.load(_ALL, _active_fetch)
+_cache = refreshed(
+    name="calibrations",
+    fetch=lambda keys: {key: _active_fetch() for key in keys},
+    every=CALIBRATION_CACHE_SECONDS,
+    idle=CALIBRATION_IDLE_SECONDS,
+)
 
 
 async def calibrating_get(*, caller: Caller | None, classifier: str | None = None) -> Calibrating:
     """What this request applies: the active calibrations that apply to its caller (a calibration limited to
-    some API keys changes only their answers), nothing when calibration is off or the database cannot be read."""
+    some API keys changes only their answers), nothing when calibration is off or none could be read yet."""
     if not settings.OPENJEV.calibration:
         return Calibrating(calibrators={})
-    label = caller.label if caller is not None else ""
-    cached = _cache.get(_ALL)
-    if cached is not None:
-        return Calibrating(calibrators=cached.value.for_caller(label=label), classifier=classifier)
     try:
-        active = await asyncio.to_thread(_active_load)
-    except Exception:
-        log.warning("could not read calibrations; serving uncalibrated answers", exc_info=True)
+        active = await _cache.load(_ALL)
+    except Unavailable:  # logged once per outage by the refresh thread
         return Calibrating(calibrators={})
+    label = caller.label if caller is not None else ""
     return Calibrating(calibrators=active.for_caller(label=label), classifier=classifier)
 
 

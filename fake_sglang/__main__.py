@@ -1,4 +1,4 @@
-"""`python -m fake_sglang --port 30000 [--delay 0] [--tokenizer DIR]`: the fake served standalone, for
+"""`python -m fake_sglang --port 30000 [--delay 0] [--batch-delay S] [--tokenizer DIR]`: the fake served standalone, for
 benchmarks."""
 
 from __future__ import annotations
@@ -18,6 +18,12 @@ def _parse_args(argv: Iterable[str] | None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=30000)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before answering /generate")
+    parser.add_argument(
+        "--batch-delay",
+        type=float,
+        default=None,
+        help="seconds a batched /generate call (a list of prompts) waits, when it differs from --delay",
+    )
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE)
     parser.add_argument("--context-length", type=int, default=32768)
@@ -35,6 +41,7 @@ def main(argv: Iterable[str] | None = None) -> None:
         host=args.host,
         port=args.port,
         delay=args.delay,
+        batch_delay=args.batch_delay,
         api_key=args.api_key,
         keep_records=False,
         vocab_size=args.vocab_size,

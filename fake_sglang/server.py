@@ -36,7 +36,10 @@ from fake_sglang.threaded import ThreadedServer
 class FakeSGLang(ThreadedServer):
     """The fake server: an ASGI app run by uvicorn in a background thread on 127.0.0.1.
 
-    Controls (plain attributes, settable while it runs): ``delay``, ``fail_status``, ``fail_after``,
+    Controls (plain attributes, settable while it runs): ``delay`` (seconds each /generate call waits, abortable,
+    burning no CPU: a GPU's service time), ``batch_delay`` (the wait of a batched call, a list of prompts, when it
+    differs: SGLang's warm-up of a prefix and its batch of branches take different times; None: ``delay``),
+    ``fail_status``, ``fail_after``,
     ``malformed``, ``healthy``, ``api_key``, ``report_cached_tokens``, ``logprob_fn``, ``clamp_token_ids``,
     ``vision`` (the image markers; None: a text-only model, which refuses image_data), ``image_tokens``,
     ``tokenizer`` (tokenizes `text` prompts, `fake_sglang/text.py`; None, the default, refuses them).
@@ -56,6 +59,7 @@ class FakeSGLang(ThreadedServer):
         context_length: int = 32768,
         api_key: str | None = None,
         delay: float = 0.0,
+        batch_delay: float | None = None,
         cache_capacity_tokens: int = 2_000_000,
         keep_alive_s: float = 75.0,
         keep_records: bool = True,
@@ -71,6 +75,7 @@ class FakeSGLang(ThreadedServer):
         self.cache = PrefixCache(cache_capacity_tokens)
         self._initial_api_key = api_key
         self._initial_delay = delay
+        self._initial_batch_delay = batch_delay
         self._routes = self._route_table()
         self._lock = threading.Lock()
         self._by_rid: dict[str, Call] = {}
@@ -88,6 +93,7 @@ class FakeSGLang(ThreadedServer):
     def _reset_controls(self) -> None:
         self.api_key: str | None = self._initial_api_key
         self.delay: float = self._initial_delay
+        self.batch_delay: float | None = self._initial_batch_delay
         self.fail_status: int | None = None
         self.fail_after: int | None = None
         self.malformed: Malformed | None = None
@@ -297,7 +303,7 @@ class FakeSGLang(ThreadedServer):
         if self.keep_records:
             with self._lock:
                 self.item_images += [(item.rid, item.images) for item in items]
-        results = await self._run_items(items, receive)
+        results = await self._run_items(items, receive, self._service_time(batched=batched))
         return answer_encode(results if batched else results[0], self.malformed)
 
     def _injected_failure(self, index: int) -> int | None:
@@ -305,8 +311,12 @@ class FakeSGLang(ThreadedServer):
             return (self.fail_status or 500) if index >= self.fail_after else None
         return self.fail_status
 
-    async def _run_items(self, items: list[Item], receive: ASGIReceive) -> list[dict[str, Any]]:
-        """Match the prefix cache, wait (abortable), then compute and cache each prompt like one SGLang batch."""
+    def _service_time(self, *, batched: bool) -> float:
+        return self.batch_delay if batched and self.batch_delay is not None else self.delay
+
+    async def _run_items(self, items: list[Item], receive: ASGIReceive, delay: float) -> list[dict[str, Any]]:
+        """Match the prefix cache, wait `delay` (abortable), then compute and cache each prompt like one SGLang
+        batch."""
         started = time.monotonic()
         outcomes = [Outcome(cached=self.cache.match(item.ids)) for item in items]
         call = Call(rids=[item.rid for item in items])
@@ -314,8 +324,8 @@ class FakeSGLang(ThreadedServer):
             self._by_rid[rid] = call
         self.waiting_calls += 1
         try:
-            if self.delay > 0:
-                await self._wait(call, receive, self.delay)
+            if delay > 0:
+                await self._wait(call, receive, delay)
         finally:
             self.waiting_calls -= 1
             for rid in call.rids:

@@ -26,6 +26,11 @@ log = logging.getLogger(__name__)
 
 Encode = Callable[[str], list[int]]
 
+LONG_PIECE_CHARACTERS = 262_144
+"""Text between added tokens longer than this goes to HF `tokenizers` instead: tiktoken's split pattern overflows
+its regex's stack (a Rust panic, which Python cannot catch as an Exception) on a run of whitespace near a million
+characters, which a two-megabyte body can send; HF reads it, in about a second."""
+
 PROBES = (
     "Hello, world! It's a test: 12345 apples; naïve café, 東京, emoji 👍🏽 and\ttabs\n\nnew  lines   ",
     "<|im_start|>user\nIs this a refund request?<|im_end|>\n<|im_start|>assistant\n",
@@ -143,6 +148,8 @@ def tiktoken_encoder_build(*, spec: dict[str, Any], reference: Encode) -> Encode
         return ids
 
     def _ordinary(piece: str) -> list[int]:
+        if len(piece) > LONG_PIECE_CHARACTERS:
+            return reference(piece)
         return encoding.encode_ordinary(unicodedata.normalize("NFC", piece) if nfc else piece)
 
     for probe in PROBES:

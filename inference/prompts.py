@@ -24,6 +24,7 @@ from inference.labels import ANSWER_CUE, Label, Labels
 from inference.lru import SizedLRU, ids_cost
 from inference.questions import Identity, Question, image_key
 from inference.requests import Message, conversation_of_text
+from inference.token_bound import OverBudget, tokens_within
 from inference.tokenizer import Tokenizer
 from inference.vision import PLACEHOLDER, Vision, images_refused, placeholders_check
 
@@ -219,13 +220,19 @@ def _block_ids(
     question: Question,
     labels: Labels,
     order: tuple[int, ...] | None,
+    budget: Budget,
 ) -> tuple[int, ...]:
     """The tokens of a question block, cached by the question's identity (not its text: building the
-    text of 64 blocks per request, only to look their tokens up, was a tenth of the compile's CPU)."""
+    text of 64 blocks per request, only to look their tokens up, was a tenth of the compile's CPU); a block alone
+    over the per-question budget is refused from a bounded part of it (`inference.token_bound`)."""
     key = (question.identity, order, labels.texts)
     ids = cache.get(key)
     if ids is None:
-        ids = tuple(tokenizer.encode(question_text(question=question, labels=labels.items, order=order)))
+        text = question_text(question=question, labels=labels.items, order=order)
+        found = tokens_within(tokenizer=tokenizer, text=text, limit=budget.max_input_tokens)
+        if isinstance(found, OverBudget):
+            raise _over_budget(("questions", question.id), what="this question", over=found, budget=budget)
+        ids = found
         cache.put(key, ids)
     return ids
 
@@ -255,7 +262,10 @@ def plan_compile(
         raise images_refused(state=bool(images), questions=asking)
     prefix, ending = prompt_split(tokenizer=tokenizer, conversation=conversation, vision=vision)
     _characters_check(prefix=prefix, budget=budget)
-    prefix_ids = tuple(tokenizer.encode(prefix))
+    found = tokens_within(tokenizer=tokenizer, text=prefix, limit=budget.max_input_tokens)
+    if isinstance(found, OverBudget):
+        raise _over_budget(("state",), what="the state", over=found, budget=budget)
+    prefix_ids = found
     cache = _token_cache(tokenizer)
     ending_ids = _text_ids(cache=cache, tokenizer=tokenizer, text=ending + ANSWER_CUE)
     label_ids: dict[int, tuple[int, ...]] = {}
@@ -276,7 +286,9 @@ def plan_compile(
         branches += [
             Branch(
                 question=q,
-                suffix_ids=_block_ids(cache=cache, tokenizer=tokenizer, question=q, labels=labels, order=order)
+                suffix_ids=_block_ids(
+                    cache=cache, tokenizer=tokenizer, question=q, labels=labels, order=order, budget=budget
+                )
                 + ending_ids,
                 label_ids=labels_of(len(q.options)),
                 order=order,
@@ -319,6 +331,19 @@ def _characters_check(*, prefix: str, budget: Budget) -> None:
                 )
             ]
         )
+
+
+def _over_budget(loc: tuple[str, ...], *, what: str, over: OverBudget, budget: Budget) -> RequestInvalid:
+    return RequestInvalid(
+        [
+            Problem(
+                loc,
+                f"{what} is over the limit of {budget.max_input_tokens} tokens per question: its first "
+                f"{over.characters} characters alone are {over.tokens} tokens or more",
+                "token_limit",
+            )
+        ]
+    )
 
 
 def _budget_check(*, plan: Plan, budget: Budget) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from api.plumbing.formats import route_of_path
 
-API_PREFIXES = ("/v1/", "/health", "/metrics")
+API_PREFIXES = ("/v1/", "/v1beta/", "/health", "/metrics")
 
 
 def path_is_api(scope: Any, *, script_name: str | None = None) -> bool:

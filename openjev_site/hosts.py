@@ -17,13 +17,24 @@ from openjev_site.api_handler import path_unprefixed
 from serving.hosts import HOST_FREE_PATHS, host_allowed, scope_host
 
 HOST_REFUSED = "the Host header names a host this server does not answer for (OPENJEV_ALLOWED_HOSTS)"
+HOSTS_MANY = "the request has more than one Host header (RFC 9112 makes that a 400)"
+
+
+def scope_host_refusal(*, scope: Scope) -> str | None:
+    """Why the request's host is refused, or None: more than one Host header anywhere (Django would join them
+    into a host no rule matches, and raise DisallowedHost, a 500, wherever a view asked for the host), else a host
+    `ALLOWED_HOSTS` does not name, except on the paths the health checks answer on any host."""
+    if sum(1 for name, _ in scope.get("headers", ()) if name == b"host") > 1:
+        return HOSTS_MANY
+    if path_unprefixed(scope, script_name=settings.FORCE_SCRIPT_NAME) in HOST_FREE_PATHS:
+        return None
+    if host_allowed(host=scope_host(headers=scope.get("headers", ()), server=scope.get("server"))):
+        return None
+    return HOST_REFUSED
 
 
 def scope_host_allowed(*, scope: Scope) -> bool:
-    """Whether the request's host is allowed, or its path is one the health checks answer on any host."""
-    if path_unprefixed(scope, script_name=settings.FORCE_SCRIPT_NAME) in HOST_FREE_PATHS:
-        return True
-    return host_allowed(host=scope_host(headers=scope.get("headers", ()), server=scope.get("server")))
+    return scope_host_refusal(scope=scope) is None
 
 
 class HostCheck:
@@ -33,7 +44,8 @@ class HostCheck:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not scope_host_allowed(scope=scope):
-            await error_response_send(send, 400, "invalid_host", HOST_REFUSED, scope=scope)
+        refusal = scope_host_refusal(scope=scope) if scope["type"] == "http" else None
+        if refusal is not None:
+            await error_response_send(send, 400, "invalid_host", refusal, scope=scope)
             return
         await self.app(scope, receive, send)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import dj_database_url
-
 from openjev_site.channel_layers import channel_layers_config
 from openjev_site.csp import site_policy
+from openjev_site.databases import databases_config
 from serving.config import BASE_DIR, config_from_env
 
 OPENJEV = config_from_env()
@@ -35,6 +34,8 @@ INSTALLED_APPS = [
     "axes",
     "audit.apps.AuditConfig",  # label `evaluations`: the stored record
     "calibration.apps.CalibrationConfig",
+    "django_tasks_db",
+    "batches.apps.BatchesConfig",
     "api.apps.ApiConfig",  # last: its admin module gives every registered model admin the input check
 ]
 
@@ -65,6 +66,16 @@ AXES_CLIENT_IP_CALLABLE = "serving.addresses.request_client_address"
 
 SECURE_CSP = site_policy(templates=BASE_DIR / "templates")
 
+# Behind TLS (OPENJEV_HTTPS, which needs OPENJEV_TRUSTED_PROXIES: the scheme is a trusted proxy's
+# X-Forwarded-Proto, `serving.addresses`), the admin's cookies go over https only, the admin and the docs redirect
+# http to https, and their https answers tell browsers to use https for a year (HSTS: Django's SecurityMiddleware,
+# which the API's lean handler does not run; the health checks and the metrics, probed by address over http, are
+# never redirected). Preloading (W021) is the domain owner's decision, not this service's: it is left off.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT = OPENJEV.https
+SECURE_REDIRECT_EXEMPT = [r"^health$", r"^health/live$", r"^metrics$"]
+SECURE_HSTS_SECONDS = 365 * 24 * 3600 if OPENJEV.https else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = OPENJEV.https
+
 ROOT_URLCONF = "openjev_site.urls"
 ASGI_APPLICATION = "openjev_site.asgi.application"
 CHANNEL_LAYERS = channel_layers_config(url=OPENJEV.channel_layer_url)
@@ -88,18 +99,28 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": dj_database_url.parse(OPENJEV.database_url, conn_max_age=0)}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # WAL lets readers (the admin) run beside the writer; IMMEDIATE transactions and a busy
-    # timeout make concurrent writers wait their turn instead of failing with "database is locked".
-    DATABASES["default"]["OPTIONS"] = {
-        "transaction_mode": "IMMEDIATE",
-        "timeout": 20,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-    }
-    # Tests use a file too (not Django's in-memory default), so the storage writer thread, the admin
-    # and the API see one WAL database exactly as in production.
-    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "test-db.sqlite3")}
+DATABASES = databases_config(url=OPENJEV.database_url, timeout=OPENJEV.database_timeout)
+
+# Background work (batch jobs) through Django's tasks API, on the engine OPENJEV_TASK_ENGINE names: a database
+# queue (django-tasks-db, worked by `serve` or `manage.py db_worker`) or Celery on Redis (`celery -A openjev_site
+# worker`, openjev_site/celery.py), acknowledged late so a killed worker's task is delivered again.
+TASKS = {
+    "default": {"BACKEND": "django_tasks_db.DatabaseBackend"}
+    if OPENJEV.task_engine == "database"
+    else {"BACKEND": "django_tasks_celery.CeleryBackend", "OPTIONS": {"CELERY_APP": "openjev_site.celery.app"}}
+}
+CELERY_BROKER_URL = OPENJEV.celery_broker_url or OPENJEV.redis_url
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# An unacknowledged task (its worker killed) is delivered again after the lease, when its lines are free too.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": OPENJEV.batch_lease_seconds}
+# Batch tasks return nothing: their state is the batch's rows, so Celery keeps no results (and says so twice).
+SILENCED_SYSTEM_CHECKS = [
+    "django_tasks_celery.W001",
+    "django_tasks_celery.W002",
+    "security.W021",  # HSTS preloading: the domain owner's decision (see OPENJEV_HTTPS above)
+]
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [

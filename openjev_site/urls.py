@@ -4,7 +4,7 @@ from importlib import import_module
 
 from django.conf import settings
 from django.contrib import admin
-from django.urls import URLPattern, URLResolver, path
+from django.urls import URLPattern, URLResolver, include, path
 from django.utils.module_loading import module_has_submodule
 
 from api import metrics, views
@@ -28,6 +28,7 @@ def _format_routes(package: str) -> list[URLPattern | URLResolver]:
 urlpatterns = [
     # Each wire format's own routes (settings.API_WIRE_FORMATS), then the routes every format shares.
     *(route for package in settings.API_WIRE_FORMATS for route in _format_routes(package)),
+    path("", include("api.batches.urls")),
     path("v1/feedback", views.FeedbackView.as_view(), name="feedback"),
     path("v1/models", views.ModelsView.as_view(), name="models"),
     path("v1/models/<path:model_id>", views.ModelView.as_view(), name="model"),

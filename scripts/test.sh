@@ -79,7 +79,7 @@ browser_ensure
 prometheus_ensure
 postgres_ensure
 echo "== mypy"
-.venv/bin/mypy inference api audit calibration openjev_site serving fake_sglang testbed tests bench
+.venv/bin/mypy inference api audit calibration batches openjev_site serving fake_sglang testbed tests bench
 echo "== pytest (SQLite)"
 .venv/bin/python -m pytest -p no:cacheprovider "$@"
 echo "== pytest (PostgreSQL: database tests)"

@@ -269,6 +269,18 @@ class OpenJevConfig:
         default="full", parse=_choice("full", "metadata", "off"), rule="full, metadata or off"
     )
     database_url: str = setting_text(default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
+    database_timeout: float = setting_seconds(default=5.0)
+    """Seconds the service's own statements may run (PostgreSQL's `statement_timeout` on its background threads)
+    and a SQLite connection waits for the database's lock (its busy timeout); connecting to PostgreSQL gets a
+    third of it, at least 2 s (`openjev_site.databases`)."""
+    spool_dir: Path = setting(default=BASE_DIR / ".cache" / "spool", parse=Path)
+    """Where answered evaluations are made durable before their answer leaves (`audit.storage.spool`): a local disk."""
+    spool_max_bytes: int = setting_count(default=1024 * 1024 * 1024)
+    """Bytes the spool may hold while the database is away."""
+    spool_full: Literal["refuse", "answer"] = setting(
+        default="refuse", parse=_choice("refuse", "answer"), rule="refuse or answer"
+    )
+    """A full spool: `refuse` new evaluations (503), or `answer` them unstored (counted)."""
     debug: bool = setting(default=False, parse=_bool, rule="true or false")
     secret_key: str = setting_text(default=DEFAULT_SECRET_KEY)
     allowed_hosts: tuple[str, ...] = setting(
@@ -381,10 +393,44 @@ class OpenJevConfig:
     )
     """Peers whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed (`serving.addresses`); none by default,
     loopback included: the client address is then always the connecting peer's."""
+    https: bool = setting(default=False, parse=_bool, rule="true or false")
+    """`true`: the service is reached over https only, TLS ended at a trusted proxy: the admin's cookies are
+    `Secure`, the admin and the docs redirect http to https and send HSTS (`openjev_site.settings`)."""
+
+    task_engine: Literal["database", "celery"] = setting(
+        default="database", parse=_choice("database", "celery"), rule="database or celery"
+    )
+    """Where batch work is queued (Django's tasks API): `database` (django-tasks-db; `serve` runs a worker beside
+    the API) or `celery` (Celery workers on `OPENJEV_CELERY_BROKER_URL`, any number, on any machine)."""
+    celery_broker_url: str | None = setting(parse=str, check=_redis, rule=REDIS_RULE)
+    """`redis://...`: the Celery broker of `OPENJEV_TASK_ENGINE=celery`; unset: `OPENJEV_REDIS_URL`."""
+    batch_worker: bool = setting(default=True, parse=lambda raw: _choice("on", "off")(raw) == "on", rule="on or off")
+    """With the `database` engine, `serve` runs a batch worker beside the API (`off`: run `manage.py batch_worker`)."""
+    batch_max_lines: int = setting_count(default=50_000)
+    """Lines one batch input file may hold (OpenAI's limit)."""
+    batch_max_file_bytes: int = setting_count(default=200 * 1024 * 1024)
+    """Bytes one uploaded batch input file may have (OpenAI's limit: 200 MB)."""
+    batch_concurrency: int = setting_count(default=16)
+    """Lines one batch worker evaluates at once: the share of backend concurrency batches take, so interactive
+    requests keep the rest (`OPENJEV_MAX_CONCURRENT_BRANCHES`); at most `OPENJEV_MAX_CONCURRENT_REQUESTS`."""
+    batch_priority: int | None = setting(parse=int, rule="an integer")
+    """SGLang `priority` of batch lines' backend calls, every other call then sending 0 (SGLang with
+    `--enable-priority-scheduling`, where a lower value is served later by default); unset: none."""
+    batch_chunk_lines: int = setting_count(default=1000)
+    """Lines one batch task answers before it ends (more tasks spread a batch over more workers)."""
+    batch_lease_seconds: float = setting_seconds(default=300.0)
+    """How long a worker's claim on lines holds: a worker killed mid-chunk leaves its lines to others after it."""
+    batch_retention_days: int = setting_count(default=30)
+    """Days a batch and its files are kept after the batch ends (`manage.py prune_batches` deletes the rest)."""
 
     @property
     def auth_required(self) -> bool:
         return bool(self.api_key) or self.require_api_key
+
+    @property
+    def batch_max_line_bytes(self) -> int:
+        """A batch line's size limit: a body the route takes (`OPENJEV_MAX_BODY_BYTES`) and 64 KiB of envelope."""
+        return self.max_body_bytes + 65_536
 
     @property
     def language_model_names(self) -> frozenset[str]:
@@ -470,6 +516,17 @@ def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
         )
     if config.max_input_tokens > config.max_total_input_tokens:
         raise ConfigError("OPENJEV_MAX_INPUT_TOKENS must not exceed OPENJEV_MAX_TOTAL_INPUT_TOKENS")
+    if config.https and not config.trusted_proxies:
+        raise ConfigError(
+            "OPENJEV_HTTPS=true needs OPENJEV_TRUSTED_PROXIES: the https scheme is the proxy's X-Forwarded-Proto"
+        )
+    if config.batch_concurrency > config.max_concurrent_requests:
+        raise ConfigError(
+            "OPENJEV_BATCH_CONCURRENCY must not exceed OPENJEV_MAX_CONCURRENT_REQUESTS: a batch worker admits that "
+            "many evaluations at once, as the API does (raise both on a machine that works batches alone)"
+        )
+    if config.task_engine == "celery" and not (config.celery_broker_url or config.redis_url):
+        raise ConfigError("OPENJEV_TASK_ENGINE=celery needs OPENJEV_CELERY_BROKER_URL (or OPENJEV_REDIS_URL)")
     return config
 
 

@@ -18,6 +18,7 @@ from inference.backends.base import Backend
 from inference.debias import Priors
 from inference.errors import BackendUnavailable, StartupError
 from inference.labels import labels_build
+from inference.priority import INTERACTIVE_PRIORITY
 from inference.prompts import Budget, content_free_prefix, prompt_ending
 from inference.runner import AdmissionGate, Evaluator
 from inference.scoring import Scoring
@@ -59,6 +60,7 @@ def backend_create(*, config: OpenJevConfig) -> Backend:
             branch_mode=config.branch_mode,
             max_in_flight=config.max_concurrent_branches,
             timeout=config.request_timeout,
+            priority=None if config.batch_priority is None else INTERACTIVE_PRIORITY,
         )
     from inference.backends.llamacpp import llamacpp_backend_create
 

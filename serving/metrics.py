@@ -121,8 +121,32 @@ storage_queue_depth = Gauge(
 storage_writes_total = Counter(
     "openjev_storage_writes_total",
     "Records handed to storage, by sink (evaluations, key-usage) and outcome: written; failed (the database "
-    "refused them); dropped (the queue was full). Failed and dropped records are lost.",
+    "refused them); dropped (the queue was full); unstored (answered while the spool could not take it, "
+    "OPENJEV_SPOOL_FULL=answer). Failed, dropped and unstored records are lost.",
     ["sink", "outcome"],
+)
+spool_evaluations = Gauge(
+    "openjev_spool_evaluations",
+    "Answered evaluations durable in the local spool on disk and not yet in the database (each worker's own spool).",
+    multiprocess_mode="livesum",
+)
+spool_bytes = Gauge(
+    "openjev_spool_bytes",
+    "Bytes those evaluations take in the spool (OPENJEV_SPOOL_MAX_BYTES is each worker's limit).",
+    multiprocess_mode="livesum",
+)
+spool_oldest_timestamp = Gauge(
+    "openjev_spool_oldest_timestamp_seconds",
+    "Unix time at which the oldest evaluation still waiting in a spool was answered (+Inf when none waits); "
+    "its age is time() minus this.",
+    multiprocess_mode="livemin",
+)
+cache_updated_timestamp = Gauge(
+    "openjev_cache_updated_timestamp_seconds",
+    "Unix time at which the oldest value a request-path cache serves was read from the database (+Inf while it "
+    "holds none), by cache (api_keys, calibrations, classifiers, batches); its age is time() minus this.",
+    ["cache"],
+    multiprocess_mode="livemin",
 )
 storage_batch_duration = Histogram(
     "openjev_storage_batch_duration_seconds",
@@ -146,7 +170,7 @@ OVERLOAD_REASONS = ("evaluations", "body_lane", "websockets")
 STORE_POLICIES = ("open", "closed")
 BACKEND_ERROR_KINDS = ("unavailable", "failed", "timeout")
 STORAGE_SINKS = ("evaluations", "key-usage")
-STORAGE_OUTCOMES = ("written", "failed", "dropped")
+STORAGE_OUTCOMES = ("written", "failed", "dropped", "unstored")
 
 
 def _series_at_zero() -> None:
@@ -172,10 +196,19 @@ _series_at_zero()
 class ScrapeCollector(Collector):
     """What a scrape reads from outside the request path: the build and the pool's workers (its state file)."""
 
-    def __init__(self, *, build: dict[str, str], workers: Callable[[], tuple[int, int, int] | None]) -> None:
+    def __init__(
+        self,
+        *,
+        build: dict[str, str],
+        workers: Callable[[], tuple[int, int, int] | None],
+        batches: Callable[[], tuple[dict[str, int], float] | None] | None = None,
+    ) -> None:
         self._build = build
         self._workers = workers
         """(up, configured, replaced) of the pool, or None when its state cannot be read."""
+        self._batches = batches
+        """(batch lines by state: waiting, completed, failed; seconds the oldest batch with lines waiting has
+        waited), read from the database (batch workers run in processes of their own), or None when it cannot say."""
 
     def collect(self) -> Iterator[Metric]:
         info = GaugeMetricFamily(
@@ -183,6 +216,22 @@ class ScrapeCollector(Collector):
         )
         info.add_metric([self._build[k] for k in sorted(self._build)], 1)
         yield info
+        queued = self._batches() if self._batches is not None else None
+        if queued is not None:
+            lines = GaugeMetricFamily(
+                "openjev_batch_lines",
+                "Lines of stored batches by state: waiting (of active batches, not answered yet), completed (a 2xx), "
+                "failed (any other status); a pruned batch's lines leave the counts.",
+                labels=["state"],
+            )
+            for line_state, count in sorted(queued[0].items()):
+                lines.add_metric([line_state], count)
+            yield lines
+            yield GaugeMetricFamily(
+                "openjev_batch_oldest_queued_seconds",
+                "Seconds since the oldest active batch with lines still to answer was created (0: none waits).",
+                value=queued[1],
+            )
         state = self._workers()
         if state is None:
             return

@@ -77,6 +77,10 @@ class _Uvicorn:
             forwarded_allow_ips="",
             http=http_protocol_with_header_timeout(seconds=options.header_timeout, body=options.header_timeout_body),
             ws_max_size=options.websocket_max_bytes,
+            # No permessage-deflate: a message then costs what was sent, as a body's compression is bounded by its
+            # size (`api.plumbing.content_encoding`); 2 KB of deflate were two megabytes of JSON to read (daphne's
+            # autobahn offers no compression unless asked).
+            ws_per_message_deflate=False,
         )
         self._server = uvicorn.Server(config)
         self._options = options

@@ -105,6 +105,20 @@ def _rate_limit_outage_forgotten() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _database_outage_forgotten() -> Iterator[None]:
+    """Each test starts with the database taken as up and the request path's caches empty (`audit.database`): a
+    test that simulated an outage must not leave the next one's cache reads refused, or its writes put off, and
+    no cache a test filled is refreshed from the database during the next one."""
+    from audit.database import database_outage, refresher
+
+    database_outage.forget()
+    refresher.forget()
+    yield
+    database_outage.forget()
+    refresher.forget()
+
+
+@pytest.fixture(autouse=True)
 def _storage_off_without_database(request: pytest.FixtureRequest, settings) -> None:
     """Tests that may not touch the database run with evaluation storage and calibration off (storage and
     calibration tests opt in), so no request of theirs reads or writes a table."""

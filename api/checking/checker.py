@@ -8,17 +8,21 @@ a user message, splitting the state's strings at the `assets` placeholders.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import ahocorasick
 
 from api.checking.images import ImageLimits, image_of_url, images_refused, is_image_url
 from api.checking.json_body import Loc, json_kind
+from api.checking.limits import messages_over
 from inference.errors import Problem, value_quoted
 from inference.images import Image, ImageMeta
 from inference.questions import text_render
 from inference.requests import ROLES, Message, Part, Role, conversation_of_text
+
+UNKNOWN_KEYS_NAMED = 50
+"""Unknown keys of one object named one problem each (as many as an answer lists); the rest counted in one more."""
 
 
 def is_text(value: Any) -> bool:
@@ -54,6 +58,18 @@ class Checker:
             self.images_refused = True
             self.problems.append(images_refused(loc=loc, limits=self.image_limits))
         return False
+
+    def unknown_keys(
+        self, item: dict[str, Any], allowed: set[str], loc: Loc, *, message: Callable[[str], str], type_: str
+    ) -> None:
+        """A problem for each key of `item` that `allowed` lacks, the first `UNKNOWN_KEYS_NAMED` by name and the rest
+        counted in one more: 150,000 unknown fields were 150,000 problems, a second of CPU (the objects, and the
+        garbage collector's passes over them) to answer with fifty."""
+        unknown = [key for key in item if key not in allowed]
+        for key in unknown[:UNKNOWN_KEYS_NAMED]:
+            self.add((*loc, key), message(key), type_)
+        if len(unknown) > UNKNOWN_KEYS_NAMED:
+            self.add(loc, f"and {len(unknown) - UNKNOWN_KEYS_NAMED} more unknown fields", type_)
 
     def count(self, items: dict[str, Any] | list[Any], loc: Loc, *, limit: int, what: str) -> bool:
         """Whether `items` holds 2 to `limit` entries (a problem is added when not)."""
@@ -132,6 +148,10 @@ def conversation_check(check: Checker, state: Any) -> tuple[Message, ...]:
     else:
         candidate, loc = state, ("state",)
     if isinstance(candidate, list) and candidate and all(isinstance(m, dict) and "role" in m for m in candidate):
+        over = messages_over(count=len(candidate))
+        if over is not None:
+            check.add(loc, over, "token_limit")
+            return ()
         messages = [_message_check(check, message, (*loc, i)) for i, message in enumerate(candidate)]
         return tuple(m for m in messages if m is not None)
     images: list[Part] = []

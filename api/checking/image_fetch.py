@@ -27,7 +27,10 @@ a client's URL. What protects the network the service runs in:
   and abandoned as soon as it holds more than the limit (at most the limit + 1 bytes kept).
 - **Bounded time.** All the fetches of one request run under one deadline, `OPENJEV_IMAGE_FETCH_TIMEOUT` (10 s by
   default): resolution, connection, TLS, headers and body together. At most `max_images` URLs (each counted
-  against the request's limit at parsing), `CONCURRENCY` at a time; the same URL twice is fetched once.
+  against the request's limit at parsing), `CONCURRENCY` at a time; the same URL twice is fetched once. At most
+  `PROCESS_CONCURRENCY` fetches run at once in the whole process, whatever the requests: a request whose images
+  find no room before its deadline is a 529 (the server is busy; retry), not a 400 blamed on its URLs. 150
+  requests of four slow URLs each held 529 TLS connections open before this cap.
 - **Checked bytes.** The body must be an image in an accepted format (magic bytes, `api.checking.images`); it then
   counts against the per-request image bytes like any other image.
 
@@ -45,6 +48,7 @@ import functools
 import ipaddress
 import socket
 import ssl
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -54,7 +58,7 @@ from django.conf import settings
 
 from api.checking.images import Hosted, ImageLimits, hosted_of, image_of_bytes, images_total_check, is_hosted
 from api.checking.json_body import Loc
-from inference.errors import Problem, RequestInvalid, value_quoted
+from inference.errors import Overloaded, Problem, RequestInvalid, value_quoted
 from inference.images import Image
 from inference.requests import EvaluationRequest
 
@@ -63,6 +67,8 @@ Resolve = Callable[[str, int], Awaitable[Sequence[str]]]
 """(host, port) -> the addresses the host resolves to, as text."""
 CONCURRENCY = 4
 """Fetches of one request at once."""
+PROCESS_CONCURRENCY = 32
+"""Fetches of all requests at once in one process (one connection each)."""
 RESOLVER_THREADS = 4
 USER_AGENT = "openjev-image-fetch"
 ACCEPT = "image/png, image/jpeg, image/webp"
@@ -71,6 +77,22 @@ _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _resolver = ThreadPoolExecutor(max_workers=RESOLVER_THREADS, thread_name_prefix="image-dns")
 """Name resolution blocks a thread until the resolver gives up; a pool of its own keeps a slow DNS from taking the
 default executor's threads (the prompt compiler's)."""
+
+
+_process_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def process_slots() -> asyncio.Semaphore:
+    """The process's `PROCESS_CONCURRENCY` fetch slots (one set per event loop: a semaphore belongs to one)."""
+    loop = asyncio.get_running_loop()
+    slots = _process_slots.get(loop)
+    if slots is None:
+        slots = _process_slots[loop] = asyncio.Semaphore(PROCESS_CONCURRENCY)
+    return slots
+
+
+class FetchesFull(Overloaded):
+    """The process was fetching `PROCESS_CONCURRENCY` images until this request's deadline: a 529."""
 
 
 def address_public(address: IPAddress) -> bool:
@@ -222,13 +244,19 @@ async def _get(*, hosted: Hosted, address: IPAddress, fetcher: Fetcher) -> bytes
 async def hosted_images_fetch(
     *, hosted: Sequence[tuple[Image, Loc]], fetcher: Fetcher
 ) -> tuple[dict[str, Image], list[Problem]]:
-    """Every distinct URL fetched, `fetcher.concurrency` at a time, all within `fetcher.timeout`: the images by URL,
-    and the problem of each that failed, at every place it stands."""
-    limit = asyncio.Semaphore(fetcher.concurrency)
+    """Every distinct URL fetched, `fetcher.concurrency` at a time and in one of the process's slots, all within
+    `fetcher.timeout`: the images by URL, and the problem of each that failed, at every place it stands; FetchesFull
+    (529) when one never found a slot before the deadline."""
+    limit, slots = asyncio.Semaphore(fetcher.concurrency), process_slots()
+    waiting: set[str] = set()
+    """URLs whose turn in the request came, waiting for a slot of the process."""
 
     async def one(url: str) -> Image:
         async with limit:
-            return await image_fetch(url=url, fetcher=fetcher)
+            waiting.add(url)
+            async with slots:
+                waiting.discard(url)
+                return await image_fetch(url=url, fetcher=fetcher)
 
     tasks = {url: asyncio.ensure_future(one(url)) for url in dict.fromkeys(image.url for image, _ in hosted)}
     if not tasks:
@@ -240,6 +268,10 @@ async def hosted_images_fetch(
             task.cancel()
     if pending:
         await asyncio.wait(pending)
+    if waiting:
+        raise FetchesFull(
+            f"the service is fetching as many images as it may at once ({PROCESS_CONCURRENCY}); retry shortly"
+        )
     fetched: dict[str, Image] = {}
     failed: dict[str, FetchFailed] = {}
     for url, task in tasks.items():

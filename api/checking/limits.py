@@ -37,3 +37,21 @@ def limits_configured(*, max_questions: int | None = None, max_levels: int | Non
         ),
         max_levels=max_levels,
     )
+
+
+def messages_max() -> int:
+    """The most messages (or input items) a conversation may hold: as many as the input budget has tokens, since
+    every chat template spends at least one token on each message, so refusing more is refusing what cannot fit
+    before reading any of them (60,000 one-character messages were 2.4 CPU-s of checking and rendering first)."""
+    return int(settings.OPENJEV.max_input_tokens)
+
+
+def messages_over(*, count: int) -> str | None:
+    """Why a conversation of `count` messages is refused before they are read, or None."""
+    limit = messages_max()
+    if count <= limit:
+        return None
+    return (
+        f"the conversation has {count} messages, more than the {limit} tokens of the input budget can hold "
+        "(each message takes at least one)"
+    )

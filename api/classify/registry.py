@@ -1,34 +1,35 @@
-"""Classifiers as the API serves them: built from rows, validated, read through a short cache.
+"""Classifiers as the API serves them: built from rows, validated, read through a cache refreshed off the
+request path.
 
-Classifiers are read through a small in-process cache (`CLASSIFIER_CACHE_SECONDS`): the hot path
-makes at most one database query every few seconds, and a save in the admin drops the cache at once
-in that process (`audit.signals`; other processes see it within `CLASSIFIER_CACHE_SECONDS`).
-The query runs in a worker thread that closes its connection afterwards, as API key look-ups do: the
-lean API handler has no per-request connection cleanup, and no thread may keep a connection open
-between look-ups (PostgreSQL could not drop a test database, and idle connections add up across workers).
+Classifiers are read by the process's refresh thread every `CLASSIFIER_CACHE_SECONDS` while requests use them
+(`serving.refresher`), so a request never queries the database; a save in the admin drops the cache at once in
+that process (`audit.signals`; other processes see it within `CLASSIFIER_CACHE_SECONDS`). A database that cannot
+be read keeps the classifiers last read; a process that has read none yet waits for them at most
+`serving.refreshed.REQUEST_WAIT_SECONDS` (not at all while the database is known down), then answers 503.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import connections
 
 from api.errors import ApiError
+from audit.database import refreshed
 from audit.models import Classifier
 from inference.errors import value_quoted
 from inference.questions import Question, QuestionType, question_build
 from serving.config import language_model_named
-from serving.ttlcache import TtlCache
+from serving.refreshed import Unavailable
 
 log = logging.getLogger(__name__)
 
 CLASSIFIER_CACHE_SECONDS = 5.0
+CLASSIFIER_IDLE_SECONDS = 300.0
+"""Unread for this long, the classifiers leave the cache: an idle process makes no queries."""
 NOUL_LABELS = ("true", "false")
 CLASSIFIER_TYPES: tuple[QuestionType, ...] = ("choice", "noul", "score")
 
@@ -150,7 +151,6 @@ def classifier_spec_of(*, row: Classifier) -> ClassifierSpec:
 
 
 _ALL = "all"
-_cache: TtlCache[str, dict[str, ClassifierSpec]] = TtlCache(seconds=CLASSIFIER_CACHE_SECONDS, max_entries=1)
 
 
 def classifier_cache_forget() -> None:
@@ -159,13 +159,9 @@ def classifier_cache_forget() -> None:
 
 
 def _classifiers_fetch() -> dict[str, ClassifierSpec]:
-    """Every classifier with its labels (sync ORM, in a worker thread that closes its connection)."""
-    try:
-        rows = list(Classifier.objects.prefetch_related("labels"))
-    finally:
-        connections.close_all()
+    """Every classifier with its labels (on the refresh thread)."""
     found = {}
-    for row in rows:
+    for row in Classifier.objects.prefetch_related("labels"):
         spec = classifier_spec_of(row=row)
         if spec.problem:
             log.warning("classifier %r cannot be served: %s", row.name, spec.problem)
@@ -173,16 +169,17 @@ def _classifiers_fetch() -> dict[str, ClassifierSpec]:
     return found
 
 
-def _classifiers_load() -> dict[str, ClassifierSpec]:
-    return _cache.load(_ALL, _classifiers_fetch)
+_cache = refreshed(
+    name="classifiers",
+    fetch=lambda keys: {key: _classifiers_fetch() for key in keys},  # looked up at each call: tests replace it
+    every=CLASSIFIER_CACHE_SECONDS,
+    idle=CLASSIFIER_IDLE_SECONDS,
+)
 
 
 async def classifiers_get() -> dict[str, ClassifierSpec]:
-    """Name → classifier, at most `CLASSIFIER_CACHE_SECONDS` old; raises whatever the database raises."""
-    cached = _cache.get(_ALL)
-    if cached is not None:
-        return cached.value
-    return await asyncio.to_thread(_classifiers_load)
+    """Name → classifier as last read; `Unavailable` when this process has read none and cannot now."""
+    return await _cache.load(_ALL)
 
 
 async def classifier_names_list() -> list[str]:
@@ -190,8 +187,7 @@ async def classifier_names_list() -> list[str]:
     the model list, which Jev clients need whatever the state of the classifiers."""
     try:
         classifiers = await classifiers_get()
-    except Exception:
-        log.warning("could not read classifiers for /v1/models", exc_info=True)
+    except Unavailable:  # logged by the refresh thread
         return []
     return [name for name, spec in classifiers.items() if not spec.problem]
 
@@ -201,8 +197,7 @@ async def classifier_find(*, name: str) -> ClassifierSpec:
     database cannot be read (retryable, like an API key that cannot be checked)."""
     try:
         classifiers = await classifiers_get()
-    except Exception:
-        log.exception("could not read classifiers")
+    except Unavailable:  # logged by the refresh thread
         raise ApiError(
             503, "service_unavailable", "classifiers cannot be read right now; retry shortly", {"Retry-After": "5"}
         ) from None

@@ -110,7 +110,7 @@ async def classify_run(
     """
     config = settings.OPENJEV
     found: ClassifierSpec | None = None
-    with evaluation_recorded(
+    async with evaluation_recorded(
         request_id=request_id, caller=caller, unparsed=lambda: received_of(data=data, classifier=found)
     ) as call:
         parse = functools.partial(classify_request_parse, data=data, max_inputs=config.max_classify_inputs)

@@ -19,6 +19,7 @@ import orjson
 
 from api.checking.checker import Checker
 from api.checking.json_body import Loc, json_kind
+from api.checking.limits import messages_over
 from inference.errors import value_quoted
 from inference.images import Image
 from inference.questions import text_render
@@ -82,9 +83,9 @@ class _Turns:
 
 
 def unknown_keys_check(check: Checker, item: dict[str, Any], allowed: set[str], loc: Loc) -> None:
-    for key in item:
-        if key not in allowed:
-            check.add((*loc, key), f"Unknown parameter: {value_quoted(key)}", "unknown_parameter")
+    check.unknown_keys(
+        item, allowed, loc, message=lambda key: f"Unknown parameter: {value_quoted(key)}", type_="unknown_parameter"
+    )
 
 
 def string_check(check: Checker, item: dict[str, Any], key: str, loc: Loc, *, required: bool = True) -> str | None:
@@ -168,7 +169,7 @@ def parts_check(check: Checker, content: Any, loc: Loc, *, kinds: tuple[str, ...
         part_loc = (*loc, i)
         kind = part.get("type") if isinstance(part, dict) else None
         if not isinstance(part, dict) or kind not in kinds:
-            found = repr(kind) if isinstance(kind, str) else json_kind(part)
+            found = value_quoted(kind) if isinstance(kind, str) else json_kind(part)
             check.add(
                 (*part_loc, "type") if isinstance(part, dict) else part_loc,
                 f"Invalid content part {found}; expected one of {', '.join(kinds)}",
@@ -291,6 +292,10 @@ def conversation_parse(check: Checker, value: Any) -> tuple[Message, ...]:
             f"Invalid type: expected a string or a non-empty array of input items, got {got}",
             "invalid_type",
         )
+        return ()
+    over = messages_over(count=len(value))
+    if over is not None:
+        check.add(("input",), over, "token_limit")
         return ()
     turns = _Turns()
     for i, item in enumerate(value):

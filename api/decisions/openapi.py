@@ -28,7 +28,8 @@ from api.openapi.operations import OPTIONAL_AUTH, RESPONSE_HEADERS
 INSTRUCTIONS_HELP = (
     "What to ask about the input: a string, or a list of `input_text` / `input_json` / `input_image` parts "
     "(texts joined with newlines; JSON as compact text; an image where it stands, in this question's branch "
-    "only, where the deployment takes images: `max_images`)."
+    "only, where the deployment takes images: `max_images`). An empty string asks the type's own question, as "
+    "System One's empty instructions do."
 )
 NAME_HELP = "Returned with the answer; `POST /v1/feedback` finds the answer by it (or by the question's index)."
 
@@ -453,3 +454,18 @@ decisions_schema = extend_schema(
     parameters=[*RESPONSE_HEADERS[:-1], *DECISIONS_HEADERS],
     auth=OPTIONAL_AUTH,
 )
+
+
+MODEL_PATH = "/v1/models/{model_id}"
+"""The other route of OpenAI's SDK (`models.retrieve`), in this format's family (`format.FORMAT.family`)."""
+
+
+def decisions_family_openapi(document: dict[str, Any]) -> None:
+    """`GET /v1/models/{model_id}`'s errors in OpenAI's shape, as they are answered (the route is OpenAI's SDK's, and
+    a 404 for an unknown name must read as the SDK's `NotFoundError`)."""
+    operation = document["paths"].get(MODEL_PATH, {}).get("get")
+    if operation is None:
+        return
+    for status, response in operation["responses"].items():
+        if int(status) >= 400:
+            response["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/OpenAIError"}}}

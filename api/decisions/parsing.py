@@ -276,10 +276,9 @@ def _question_check(
 def _instructions_check(check: Checker, value: Any, loc: Loc) -> tuple[str, tuple[Part, ...]]:
     """A string, or text, JSON and image parts: (the texts joined with newlines, every part in order). An image is
     checked as the input's are (a `data:` URL, or an allowed host's https URL) and counted against the same limits;
-    it goes in this question's branch only, where the model reads it where it stands (`Question.parts`)."""
+    it goes in this question's branch only, where the model reads it where it stands (`Question.parts`). An empty
+    string is the question type's own instructions, as System One reads it (pydantic-ai sends `""`)."""
     if isinstance(value, str):
-        if not value.strip():
-            check.add(loc, "instructions must not be empty", "string_below_min_length")
         return value, ()
     if value is None:
         check.add(loc, "Missing required parameter: 'instructions'", "missing_required_parameter")

@@ -1,9 +1,11 @@
-"""Google's error shape, on every answer to a Google client on `POST /v1/decisions` that is not a 200.
+"""Google's error shape, on every answer to a Google client on `POST /v1/decisions` that is not a 200, and on every
+answer under `/v1beta/` that is not one.
 
 `{"error": {"code", "message", "status", "details"}}`, as Google's APIs write it (`google.rpc.Status` in JSON): `code`
 is the HTTP status, `status` its `google.rpc.Code` name, and `details` typed entries: an `ErrorInfo` whose `reason`
 names the error for programs (Gemini's `API_KEY_INVALID` for a wrong key), a `BadRequest` listing every field at
-fault (`fieldViolations`), and a `RetryInfo` with the wait the server asked for. An invalid request is a 400
+fault (`fieldViolations`), a `RetryInfo` with the wait the server asked for, and a `RequestInfo` with the request
+id (the id in the response's header, which finds the stored row and the log line). An invalid request is a 400
 (Google's API has no 422).
 
 `google-genai` reads only the status (`google.genai._interactions.BadRequestError`, ...; the body is in the
@@ -21,6 +23,7 @@ from api.checking.json_body import BodyNotJson, Loc
 from api.errors import RETRIED, RETRY_AFTER, ApiError
 from api.plumbing.api_error import PROBLEMS_SHOWN_MAX
 from api.plumbing.formats import ErrorShape
+from api.requestids import request_id_current
 from inference.errors import loc_bounded
 
 STATUS_NAMES = {
@@ -106,6 +109,9 @@ class GoogleShape(ErrorShape):
         delay = retry_delay(own)
         if delay is not None:
             details.append({"@type": f"{TYPE_PREFIX}RetryInfo", "retryDelay": delay})
+        request_id = request_id_current()
+        if request_id is not None:  # what a caller quotes to operators, also in the response's header
+            details.append({"@type": f"{TYPE_PREFIX}RequestInfo", "requestId": request_id})
         return {"error": {"code": status, "message": message, "status": status_name(status), "details": details}}
 
     def headers(self, error: ApiError, *, status: int) -> dict[str, str]:

@@ -25,6 +25,8 @@ from inference.errors import Problem
 from serving.config import config_from_env
 
 PATH = "/v1/decisions"
+V1BETA_PATH = "/v1beta/decisions"
+"""Where Google's clients post by default, the shape's own path (`format.FORMAT.own_path`)."""
 SCHEME = "googleApiKey"
 REF = "#/components/schemas/"
 
@@ -159,9 +161,10 @@ def components(*, max_questions: int, max_answers: int) -> dict[str, dict[str, A
     """The shape's schemas, with this deployment's limits."""
     instructions = {
         "description": "What is asked: a string, a text block or a list of text blocks (joined with newlines); "
-        "required and not blank. Text only: images go in the input.",
+        "required, and an empty one asks the type's own question (as System One's null or empty instructions). Text "
+        "only: images go in the input.",
         "oneOf": [
-            {"type": "string", "minLength": 1},
+            {"type": "string"},
             {"$ref": f"{REF}GoogleTextBlock"},
             {"type": "array", "items": {"$ref": f"{REF}GoogleTextBlock"}, "minItems": 1},
         ],
@@ -426,12 +429,21 @@ def components(*, max_questions: int, max_answers: int) -> dict[str, dict[str, A
             },
             ["@type", "retryDelay"],
         ),
+        "GoogleRequestInfo": _object(
+            "The request's id, as in the response's `x-typesafe-request-id`: what to quote to operators.",
+            {
+                "@type": _const("type.googleapis.com/google.rpc.RequestInfo", "The detail's type."),
+                "requestId": _text("The request id (`req_...`)."),
+            },
+            ["@type", "requestId"],
+        ),
         "GoogleErrorDetail": _union(
             "One typed detail of an error.",
             {
                 "type.googleapis.com/google.rpc.ErrorInfo": "GoogleErrorInfo",
                 "type.googleapis.com/google.rpc.BadRequest": "GoogleBadRequest",
                 "type.googleapis.com/google.rpc.RetryInfo": "GoogleRetryInfo",
+                "type.googleapis.com/google.rpc.RequestInfo": "GoogleRequestInfo",
             },
             on="@type",
         ),
@@ -452,7 +464,7 @@ def components(*, max_questions: int, max_answers: int) -> dict[str, dict[str, A
                     "type": "array",
                     "items": {"$ref": f"{REF}GoogleErrorDetail"},
                     "description": "An `ErrorInfo`; a `BadRequest` for an invalid request; a `RetryInfo` where the "
-                    "server asks for a wait.",
+                    "server asks for a wait; a `RequestInfo` with the request id.",
                 },
             },
             ["code", "message", "status", "details"],

@@ -127,11 +127,11 @@ def google_request_parse(*, data: Any, limits: Limits, models: frozenset[str]) -
 
 
 def _unknown_keys_check(check: Checker, item: dict[str, Any], allowed: set[str], loc: Loc) -> None:
-    for key in item:
-        if key in allowed:
-            continue
+    def message(key: str) -> str:
         hint = " (System One's `state`: send that body to POST /v1/systemone)" if loc == () and key == "state" else ""
-        check.add((*loc, key), f"Unknown name {value_quoted(key)}: cannot find field{hint}", "unknown_field")
+        return f"Unknown name {value_quoted(key)}: cannot find field{hint}"
+
+    check.unknown_keys(item, allowed, loc, message=message, type_="unknown_field")
 
 
 def _string_check(check: Checker, item: dict[str, Any], key: str, loc: Loc) -> str | None:
@@ -362,7 +362,8 @@ def _question_check(check: Checker, qid: str, question: Any, loc: Loc, limits: L
 
 
 def _instructions_check(check: Checker, value: Any, loc: Loc) -> str:
-    """Text: a string, one text block, or a list of text blocks joined with newlines; required and not blank."""
+    """Text: a string, one text block, or a list of text blocks joined with newlines; required, and an empty one is
+    the question type's own instructions, as System One reads it."""
     if value is None:
         check.add(loc, "Missing required field: 'instructions'", "missing")
         return ""
@@ -385,8 +386,6 @@ def _instructions_check(check: Checker, value: Any, loc: Loc) -> str:
             "invalid_type",
         )
         return ""
-    if not text.strip():
-        check.add(loc, "instructions must not be empty", "empty_instructions")
     return text
 
 

@@ -119,7 +119,7 @@ async def google_evaluate(
     body lane."""
     config = settings.OPENJEV
     limits = google_limits()
-    with evaluation_recorded(
+    async with evaluation_recorded(
         request_id=request_id, caller=caller, unparsed=lambda: received_of_body(data=data)
     ) as call:
         try:

@@ -47,6 +47,10 @@ print(result.nouls["refund"].noul, result.choices["team"].choice)
 **Classifiers** saved in the admin are also served through SGLang's and vLLM's `POST /v1/classify`
 (`{"model": <classifier>, "input": text or [texts]}`), answered the same way.
 
+**Batch jobs**: OpenAI's Files and Batches API (`/v1/files`, `/v1/batches`) runs a whole JSONL file of
+`/v1/decisions`, `/v1/systemone` or `/v1/classify` requests in the background, each line answered as that route
+answers it; the official `openai` SDK's `files` and `batches` work unchanged, errors in OpenAI's shape.
+
 **Auth** is off unless the server sets `OPENJEV_API_KEY` (or requires issued keys); then every `/v1/*` route
 (OPTIONS included) needs `Authorization: Bearer <key>` (Google's `x-goog-api-key` works too), and only the health
 checks (`/health`, `/health/live`), `/metrics` (behind its own token where one is set) and the reference pages (`/`,
@@ -67,6 +71,8 @@ TAGS = [
     {"name": "Labels", "description": "The true answers of stored evaluations, for accuracy and calibration."},
     {"name": "Models", "description": "Names accepted as `model`."},
     {"name": "Service", "description": "Limits and health probes."},
+    {"name": "Files", "description": "OpenAI's Files API: batch input files, and batches' output and error files."},
+    {"name": "Batches", "description": "OpenAI's Batches API: a whole file of decision lines in one job."},
 ]
 
 SECURITY_SCHEMES = {

@@ -79,6 +79,13 @@ class WorkersSerializer(serializers.Serializer):
     )
 
 
+class CachesSerializer(serializers.Serializer):
+    api_keys = serializers.FloatField(allow_null=True, help_text="The API keys this process knows.")
+    calibrations = serializers.FloatField(allow_null=True, help_text="The active calibrations.")
+    classifiers = serializers.FloatField(allow_null=True, help_text="The classifiers.")
+    batches = serializers.FloatField(allow_null=True, help_text="The batch figures of `GET /metrics`.")
+
+
 class HealthSerializer(serializers.Serializer):
     status = HealthStatusField(help_text="`ok` when the backend answers its health check, else `unavailable`.")
     backend = serializers.CharField(help_text="`local` (embedded llama.cpp) or `sglang`.")
@@ -99,6 +106,12 @@ class HealthSerializer(serializers.Serializer):
         required=False,
         help_text="`serve`'s API processes, once ready: a dead one is replaced while the others answer. With auth "
         "on, only to a request with a valid key.",
+    )
+    caches = CachesSerializer(
+        required=False,
+        help_text="Seconds since each database-backed cache this process serves requests from was read (null: it "
+        "holds nothing yet); they grow while the database cannot be read, and the last values serve meanwhile. "
+        "With auth on, only to a request with a valid key.",
     )
 
 

@@ -22,7 +22,8 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from api.errors import ApiError
-from api.plumbing.ratelimits import bad_key_counted, bad_keys_refused
+from api.plumbing.body_lane import lane_subject_bind
+from api.plumbing.ratelimits import bad_key_counted, bad_keys_refused, subject_of
 from api.requestids import client_address_current
 from audit.callers import Caller
 from audit.keys import KeysUnavailable, apikey_verify
@@ -72,11 +73,15 @@ async def caller_authenticate(*, authorization: str | None, api_key: str | None 
 
 class BearerKeyAuthentication(BaseAuthentication):
     async def authenticate(self, request: Request) -> tuple[None, Caller] | None:  # type: ignore[override]
-        """(no user, the caller), or None while auth is off; raises AuthenticationFailed (401)."""
+        """(no user, the caller), or None while auth is off; raises AuthenticationFailed (401). The request's
+        large bodies are read in its key's turn of the body lane from now on (`lane_subject_bind`)."""
         caller = await caller_authenticate(
             authorization=request.headers.get("Authorization"), api_key=request.headers.get(API_KEY_HEADER)
         )
-        return None if caller is None else (None, caller)
+        if caller is None:
+            return None
+        lane_subject_bind(subject=subject_of(caller=caller, address=client_address_current()))
+        return None, caller
 
     def authenticate_header(self, request: Any) -> str:
         return "Bearer"

@@ -1,4 +1,4 @@
-"""Large bodies are read off the event loop, one at a time, in a lane of their own.
+"""Large bodies are read off the event loop, one at a time, in a lane of their own, taken in turn by their callers.
 
 Reading a body is linear in its size (every check is), but linear in two megabytes of JSON is still a few hundred
 milliseconds of Python for the worst shapes (sixty thousand chat messages, a hundred thousand keys), and while the
@@ -10,46 +10,171 @@ request, pays no thread hop.
 One thread, not a pool: each thread contending for the interpreter takes slices from the loop, so the loop's
 worst wait grows with the threads; bodies queue for the lane instead, at most `max_concurrent_requests` of them,
 and one more is a 529 (the server is full; retry), as an evaluation over the admission limit is.
+
+The lane is shared fairly: bodies wait per subject (the key, or the client's address: `ratelimits.subject_of`),
+the thread takes the subjects in turn (one body of each, round and round), and one subject may have at most
+`1 / SUBJECT_SHARE_DIVISOR` of the lane's places waiting. So a caller flooding the lane with its largest bodies
+gets its own 529s, while another caller's body still finds a place and waits behind at most one body of each
+other subject, not behind the whole flood (one key's 24 loops of two-megabyte bodies left another key's 87 KB
+bodies 529 sixteen times in seventeen). A request's subject is its client's address until its key is known
+(`lane_subject_bind`, once authenticated), so even a body decoded before authentication waits in its address's
+turn, not in a turn of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
-import functools
+import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from django.conf import settings
 
+from api.plumbing.ratelimits import subject_of
+from api.requestids import client_address_current
 from inference.errors import Overloaded
 from serving import metrics
 
 OFF_LOOP_BYTES = 64 * 1024
 """Bodies this large or larger are read in the lane (64 KiB reads in about a millisecond on the loop)."""
+SUBJECT_SHARE_DIVISOR = 4
+"""One subject may have at most this fraction of the lane's places (`max_concurrent_requests`) waiting (at least
+one): four callers flooding at once fill the lane, one never does."""
 
 
 class BodyLaneFull(Overloaded):
-    """The lane has as many bodies waiting as it takes: a 529, counted as the lane's (not the evaluations')."""
+    """The lane, or the caller's share of it, has as many bodies waiting as it takes: a 529, counted as the
+    lane's (not the evaluations')."""
 
 
 _lane = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openjev-body-lane")
-_queued = {"bodies": 0}
+_lock = threading.Lock()
+_waiting: dict[object, deque[Callable[[], None]]] = {}
+"""The bodies waiting, per subject, in the order the subjects' turns come (a dict keeps insertion order)."""
+_counts: dict[str, int] = {"bodies": 0, "draining": 0}
+_per_subject: dict[object, int] = {}
+_last: dict[str, object] = {"subject": None}
+"""The subject whose body the lane took last."""
+_subject: contextvars.ContextVar[str | None] = contextvars.ContextVar("openjev_body_lane_subject", default=None)
 
 
-async def body_lane_run[T](*, work: Callable[[], T], size: int) -> T:
-    """`work()` for a body of `size` bytes: in place when small, else in the lane (Overloaded when it is full),
-    with the caller's context (its request id) either way. A caller that is cancelled stops waiting; the work it
-    queued still runs to its end, bounded as every body is."""
+def lane_subject_bind(*, subject: str) -> None:
+    """Whom this request's bodies are read for from now on (its key, once authenticated: `subject_of`)."""
+    _subject.set(subject)
+
+
+def lane_subject_current() -> str:
+    """The subject bound for this request, else its client's address (`subject_of` without a caller)."""
+    bound = _subject.get()
+    return bound if bound is not None else subject_of(caller=None, address=client_address_current())
+
+
+def lane_job_next() -> Callable[[], None] | None:
+    """The next subject's oldest body, its subject moved to the end of the turn; None (and the lane idle) when
+    nothing waits. The subject whose body was read last goes after every other one waiting, those that arrived
+    while it was read included: a body arriving behind a flood waits for the body being read, not for the
+    flood's next one too."""
+    with _lock:
+        if not _waiting:
+            _counts["draining"] = 0
+            _last["subject"] = None
+            return None
+        subject = next((s for s in _waiting if s != _last["subject"]), _last["subject"])
+        queue = _waiting.pop(subject)
+        job = queue.popleft()
+        if queue:
+            _waiting[subject] = queue
+        _last["subject"] = subject
+        return job
+
+
+def _drain() -> None:
+    """The lane's thread: bodies in turn until none waits."""
+    while (job := lane_job_next()) is not None:
+        job()
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():  # the caller stopped waiting
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+def _job_of[T](*, work: Callable[[], T], future: asyncio.Future[T]) -> Callable[[], None]:
+    """`work()` in the caller's context (its request id), its outcome handed to `future` on the caller's loop; a
+    caller that stopped waiting before the body's turn came costs nothing more."""
+    loop, context = future.get_loop(), contextvars.copy_context()
+
+    def job() -> None:
+        if future.done():
+            return
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = context.run(work)
+        except BaseException as exc:  # handed to the caller, as run_in_executor does
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the caller's loop closed meanwhile (a test's): nobody waits
+            loop.call_soon_threadsafe(_settle, future, result, error)
+
+    return job
+
+
+def _place_take(*, subject: object) -> None:
+    """One more body waiting for `subject`, unless the lane or the subject's share of it is full (BodyLaneFull)."""
+    limit = settings.OPENJEV.max_concurrent_requests
+    share = max(1, limit // SUBJECT_SHARE_DIVISOR)
+    with _lock:
+        full = _counts["bodies"] >= limit
+        over_share = _per_subject.get(subject, 0) >= share
+        if not full and not over_share:
+            _counts["bodies"] += 1
+            _per_subject[subject] = _per_subject.get(subject, 0) + 1
+            return
+    metrics.overloaded_total.labels("body_lane").inc()
+    if full:
+        raise BodyLaneFull(f"{limit} large bodies are waiting to be read; retry shortly")
+    raise BodyLaneFull(f"{share} large bodies of this caller are waiting to be read; retry when one is answered")
+
+
+def _place_return(*, subject: object) -> None:
+    with _lock:
+        _counts["bodies"] -= 1
+        left = _per_subject[subject] - 1
+        if left:
+            _per_subject[subject] = left
+        else:
+            del _per_subject[subject]
+
+
+def _enqueue(*, subject: object, job: Callable[[], None]) -> None:
+    with _lock:
+        _waiting.setdefault(subject, deque()).append(job)
+        start = not _counts["draining"]
+        _counts["draining"] = 1
+    if start:
+        _lane.submit(_drain)
+
+
+async def body_lane_run[T](*, work: Callable[[], T], size: int, subject: str | None = None) -> T:
+    """`work()` for a body of `size` bytes: in place when small, else in the lane in `subject`'s turn (the request's
+    own, `lane_subject_current`, unless given; BodyLaneFull when the lane or the subject's share is full), with the
+    caller's context (its request id) either way. A caller that is cancelled stops waiting; a body already being
+    read is read to its end, bounded as every body is, and one whose turn has not come is dropped."""
     if size < OFF_LOOP_BYTES:
         return work()
-    limit = settings.OPENJEV.max_concurrent_requests
-    if _queued["bodies"] >= limit:
-        metrics.overloaded_total.labels("body_lane").inc()
-        raise BodyLaneFull(f"{limit} large bodies are waiting to be read; retry shortly")
-    _queued["bodies"] += 1
+    place = subject if subject is not None else lane_subject_current()
+    _place_take(subject=place)
     try:
-        context = contextvars.copy_context()
-        return await asyncio.get_running_loop().run_in_executor(_lane, functools.partial(context.run, work))
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        _enqueue(subject=place, job=_job_of(work=work, future=future))
+        return await future
     finally:
-        _queued["bodies"] -= 1
+        _place_return(subject=place)

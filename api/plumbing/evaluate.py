@@ -17,6 +17,7 @@ from api.checking.json_body import Loc
 from api.plumbing.metering import phase_timed
 from api.plumbing.ratelimits import Admission
 from api.plumbing.recording import Recording
+from api.plumbing.validation import evaluation_starts
 from audit.storage.records import Received
 from calibration.applied import Calibrating, answer_calibrated, calibrating_get, outcome_calibrated
 from inference.batch import evaluations_run, outcomes_merge
@@ -43,6 +44,7 @@ async def hosted_images_fetched[Parsed: HostingRequest](
 ) -> Parsed:
     """`request` with its hosted image URLs fetched (`request_images_fetched`), and `call` storing the request as
     the model then reads it (`received`); one with no hosted image is returned as it is, fetching nothing."""
+    evaluation_starts()
     if not request.hosted:
         return request
     with phase_timed("fetch"):
@@ -98,6 +100,7 @@ async def _calibrated(
 ) -> Outcome:
     """What every evaluation does around the core's run: the process's evaluator noted for storage, the prompt
     tokens reserved under the caller's admission and settled, the calibrations applied, the outcome noted."""
+    evaluation_starts()
     call.evaluator = evaluator = await evaluator_get()
     reserve = admission.tokens_reserve if admission is not None and admission.reserves_tokens else None
     outcome = await run(evaluator, reserve)

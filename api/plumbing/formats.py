@@ -92,6 +92,12 @@ class WireFormat:
     limits: Callable[[], dict[str, int]] | None = None
     """What one of its requests may ask where its rules differ from the shared ones (`GET /v1/limits`, under
     its name)."""
+    own_path: str | None = None
+    """A path where this format is the primary one, besides `path` (which it may share): Google's
+    `/v1beta/decisions`, where its clients post by default."""
+    family: tuple[str, ...] = ()
+    """Path prefixes of no format whose answers, a 404 for a path no route serves included, are in this format's
+    error shape (`route_shapes_install`): the other routes its clients call (`/v1beta/` for Google's)."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +127,8 @@ _routes: dict[str, Route] = {}
 
 
 def wire_formats_install(*, formats: Sequence[WireFormat]) -> None:
-    """Serve `formats` (in order: a path's primary before the formats that share it)."""
+    """Serve `formats` (in order: a path's primary before the formats that share it), each also on its own path and
+    with its family's routes in its shape."""
     _routes.clear()
     for wire_format in formats:
         found = _routes.get(wire_format.path)
@@ -131,11 +138,15 @@ def wire_formats_install(*, formats: Sequence[WireFormat]) -> None:
             _routes[wire_format.path] = Route(wire_format.path, (wire_format,))
         else:
             _routes[wire_format.path] = Route(found.path, (*found.formats, wire_format))
+    for wire_format in formats:
+        if wire_format.own_path is not None:
+            _routes[wire_format.own_path] = Route(wire_format.own_path, (wire_format,))
+        route_shapes_install(prefixes=wire_format.family, shape=wire_format.shape)
 
 
 def wire_formats() -> tuple[WireFormat, ...]:
-    """Every installed format, primaries first on each path."""
-    return tuple(f for route in _routes.values() for f in route.formats)
+    """Every installed format, once (one served on a path of its own too is listed where it first appears)."""
+    return tuple({id(f): f for route in _routes.values() for f in route.formats}.values())
 
 
 def route_of_path(path: str) -> Route | None:
@@ -144,6 +155,28 @@ def route_of_path(path: str) -> Route | None:
     for route_path, route in _routes.items():
         if path.endswith(route_path):
             return route
+    return None
+
+
+_route_shapes: dict[str, ErrorShape] = {}
+
+
+def route_shapes_install(*, prefixes: Sequence[str], shape: ErrorShape) -> None:
+    """Routes of no wire format whose errors are in one format's shape (OpenAI's Files and Batches routes): every
+    answer on a path under `prefixes` (`/v1/files`, `/v1/files/{id}`, ...; a prefix that ends with `/`, every path
+    strictly below it, not the prefix itself), the body reader's and the URL resolver's included, is written in
+    `shape`."""
+    _route_shapes.update(dict.fromkeys(prefixes, shape))
+
+
+def shape_of_route(path: str) -> ErrorShape | None:
+    """The shape `route_shapes_install` gave the routes `path` is under (whatever prefix a gateway mounts the API
+    under), if any."""
+    for prefix, shape in _route_shapes.items():
+        at = path.find(prefix)
+        rest = path[at + len(prefix) :] if at >= 0 else None
+        if rest is not None and (rest[:1] in ("", "/") if not prefix.endswith("/") else rest != ""):
+            return shape
     return None
 
 

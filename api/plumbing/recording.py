@@ -2,35 +2,46 @@
 
 Both endpoints run their work inside `evaluation_recorded`; what the block has established by the time
 it ends (what was received, the evaluator that served it, the outcome) is stored with the status the
-client got (a client that hung up counts as 499). Storing never raises and never waits for the database.
+client got (a client that hung up counts as 499). Storing never raises and never waits for the database: the
+block ends once the record is durable in the spool on disk (a group-committed sync, a fraction of a millisecond),
+so an answer never leaves before its evaluation would survive a database outage or a SIGKILL. A spool that
+cannot take it (full, or its disk failing) answers 503 under `OPENJEV_SPOOL_FULL=refuse`, and with `answer` lets
+the answer go unstored, counted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
 from django.utils import timezone
 
-from api.errors import api_error_of, problems_render
+from api.errors import ApiError, api_error_of, problems_render
 from api.plumbing.body_lane import BodyLaneFull
 from api.plumbing.metering import meter_evaluated, phase_timed
+from api.plumbing.validation import Validated
 from audit.callers import Caller
 from audit.livefeed import live_feed
 from audit.storage.records import Failure, Received, StoredEvaluation
-from audit.storage.store import evaluation_store
+from audit.storage.spool import SpoolFull
+from audit.storage.store import evaluation_store, spool_full, unstored_counted
 from inference.errors import BackendFailed, BackendUnavailable, EvaluationTimeout, Overloaded
 from inference.runner import Evaluator, Outcome
 from serving import metrics
 from serving.evaluator import evaluator_ready
 
 log = logging.getLogger(__name__)
+
+DURABLE_WAIT_SECONDS = 5.0
+"""The most an answer waits for its evaluation's sync: a disk that takes longer is failing (then as if full)."""
+SPOOL_FULL_MESSAGE = "the service cannot store evaluations right now; retry shortly"
 
 
 @dataclass
@@ -60,9 +71,9 @@ def failure_of(*, error: BaseException) -> Failure:
     )
 
 
-def _stored(recording: Recording, *, error: BaseException | None) -> None:
+def _stored(recording: Recording, *, error: BaseException | None) -> concurrent.futures.Future[bool] | None:
     """Hand the call to storage and count it for the live dashboard (at every storage level); never
-    raises (the answer must go out whatever storage thinks of it)."""
+    raises. What it returns resolves once the record is durable (None: nothing to wait for)."""
     try:
         # A request refused before it asked for the evaluator still names the one running, if any.
         evaluator = recording.evaluator or evaluator_ready()
@@ -90,28 +101,57 @@ def _stored(recording: Recording, *, error: BaseException | None) -> None:
         )
         if error is not None:
             failure_counted(error=error)
-        with phase_timed("store"):
-            evaluation_store(record=record)
+        return evaluation_store(record=record)
     except Exception:
         log.exception("could not describe evaluation %s for storage", recording.request_id)
+        return None
 
 
-@contextmanager
-def evaluation_recorded(
+async def durable_awaited(*, durable: concurrent.futures.Future[bool] | None, refuse: bool) -> None:
+    """Wait (timed as phase `store`) until the record is on disk; a spool that cannot take it raises the 503 of
+    `OPENJEV_SPOOL_FULL=refuse` where `refuse` (an answer; a failed call keeps its own error), else counts it."""
+    if durable is None:
+        return
+    try:
+        with phase_timed("store"):
+            await asyncio.wait_for(asyncio.wrap_future(durable), DURABLE_WAIT_SECONDS)
+        return
+    except (SpoolFull, TimeoutError):
+        pass
+    if refuse and settings.OPENJEV.spool_full == "refuse":
+        raise ApiError(503, "service_unavailable", SPOOL_FULL_MESSAGE, {"Retry-After": "5"})
+    unstored_counted()
+
+
+def spool_admitted() -> None:
+    """Refuse a new evaluation up front while the spool is full and the policy says so (503, retryable)."""
+    if settings.OPENJEV.spool_full == "refuse" and spool_full():
+        raise ApiError(503, "service_unavailable", SPOOL_FULL_MESSAGE, {"Retry-After": "5"})
+
+
+@asynccontextmanager
+async def evaluation_recorded(
     *, request_id: str, caller: Caller | None, unparsed: Callable[[], Received]
-) -> Iterator[Recording]:
-    """Store the call when the block ends: answered if it set `outcome`, else failed with its exception."""
+) -> AsyncIterator[Recording]:
+    """Store the call when the block ends: answered if it set `outcome`, else failed with its exception; the
+    block ends once the record is durable (a client that hung up waits for nothing)."""
+    spool_admitted()
     recording = Recording(request_id=request_id, caller=caller, unparsed=unparsed)
     metrics.evaluations_in_flight.inc()
     try:
         yield recording
-    except (Exception, asyncio.CancelledError) as exc:
+    except Validated:
+        raise  # a batch line checked, not asked: nothing to store
+    except asyncio.CancelledError as exc:
         _stored(recording, error=exc)
+        raise
+    except Exception as exc:
+        await durable_awaited(durable=_stored(recording, error=exc), refuse=False)
         raise
     finally:
         metrics.evaluations_in_flight.dec()
     assert recording.outcome is not None, "an answered call sets its outcome"
-    _stored(recording, error=None)
+    await durable_awaited(durable=_stored(recording, error=None), refuse=True)
     label_mass_check(outcome=recording.outcome, request_id=request_id)
 
 

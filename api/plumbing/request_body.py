@@ -1,9 +1,10 @@
 """ASGI wrapper that enforces the body limit and decodes `Content-Encoding` before Django runs.
 
 The limit is checked while the body streams in (413 as soon as it is exceeded, not after buffering
-everything), and a compressed body is decoded with its output capped at the same limit, so a
-compression bomb costs at most `max_bytes` of memory. The official SDK compresses bodies of 1 KiB
-and more with zstd, so decoding is not optional.
+everything), and a compressed body is decoded with its output capped at the same limit and at what its size
+allows (`api.plumbing.content_encoding`), so a compression bomb costs at most `max_bytes` of memory and a few
+bytes sent cannot become two megabytes to read. The official SDK compresses bodies of 1 KiB and more with zstd,
+so decoding is not optional.
 
 Every method goes through the same checks: Django reads (and spools to disk) any body before it
 routes, so a GET or DELETE body that skipped the reader could be a gigabyte read before the 405. The
@@ -15,70 +16,14 @@ ASGI servers have no body timeout of their own; `serve` sets the header timeout)
 from __future__ import annotations
 
 import asyncio
-import io
-import zlib
-
-import zstandard
+import functools
 
 from api.errors import ApiError, error_body, shape_of_path
+from api.plumbing.body_lane import body_lane_run
+from api.plumbing.content_encoding import DECODERS, BodyTooLarge, BodyUndecodable, body_decode
 from api.plumbing.json_render import body_encode
 from api.requestids import ASGIApp, Message, Receive, Scope, Send
-from inference.errors import value_quoted
-
-DECODERS = ("gzip", "x-gzip", "zstd", "identity")
-
-
-class BodyTooLarge(Exception):
-    pass
-
-
-class BodyUndecodable(Exception):
-    pass
-
-
-def _decode_gzip(data: bytes, limit: int) -> bytes:
-    decoder = zlib.decompressobj(zlib.MAX_WBITS | 16)
-    try:
-        out = decoder.decompress(data, limit + 1)
-    except zlib.error as exc:
-        raise BodyUndecodable(f"the gzip body is corrupt: {exc}") from None
-    if len(out) > limit:
-        raise BodyTooLarge
-    if not decoder.eof:
-        raise BodyUndecodable("the gzip body is truncated")
-    return out
-
-
-def _decode_zstd(data: bytes, limit: int) -> bytes:
-    try:
-        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True) as reader:
-            out = reader.read(limit + 1)
-    except zstandard.ZstdError as exc:
-        raise BodyUndecodable(f"the zstd body is corrupt: {exc}") from None
-    if len(out) > limit:
-        raise BodyTooLarge
-    # The capped read cannot tell a truncated stream from a complete one; a second pass can, and
-    # is safe now that the output is known to fit.
-    decoder = zstandard.ZstdDecompressor().decompressobj()
-    try:
-        decoder.decompress(data)
-    except zstandard.ZstdError as exc:
-        raise BodyUndecodable(f"the zstd body is corrupt: {exc}") from None
-    if not decoder.eof:
-        raise BodyUndecodable("the zstd body is truncated")
-    return out
-
-
-def body_decode(*, data: bytes, encoding: str, limit: int) -> bytes:
-    """Decode one Content-Encoding, output capped at `limit` bytes. No body is no body in any
-    encoding (a GET that carries the header of its client's defaults)."""
-    if not data:
-        return data
-    if encoding in ("gzip", "x-gzip"):
-        return _decode_gzip(data, limit)
-    if encoding == "zstd":
-        return _decode_zstd(data, limit)
-    return data
+from inference.errors import Overloaded, value_quoted
 
 
 async def error_response_send(send: Send, status: int, error_type: str, message: str, *, scope: Scope) -> None:
@@ -136,19 +81,9 @@ class RequestBodyReader:
             return
         try:
             raw = await self._read(receive)
-            body = body_decode(data=raw, encoding=encoding, limit=self.max_bytes)
-        except BodyTooLarge:
-            await error_response_send(
-                send, 413, "request_too_large", f"the body is over {self.max_bytes} bytes (decoded)", scope=scope
-            )
-            return
-        except BodyUndecodable as exc:
-            await error_response_send(send, 400, "invalid_request", str(exc), scope=scope)
-            return
-        except TimeoutError:
-            await error_response_send(
-                send, 408, "request_timeout", f"the body did not arrive within {self.read_timeout:g} s", scope=scope
-            )
+            body = raw if encoding == "identity" else await self._decoded(raw, encoding=encoding)
+        except (BodyTooLarge, BodyUndecodable, Overloaded, TimeoutError) as exc:
+            await error_response_send(send, *self._refusal(exc), scope=scope)
             return
         except _Disconnected:
             return
@@ -157,6 +92,22 @@ class RequestBodyReader:
             scope["headers"] = [(n, v) for n, v in headers if n not in (b"content-encoding", b"content-length")]
             scope["headers"].append((b"content-length", str(len(body)).encode()))
         await self.app(scope, _replay(body, receive), send)
+
+    async def _decoded(self, raw: bytes, *, encoding: str) -> bytes:
+        """Decoding is linear in the body, but a body of many tiny members is a few hundred milliseconds of
+        Python at the limit: a large one is decoded in the body lane, off the event loop."""
+        work = functools.partial(body_decode, data=raw, encoding=encoding, limit=self.max_bytes)
+        return await body_lane_run(work=work, size=len(raw))
+
+    def _refusal(self, exc: Exception) -> tuple[int, str, str]:
+        """What a body that cannot be read gets: status, error type, message."""
+        if isinstance(exc, BodyTooLarge):
+            return 413, "request_too_large", exc.message or f"the body is over {self.max_bytes} bytes (decoded)"
+        if isinstance(exc, BodyUndecodable):
+            return 400, "invalid_request", str(exc)
+        if isinstance(exc, Overloaded):  # the body lane is full
+            return 529, "overloaded", str(exc)
+        return 408, "request_timeout", f"the body did not arrive within {self.read_timeout:g} s"
 
     async def _read(self, receive: Receive) -> bytes:
         chunks: list[bytes] = []

@@ -76,7 +76,7 @@ async def systemone_evaluate(
     reserved once counted)."""
     config = settings.OPENJEV
     limits = limits_configured()
-    with evaluation_recorded(
+    async with evaluation_recorded(
         request_id=request_id, caller=caller, unparsed=lambda: received_of_body(data=data)
     ) as call:
         parse = functools.partial(

@@ -17,10 +17,10 @@ too large, an unknown type, a missing id or one JavaScript cannot hold) gets an 
 origin opened it (4403: the same rule as the HTTP API's, so no website can use a service it can reach
 through its visitor's browser), for authentication (4401: a wrong key, or none within
 `OPENJEV_STREAM_AUTH_TIMEOUT` of opening), for idleness (4408), and when its client is over a limit (4429:
-its address sent too many wrong keys, over HTTP or here, the one throttle; or its key, or its address before
-a key is known or while auth is off, already holds `OPENJEV_MAX_WEBSOCKETS_PER_KEY` sockets, so no caller can
-take every socket of the process), with a reason; the per-process cap on open sockets and the host check are
-`openjev_site.sockets`'.
+its address sent too many wrong keys, over HTTP or here, the one throttle; or its key, or its address while auth
+is off, already holds `OPENJEV_MAX_WEBSOCKETS_PER_KEY` sockets, so no caller can take every socket of the process;
+or, still waiting for its key, it gave its place to a newer socket from its address: `api.systemone.socket_shares`),
+with a reason; the per-process cap on open sockets and the host check are `openjev_site.sockets`'.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import contextlib
 import functools
 import json
 import logging
-from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from channels.consumer import get_handler_name
@@ -44,10 +44,11 @@ from api.plumbing.authentication import caller_authenticate
 from api.plumbing.body_lane import body_lane_run
 from api.plumbing.json_render import text_encode
 from api.plumbing.metering import CLIENT_CLOSED, STREAM_API, meter_caller, meter_close, meter_open, phase_timed
-from api.plumbing.ratelimits import request_admitted, subject_of
+from api.plumbing.ratelimits import Admission, request_admitted, subject_of
 from api.requestids import client_address_bound, request_id_assign, request_id_bound
 from api.systemone.render import answer_render
 from api.systemone.service import systemone_evaluate
+from api.systemone.socket_shares import socket_share_return, socket_share_take, socket_wait, waiting_subject
 from audit.callers import Caller
 from inference.errors import Problem, RequestInvalid, value_quoted
 from inference.scoring import Answer
@@ -75,6 +76,13 @@ TRANSPORT_LIMIT_FACTOR = 2
 """The ASGI server refuses (closes with 1009) a message over this many times the body limit, and hands
 anything smaller to the consumer, which answers one over the limit with a 413 error message: a
 client gets told, and a runaway client cannot make the server buffer without bound."""
+UNAUTHENTICATED_MESSAGE_MAX_CHARACTERS = 4096
+"""A socket that has not authenticated is read only this far: an auth message is a few dozen characters, and a
+larger one is refused (4401) unparsed, so a caller with no key costs the server nothing but the frame."""
+ADMITTED_BEFORE_READ_BYTES = 1024
+"""A message this large or larger is admitted under its key's limits before it is parsed (an evaluation, nearly
+always: an auth or a cancel is under 300 bytes), so a key over its request limit costs no parse; a smaller one,
+cheap to read, is admitted once it is known to be an evaluation."""
 CANCEL_REASON = "the evaluation was cancelled by the client"
 """Given to the evaluation's task on a cancel: the client and the stored row both read it (499 cancelled)."""
 
@@ -137,23 +145,42 @@ def stream_origin_allowed(*, scope: dict[str, Any]) -> bool:
     return origin_same(origin=origin.decode("latin-1"), scheme=str(scope.get("scheme", "ws")), host=host)
 
 
-_shares: Counter[str] = Counter()
-"""Stream sockets open in this process per subject (`api.plumbing.ratelimits.subject_of`: a key, or an address)."""
+@dataclass
+class Admitted:
+    """A message's admission under its key's limits, taken before the message was read: what holds it open."""
+
+    held: contextlib.AsyncExitStack
+    admission: Admission
+    taken: bool = False
+    """Whether the evaluation's task started, and so gives the admission back itself when it ends."""
 
 
-def socket_share_take(*, subject: str) -> bool:
-    """Count one more socket for `subject`, unless it already holds `OPENJEV_MAX_WEBSOCKETS_PER_KEY`."""
-    if _shares[subject] >= settings.OPENJEV.max_websockets_per_key:
-        return False
-    _shares[subject] += 1
-    return True
+_releasing: set[asyncio.Task[None]] = set()
+"""Tasks that end what a socket leaves behind (an admission given back, a socket closed), held until they end."""
 
 
-def socket_share_return(*, subject: str) -> None:
-    """One socket of `subject` is no longer held (closed, or moved to the key it authenticated with)."""
-    _shares[subject] -= 1
-    if _shares[subject] <= 0:
-        del _shares[subject]
+def _release_unless_taken(task: asyncio.Task[None], *, admitted: Admitted) -> None:
+    """A task cancelled before its first step never runs its body (the socket closed at once): its admission is
+    given back here instead, so its in-flight slot is not held until it expires."""
+    if admitted.taken:
+        return
+    release = asyncio.get_running_loop().create_task(admitted.held.aclose())
+    _releasing.add(release)
+    release.add_done_callback(_releasing.discard)
+
+
+def _message_decode(*, raw: bytes) -> dict[str, Any]:
+    """Strict JSON, as the body of `POST /v1/systemone` is read (a large one in the body lane)."""
+    try:
+        message = body_parse(raw)
+    except ValueError as exc:
+        raise StreamError(400, "invalid_request", str(exc)) from None
+    problems = document_problems(data=message)
+    if problems:  # before anything is echoed back: a lone surrogate in an id could not be sent
+        raise RequestInvalid(problems)
+    if not isinstance(message, dict):
+        raise StreamError(400, "invalid_request", "a message must be a JSON object")
+    return message
 
 
 def _id_key(eid: Any) -> str:
@@ -174,7 +201,7 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
             await super().__call__(scope, receive, send)
         finally:
             if self.share is not None:
-                socket_share_return(subject=self.share)
+                socket_share_return(subject=self.share, holder=self)
 
     async def connect(self) -> None:
         client = self.scope.get("client")
@@ -196,12 +223,12 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
         if not stream_origin_allowed(scope=self.scope):
             await self._close(code=CLOSE_CROSS_ORIGIN, reason="a web page of another origin may not open this socket")
             return
-        if not await self._share_move(caller=None):
-            return
         header = dict(self.scope.get("headers", [])).get(b"authorization")
         if header is not None or not settings.OPENJEV.auth_required:
             await self._authenticate(authorization=header.decode("latin-1") if header is not None else None)
         else:
+            self.share = waiting_subject(address=self.address)
+            socket_wait(subject=self.share, holder=self, give_way=self._give_way)
             self.deadline = asyncio.create_task(
                 self._auth_deadline(seconds=settings.OPENJEV.stream_auth_timeout), name="openjev-stream-auth-deadline"
             )
@@ -235,10 +262,13 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
                     "unsupported_media_type",
                     "binary frames are not read: send each message as JSON in a text frame",
                 )
-            raw = text_data.encode("utf-8")
-            await self._handle(
-                await body_lane_run(work=functools.partial(self._decode, raw=raw), size=len(raw)), size=len(raw)
-            )
+            if not self.authenticated and len(text_data) > UNAUTHENTICATED_MESSAGE_MAX_CHARACTERS:
+                await self._refuse(
+                    "authenticate first: before a key is known a message is read only up to "
+                    f"{UNAUTHENTICATED_MESSAGE_MAX_CHARACTERS} characters"
+                )
+                return
+            await self._admitted_handle(raw=text_data.encode("utf-8"))
         except StreamError as exc:
             self._send_soon(
                 {
@@ -248,30 +278,30 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
                     "detail": {"error_type": exc.error_type, "message": exc.message},
                 }
             )
-        except RequestInvalid as exc:
+        except (RequestInvalid, ApiError) as exc:  # ApiError: the key over its limits (429), before any parse
             status, detail = exception_detail(exc)
             self._send_soon({"type": "error", "id": None, "status": status, "detail": detail})
 
     # -- reading messages -------------------------------------------------------------------------
 
-    def _decode(self, *, raw: bytes) -> dict[str, Any]:
-        """Strict JSON under the body limit, as the body of `POST /v1/systemone` is read (a large one in the body
-        lane)."""
+    async def _admitted_handle(self, *, raw: bytes) -> None:
+        """Read and act on a message, the cheap checks first: its size (413), then, for one of
+        `ADMITTED_BEFORE_READ_BYTES` or more, the key's limits (429), so neither a message over the limit nor a key
+        over its limits costs a parse; the evaluation it starts takes that admission over, and any other message
+        gives it back once handled."""
         limit = settings.OPENJEV.max_body_bytes
         if len(raw) > limit:
             raise StreamError(413, "request_too_large", f"the message is over {limit} bytes")
-        try:
-            message = body_parse(raw)
-        except ValueError as exc:
-            raise StreamError(400, "invalid_request", str(exc)) from None
-        problems = document_problems(data=message)
-        if problems:  # before anything is echoed back: a lone surrogate in an id could not be sent
-            raise RequestInvalid(problems)
-        if not isinstance(message, dict):
-            raise StreamError(400, "invalid_request", "a message must be a JSON object")
-        return message
+        async with contextlib.AsyncExitStack() as held:
+            admitted: Admitted | None = None
+            if len(raw) >= ADMITTED_BEFORE_READ_BYTES:
+                admission = await held.enter_async_context(request_admitted(caller=self.caller, address=self.address))
+                admitted = Admitted(held=held, admission=admission)
+            work = functools.partial(_message_decode, raw=raw)
+            message = await body_lane_run(work=work, size=len(raw), subject=self.share)
+            await self._handle(message, size=len(raw), admitted=admitted)
 
-    async def _handle(self, message: dict[str, Any], *, size: int) -> None:
+    async def _handle(self, message: dict[str, Any], *, size: int, admitted: Admitted | None) -> None:
         kind = message.get("type", "evaluate")
         if kind == "auth":
             await self._auth_message(message)
@@ -280,7 +310,7 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
                 'authenticate first: send {"type": "auth", "api_key": ...} or an Authorization header with the upgrade'
             )
         elif kind == "evaluate":
-            self._evaluation_start(message, size=size)
+            self._evaluation_start(message, size=size, admitted=admitted)
         elif kind == "cancel":
             self._cancel(message)
         else:
@@ -312,29 +342,39 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
         except ApiError as exc:  # 429: too many wrong keys from this address; 503: keys cannot be checked now
             await self._close(code=CLOSE_STATUS_BASE + exc.status, reason=exc.message)
             return
-        if caller is not None and not await self._share_move(caller=caller):
+        if not await self._share_move(subject=subject_of(caller=caller, address=self.address)):
             return
         self.caller = caller
         self.authenticated = True
 
-    async def _share_move(self, *, caller: Caller | None) -> bool:
-        """Count this socket for `caller`'s key instead (for its address while no key is known); one that
-        already holds its share gets the socket closed with 4429."""
-        subject = subject_of(caller=caller, address=self.address)
+    async def _share_move(self, *, subject: str) -> bool:
+        """Count this socket for `subject` instead (`api.systemone.socket_shares`): its key once it authenticated,
+        its address with auth off. One that already holds its share gets the socket closed with 4429."""
         if subject == self.share:
             return True
         if not socket_share_take(subject=subject):
             limit = settings.OPENJEV.max_websockets_per_key
-            holder = "this address" if caller is None else "this API key"
+            holder = "this API key" if subject.startswith("key:") else "this address"
             await self._close(
                 code=CLOSE_RATE_LIMITED,
                 reason=f"{holder} holds {limit} sockets, the most one may in this process; close one or retry later",
             )
             return False
         if self.share is not None:
-            socket_share_return(subject=self.share)
+            socket_share_return(subject=self.share, holder=self)
         self.share = subject
         return True
+
+    def _give_way(self) -> None:
+        """This socket, still waiting for its key, gives its place to a newer one from its address."""
+        closing = asyncio.get_running_loop().create_task(
+            self._close(
+                code=CLOSE_RATE_LIMITED,
+                reason="this address opened more sockets waiting for a key than it may hold; authenticate sooner",
+            )
+        )
+        _releasing.add(closing)
+        closing.add_done_callback(_releasing.discard)
 
     async def _refuse(self, reason: str) -> None:
         await self._close(code=CLOSE_UNAUTHENTICATED, reason=reason)
@@ -348,7 +388,8 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
 
     # -- evaluations ------------------------------------------------------------------------------
 
-    def _evaluation_start(self, message: dict[str, Any], *, size: int) -> None:
+    def _evaluation_start(self, message: dict[str, Any], *, size: int, admitted: Admitted | None) -> None:
+        """Start the evaluation's task; it takes over the admission the message was read under, if any."""
         eid = evaluation_id_check(message=message)
         key = _id_key(eid)
         if key in self.in_flight:
@@ -364,9 +405,13 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
                 eid=eid,
             )
         body = {k: v for k, v in message.items() if k not in ("id", "type")}
-        self.in_flight[key] = asyncio.create_task(
-            self._evaluate(eid=eid, key=key, body=body, size=size), name=f"openjev-stream-{key[:40]}"
+        taken = None if admitted is None else Admitted(held=admitted.held.pop_all(), admission=admitted.admission)
+        task = asyncio.create_task(
+            self._evaluate(eid=eid, key=key, body=body, size=size, admitted=taken), name=f"openjev-stream-{key[:40]}"
         )
+        if taken is not None:
+            task.add_done_callback(functools.partial(_release_unless_taken, admitted=taken))
+        self.in_flight[key] = task
 
     def _cancel(self, message: dict[str, Any]) -> None:
         """Cancel an evaluation in flight; one that already ended (a cancel racing its `done`) is left be."""
@@ -376,7 +421,11 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
             self.cancelled.add(key)
             task.cancel(CANCEL_REASON)
 
-    async def _evaluate(self, *, eid: Any, key: str, body: dict[str, Any], size: int) -> None:
+    async def _evaluate(
+        self, *, eid: Any, key: str, body: dict[str, Any], size: int, admitted: Admitted | None
+    ) -> None:
+        if admitted is not None:
+            admitted.taken = True
         request_id = request_id_assign(path=STREAM_PATH)
 
         def on_answer(answer: Answer) -> None:
@@ -393,11 +442,14 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
         ):
             meter_caller(label=self.caller.label if self.caller is not None else "")
             try:
-                async with contextlib.AsyncExitStack() as admitted:
-                    with phase_timed("admission"):
-                        admission = await admitted.enter_async_context(
-                            request_admitted(caller=self.caller, address=address)
-                        )
+                async with contextlib.AsyncExitStack() if admitted is None else admitted.held as held:
+                    if admitted is None:
+                        with phase_timed("admission"):
+                            admission = await held.enter_async_context(
+                                request_admitted(caller=self.caller, address=address)
+                            )
+                    else:
+                        admission = admitted.admission
                     served = await systemone_evaluate(
                         data=body,
                         size=size,

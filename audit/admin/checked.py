@@ -27,7 +27,9 @@ def selected_ids_check(*, request: HttpRequest, model_admin: admin.ModelAdmin) -
     assert pk is not None
     for value in request.POST.getlist(ACTION_CHECKBOX_NAME):
         try:
-            pk.to_python(value)
+            if "\x00" in value:  # no key holds one, and PostgreSQL cannot even compare a text with one
+                raise ValidationError("a NUL character")
+            pk.run_validators(pk.to_python(value))  # a text id's length, a number's range
         except ValidationError:
             raise BadRequest(
                 f"{ACTION_CHECKBOX_NAME}: {value[:40]!r} is not an id of {model_admin.model._meta.verbose_name}"

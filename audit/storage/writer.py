@@ -1,12 +1,14 @@
-"""One writer thread for everything the API stores: a bounded queue, batches, retries, never a raise.
+"""One writer thread for what the API stores that may be lost (API keys' last use): a bounded queue, batches,
+never a raise.
 
 The event loop only puts a small job on a queue (microseconds); the writer thread takes what has
 queued up, lingers briefly so a burst becomes one batch, and hands each sink its jobs, one transaction
-per batch. One writer means SQLite never sees two writers of ours at once. Nothing here raises into
-the caller: a full queue, a failing sink or a database outage is logged and counted (`writer_stats`),
-and the answer goes out unchanged. Connection-level errors (server down, "database is locked") are
-retried a few times by `writes_retried`, so a database restart loses nothing while the queue has room.
-The writer closes its connection when idle, so it never pins one.
+per batch. Nothing here raises into the caller: a full queue, a failing sink or a database outage is
+logged and counted (`writer_stats`). While the database is down a sink's write is given up without a
+connection attempt, except one per back-off step (`writes_tried`, the process's one outage state: one warning
+per outage). Evaluations, which may not be lost, go through the spool on disk (`audit.storage.store`), a stage
+of its own that `writer_drain` and `writer_stop` wait for first. The writer closes its connection when idle, so
+it never pins one.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from django.db import InterfaceError, OperationalError, ProgrammingError, connections
 
+from audit.database import database_outage, database_thread_bounded
 from serving import metrics
 
 log = logging.getLogger(__name__)
@@ -31,7 +34,6 @@ QUEUE_SIZE = 10_000
 BATCH_MAX = 200
 LINGER_SECONDS = 0.05
 IDLE_CLOSE_SECONDS = 2.0
-RETRY_DELAYS: Sequence[float] = (0.25, 1.0, 3.0)
 
 
 class Sink[J](Protocol):
@@ -164,6 +166,7 @@ class BatchWriter:
     # -- consumer side (writer thread) ------------------------------------------------------------
 
     def _run(self) -> None:
+        database_thread_bounded()
         while True:
             try:
                 first = self._queue.get(timeout=IDLE_CLOSE_SECONDS)
@@ -220,32 +223,57 @@ def schema_missing(exc: BaseException) -> bool:
     return isinstance(exc, ProgrammingError) or "no such table" in str(exc)
 
 
-def writes_retried(write: Callable[[], None], *, what: str) -> None:
-    """Retry a write while the database is unreachable; other errors go straight to the caller."""
-    for delay in (*RETRY_DELAYS, None):
-        try:
-            write()
-            return
-        except (OperationalError, InterfaceError) as exc:
-            connections.close_all()
-            if delay is None or schema_missing(exc):
-                raise
-            log.warning("database unavailable for %s (%s); retrying in %.2f s", what, exc, delay)
-            time.sleep(delay)
+def writes_tried(write: Callable[[], None], *, what: str) -> bool:
+    """Make the write unless the database is down with no attempt due (the process's back-off, shared with its
+    other users of the database): True once written, False when given up (the outage is logged once, by
+    `database_outage`). Other errors go straight to the caller."""
+    if not database_outage.attempt_claimed(by=what):
+        return False
+    try:
+        write()
+    except (OperationalError, InterfaceError) as exc:
+        connections.close_all()
+        if schema_missing(exc):
+            raise
+        database_outage.failed(error=exc, consequence=f"{what} are given up while it is down", by=what)
+        return False
+    database_outage.recovered(by=what)
+    return True
 
 
 writer = BatchWriter()
 """The process's one writer."""
 
 
+class Stage(Protocol):
+    """Storage that runs before this writer (the evaluations' spool and its drainer)."""
+
+    def drain(self, *, timeout: float) -> bool: ...
+
+    def stop(self, *, timeout: float) -> bool: ...
+
+
+_stages: list[Stage] = []
+
+
+def stage_register(stage: Stage) -> None:
+    """`writer_drain` and `writer_stop` wait for `stage` first."""
+    _stages.append(stage)
+
+
 def writer_drain(*, timeout: float = 30.0) -> bool:
-    """Block until everything queued so far is written or has failed (tests, bench, shutdown)."""
-    return writer.drain(timeout=timeout)
+    """Block until everything stored so far is written or has failed (tests, bench, shutdown)."""
+    deadline = time.monotonic() + timeout
+    drained = all([stage.drain(timeout=max(0.0, deadline - time.monotonic())) for stage in _stages])
+    return writer.drain(timeout=max(0.0, deadline - time.monotonic())) and drained
 
 
 def writer_stop(*, timeout: float = 30.0) -> bool:
-    """Drain, close the writer's database connection and end its thread; the next write restarts it."""
-    return writer.stop(timeout=timeout)
+    """Drain, close the database connections and end the threads; the next write restarts them. What the
+    database did not take within `timeout` stays in the spool for the next process."""
+    deadline = time.monotonic() + timeout
+    stopped = all([stage.stop(timeout=max(0.1, deadline - time.monotonic())) for stage in _stages])
+    return writer.stop(timeout=max(0.1, deadline - time.monotonic())) and stopped
 
 
 atexit.register(writer_stop, timeout=5.0)

@@ -1,15 +1,15 @@
 """SGLang client: `/generate` with input ids and selected-token log-probs, readiness, on a bare SGLang
 server or behind the SGLang model gateway (SMG) in HTTP mode.
 
-One pooled `httpx.AsyncClient` per event loop (a client is bound to the loop that created it), and a
-process-wide cap on in-flight backend calls so a burst of evaluations cannot flood the workers. The
-client sends through aiohttp's connection pool (`httpx_aiohttp.AiohttpTransport`): httpx's own pool
-(httpcore) polls every idle connection's socket on each request and parses responses in Python, which
-cost about 0.8 ms of CPU per call at 16 concurrent evaluations against 0.19 ms through aiohttp
-(`bench/http_client.py`), with httpx's API, timeouts and exceptions unchanged. Each `/generate` request
-is built from its URL, headers and timeout merged once per client (`LoopHttp`), not by `client.post`.
-Branches go either as one batched request (one worker behind a cache-aware gateway, one round trip)
-or as N parallel requests.
+One pooled `aiohttp.ClientSession` per event loop (a session is bound to the loop that created it), and a
+process-wide cap on in-flight backend calls so a burst of evaluations cannot flood the workers. Each call is
+on the critical path of an evaluation (the warm-up, then the branches), so the client is aiohttp itself, its
+URL, headers and timeouts built once per session (`LoopHttp`): httpx's own pool (httpcore) polled every idle
+connection's socket on each request and parsed responses in Python (0.8 ms of CPU per call at 16 concurrent
+evaluations), and httpx on aiohttp's pool (`httpx_aiohttp`) still built an httpx request and response around
+each aiohttp one, about twice aiohttp's own CPU per call (`bench/http_client.py`). Connections are kept alive
+(5 s idle) with TCP_NODELAY (aiohttp sets it on every connection). Branches go either as one batched request
+(one worker behind a cache-aware gateway, one round trip) or as N parallel requests.
 
 The batched request has the one shape both SGLang and the gateway accept: the gateway types
 `token_ids_logprob` as one flat list of ids and `rid` as one string (it answers 422 to a list of lists
@@ -46,8 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-import httpx
-from httpx_aiohttp import AiohttpTransport
+from yarl import URL
 
 from inference.backends.base import BranchCall, BranchMode, BranchScored, Generation, Prefix
 from inference.backends.sglang_wire import (
@@ -58,6 +57,7 @@ from inference.backends.sglang_wire import (
     response_json_read,
 )
 from inference.errors import BackendFailed, BackendUnavailable
+from inference.priority import backend_priority_current
 from inference.redaction import backend_text_redact
 from inference.tokenizer import Tokenizer
 from inference.tracing import trace_headers_current
@@ -75,34 +75,46 @@ _GATEWAY_UNAVAILABLE_CODES = frozenset({"model_not_found", "no_models_available"
 
 @dataclass(frozen=True)
 class LoopHttp:
-    """One event loop's client, and what each of its `/generate` requests carries, merged once: httpx's
-    `build_request` merges the base URL, the default headers and the timeout again on every call (50 µs of
-    CPU, against 10 µs for the request itself; two calls per evaluation)."""
+    """One event loop's session, and what each of its requests carries, built once: the `/generate` URL (a
+    parsed `yarl.URL`, not a string aiohttp would parse again), the headers (the API key, or the URL's
+    credentials as Basic auth) and the timeouts."""
 
-    client: httpx.AsyncClient
-    generate_url: httpx.URL
-    headers: httpx.Headers
-    extensions: dict[str, Any]
+    session: aiohttp.ClientSession
+    base: str
+    """The backend's URL without credentials and without a trailing slash: the other routes go under it."""
+    generate_url: URL
+    headers: dict[str, str]
+    """Every request's headers: the authorization, if any."""
+    generate_headers_base: dict[str, str]
+    """A `/generate` request's: JSON, and the authorization."""
+    timeout: aiohttp.ClientTimeout
 
     @classmethod
-    def of(cls, client: httpx.AsyncClient) -> LoopHttp:
-        merged = client.build_request("POST", "/generate")  # the client's own URL and timeout merging
-        headers = httpx.Headers(client.headers)
-        headers["Content-Type"] = "application/json"
-        return cls(client, merged.url, headers, merged.extensions)
-
-    def generate_request(self, body: bytes) -> httpx.Request:
-        """What `client.post("/generate", content=body, headers=JSON)` would send (cookies included), with the
-        evaluation's trace headers when it is traced (`inference.tracing`)."""
-        trace = trace_headers_current()
-        return httpx.Request(
-            "POST",
-            self.generate_url,
-            content=body,
-            headers=self.headers if trace is None else httpx.Headers({**self.headers, **trace}),
-            cookies=self.client.cookies,
-            extensions=dict(self.extensions),
+    def of(cls, *, session: aiohttp.ClientSession, url: str, api_key: str | None, timeout: float) -> LoopHttp:
+        """Credentials in the URL become Basic auth, which wins over the API key (aiohttp refuses a request that
+        carries both); a pool wait and a read may each take `timeout`, a connection 5 s."""
+        parsed = URL(url)
+        if parsed.user is not None or parsed.password is not None:
+            authorization = aiohttp.encode_basic_auth(parsed.user or "", parsed.password or "")
+            parsed = parsed.with_user(None)
+        else:
+            authorization = f"Bearer {api_key}" if api_key else ""
+        headers = {"Authorization": authorization} if authorization else {}
+        base = str(parsed).rstrip("/")
+        return cls(
+            session=session,
+            base=base,
+            generate_url=URL(base + "/generate"),
+            headers=headers,
+            generate_headers_base={"Content-Type": "application/json", **headers},
+            timeout=aiohttp.ClientTimeout(total=None, connect=timeout, sock_connect=5.0, sock_read=timeout),
         )
+
+    def generate_headers(self) -> dict[str, str]:
+        """A `/generate` request's headers, with the evaluation's trace headers when it is traced
+        (`inference.tracing`)."""
+        trace = trace_headers_current()
+        return self.generate_headers_base if trace is None else {**self.generate_headers_base, **trace}
 
 
 class SGLangBackend:
@@ -119,14 +131,18 @@ class SGLangBackend:
         branch_mode: BranchMode = "batched",
         max_in_flight: int = 64,
         timeout: float = 120.0,
+        priority: int | None = None,
     ) -> None:
+        """`priority`: what calls made outside a `backend_priority_set` block (interactive ones) send; None: no
+        priority."""
         self.url = url.rstrip("/")
         self.model = model
         self.branch_mode = branch_mode
         self._tokenizer = tokenizer
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._api_key = api_key
         self._timeout = timeout
         self._max_in_flight = max_in_flight
+        self._priority_default = priority
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopHttp] = weakref.WeakKeyDictionary()
         self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
@@ -146,21 +162,13 @@ class SGLangBackend:
         if http is None:
             self._clients_sweep()
             session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._max_in_flight, keepalive_timeout=KEEPALIVE_SECONDS)
+                connector=aiohttp.TCPConnector(limit=self._max_in_flight, keepalive_timeout=KEEPALIVE_SECONDS),
+                # A cookie the backend (or a gateway in front of it) sets goes with the later calls, IP hosts too.
+                cookie_jar=aiohttp.CookieJar(unsafe=True),
             )
             self._sessions[loop] = session
-            # Credentials in the URL become httpx's Basic auth (which wins over the API key, as it always
-            # has) on a URL without them: aiohttp refuses a request that carries both.
-            url = httpx.URL(self.url)
-            auth = httpx.BasicAuth(url.username, url.password) if url.username or url.password else None
             http = self._clients[loop] = LoopHttp.of(
-                httpx.AsyncClient(
-                    base_url=url.copy_with(username=None, password=None) if auth else url,
-                    auth=auth,
-                    headers=self._headers,
-                    transport=AiohttpTransport(client=session),
-                    timeout=httpx.Timeout(self._timeout, connect=5.0),
-                )
+                session=session, url=self.url, api_key=self._api_key, timeout=self._timeout
             )
         return http
 
@@ -182,27 +190,35 @@ class SGLangBackend:
         async with self._limit():
             http = self._http()
             try:
-                response = await http.client.send(http.generate_request(body.encode()))
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
-                raise BackendUnavailable(f"SGLang at {self.url} is unreachable: {exc!r}") from exc
-            except httpx.TimeoutException as exc:
-                raise BackendFailed(f"SGLang at {self.url} did not answer in time: {exc!r}") from exc
-            except httpx.HTTPError as exc:
-                raise BackendFailed(f"SGLang call failed: {exc!r}") from exc
-        if response.status_code != 200:
-            raise failure_classify(status=response.status_code, text=response.text)
+                async with http.session.post(
+                    http.generate_url, data=body.encode(), headers=http.generate_headers(), timeout=http.timeout
+                ) as response:
+                    status, content = response.status, await response.read()
+            except aiohttp.ClientError as exc:
+                raise call_failure_classify(url=self.url, error=exc) from exc
+        if status != 200:
+            raise failure_classify(status=status, text=_text(content))
         try:
-            return response_json_read(response.content)
+            return response_json_read(content)
         except ValueError as exc:
             raise BackendFailed(
-                f"SGLang answered with a body that is not JSON: {backend_text_redact(text=response.text)[:200]!r}"
+                f"SGLang answered with a body that is not JSON: {backend_text_redact(text=_text(content))[:200]!r}"
             ) from exc
+
+    def _priority(self) -> int | None:
+        """The priority of a call made now: its context's (a batch line's), else the backend's own."""
+        current = backend_priority_current()
+        return self._priority_default if current is None else current
 
     async def warm(self, *, rid: str, prefix: Prefix) -> Generation:
         # Selected-token log-probs here too: mixing plain and selected-logprob requests in one
         # SGLang batch has crashed the server.
         body = request_body(
-            rid=rid, ids_json=f"[{prefix.ids_text}]", label_ids=prefix.ids[-1:], images_json=prefix.images_json
+            rid=rid,
+            ids_json=f"[{prefix.ids_text}]",
+            label_ids=prefix.ids[-1:],
+            images_json=prefix.images_json,
+            priority=self._priority(),
         )
         return generation_parse(await self._generate(body), label_ids=(), rid=rid)
 
@@ -226,7 +242,9 @@ class SGLangBackend:
         images = [call_images_json(call=c) for c in calls]
         images_json = f"[{','.join(i or '[]' for i in images)}]" if any(images) else None
         items = await self._generate(
-            request_body(rid=rid, ids_json=f"[{ids_json}]", label_ids=union, images_json=images_json)
+            request_body(
+                rid=rid, ids_json=f"[{ids_json}]", label_ids=union, images_json=images_json, priority=self._priority()
+            )
         )
         if not isinstance(items, list) or len(items) != len(calls):
             raise BackendFailed(
@@ -253,6 +271,7 @@ class SGLangBackend:
             ids_json=f"[{call_ids_text(call=call)}]",
             label_ids=call.label_ids,
             images_json=call_images_json(call=call),
+            priority=self._priority(),
         )
         generation = generation_parse(await self._generate(body), label_ids=call.label_ids, rid=call.rid)
         if scored is not None:
@@ -265,26 +284,52 @@ class SGLangBackend:
 
     async def health(self) -> bool:
         """The gateway's readiness when the backend is a gateway, else SGLang's own `/health`."""
-        client = self._http().client
+        http = self._http()
         try:
-            response = await client.get(READINESS_PATH, timeout=5.0)
-            if response.status_code not in READINESS_ANSWERS:
-                response = await client.get(HEALTH_PATH, timeout=5.0)
-        except httpx.HTTPError:
+            status = await _status_get(http=http, path=READINESS_PATH)
+            if status not in READINESS_ANSWERS:
+                status = await _status_get(http=http, path=HEALTH_PATH)
+        except (aiohttp.ClientError, TimeoutError):
             return False
-        return response.status_code == 200
+        return status == 200
 
     async def close(self) -> None:
-        """Close this loop's client; the other loops' connections are closed where they stand."""
+        """Close this loop's session; the other loops' connections are closed where they stand."""
         http = self._clients.pop(asyncio.get_running_loop(), None)
         if http is not None:
-            await http.client.aclose()
+            self._sessions.pop(asyncio.get_running_loop(), None)
+            await http.session.close()
         _sessions_close(self._sessions)
         self._clients.clear()
 
 
+HEALTH_TIMEOUT = aiohttp.ClientTimeout(total=5.0)
+"""A readiness check answers within 5 s or the backend counts as not ready."""
+
+
+async def _status_get(*, http: LoopHttp, path: str) -> int:
+    async with http.session.get(http.base + path, headers=http.headers, timeout=HEALTH_TIMEOUT) as response:
+        await response.read()  # the connection goes back to the pool
+        return response.status
+
+
+def _text(content: bytes) -> str:
+    return content.decode("utf-8", errors="replace")
+
+
+def call_failure_classify(*, url: str, error: aiohttp.ClientError) -> BackendUnavailable | BackendFailed:
+    """A call that got no answer: a connection that could not be made, or that the backend closed before it
+    answered, means the backend is unavailable (503, retryable); a read that timed out, or a broken answer,
+    that the call failed."""
+    if isinstance(error, aiohttp.ServerTimeoutError) and not isinstance(error, aiohttp.ConnectionTimeoutError):
+        return BackendFailed(f"SGLang at {url} did not answer in time: {error!r}")
+    if isinstance(error, aiohttp.ClientConnectionError):  # refused, reset, or not made in time
+        return BackendUnavailable(f"SGLang at {url} is unreachable: {error!r}")
+    return BackendFailed(f"SGLang call failed: {error!r}")
+
+
 KEEPALIVE_SECONDS = 5.0
-"""How long an idle backend connection is kept (httpx's default)."""
+"""How long an idle backend connection is kept."""
 
 
 def _sessions_close(sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession]) -> None:

@@ -52,8 +52,11 @@ def suffix_text(ids: tuple[int, ...]) -> str:
     return ",".join(map(str, ids))
 
 
-def request_body(*, rid: str, ids_json: str, label_ids: Sequence[int], images_json: str | None = None) -> str:
-    """The /generate body as text; `ids_json` and `images_json` are already serialised (`Prefix`)."""
+def request_body(
+    *, rid: str, ids_json: str, label_ids: Sequence[int], images_json: str | None = None, priority: int | None = None
+) -> str:
+    """The /generate body as text; `ids_json` and `images_json` are already serialised (`Prefix`); SGLang's
+    `priority` when there is one (`inference.priority`)."""
     rest = orjson.dumps(
         {
             "sampling_params": SAMPLING,
@@ -61,6 +64,7 @@ def request_body(*, rid: str, ids_json: str, label_ids: Sequence[int], images_js
             "token_ids_logprob": list(label_ids),
             "logprob_start_len": -1,
             "rid": rid,
+            **({} if priority is None else {"priority": priority}),
         }
     ).decode()
     images = f'"image_data":{images_json},' if images_json else ""

@@ -17,6 +17,9 @@ from serving.compat import admin_registered
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
+MALFORMED_ID = "not-a-number\x00"
+"""An id no primary key takes: not a number, and a text with a NUL (which PostgreSQL cannot even compare)."""
+
 
 def admins_with_actions(admin_user: Any) -> list[tuple[str, str]]:
     """(changelist URL, an action name) for each registered model admin that offers an action."""
@@ -37,7 +40,7 @@ def test_an_admin_action_on_a_malformed_id_is_a_400_on_every_model_admin(admin_c
     for url, action in tried:
         for confirmed in ({}, {"post": "yes"}):
             response = admin_client.post(
-                url, {"action": action, ACTION_CHECKBOX_NAME: ["not-a-number"], "index": "0", **confirmed}
+                url, {"action": action, ACTION_CHECKBOX_NAME: [MALFORMED_ID], "index": "0", **confirmed}
             )
             assert response.status_code == 400, (url, action, confirmed, response.status_code)
 

@@ -12,6 +12,7 @@ import hashlib
 import ipaddress
 import socket
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from typing import Any
@@ -321,3 +322,39 @@ async def test_each_distinct_url_is_fetched_once_a_few_at_a_time_and_every_place
         ((3,), "image_format"),
     ]
     assert peak == 1 and sorted(s.path for s in served.seen) == ["/logo.png", "/text"]
+
+
+async def test_the_process_runs_a_bounded_number_of_fetches_and_a_request_finding_no_room_gets_529(served, monkeypatch):
+    """The review's repro: 150 requests of four slow URLs each held 529 TLS connections. However many requests
+    fetch at once, at most `PROCESS_CONCURRENCY` fetches run; one whose images never find room before its deadline
+    is told the server is busy (529), not that its URL failed."""
+    monkeypatch.setattr(image_fetch, "PROCESS_CONCURRENCY", 3)
+    monkeypatch.setattr(image_fetch, "_process_slots", weakref.WeakKeyDictionary())
+    in_flight = peak = 0
+
+    async def slow(**kwargs: Any) -> bytes:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        try:
+            await asyncio.sleep(0.3)
+            raise image_fetch.FetchFailed("slow")
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(image_fetch, "_get", slow)
+    fetcher = fetcher_for(served, timeout=0.5)
+
+    async def request(n: int) -> Exception | tuple[dict[str, Image], list[Problem]]:
+        urls = [served.url(f"/slow-{n}-{i}.png") for i in range(4)]
+        hosted = [(Image(url=u, meta=URL_META), (i,)) for i, u in enumerate(urls)]
+        try:
+            return await hosted_images_fetch(hosted=hosted, fetcher=fetcher)
+        except image_fetch.FetchesFull as exc:
+            return exc
+
+    outcomes = await asyncio.gather(*(request(n) for n in range(12)))
+    assert peak == 3
+    busy = [o for o in outcomes if isinstance(o, image_fetch.FetchesFull)]
+    assert busy and "as many images as it may at once (3)" in str(busy[0])
+    assert all(isinstance(o, tuple) and len(o[1]) == 4 for o in outcomes if o not in busy)

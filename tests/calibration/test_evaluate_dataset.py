@@ -11,7 +11,10 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
+from api.systemone.dataset_runs import run_batches_started
+from api.systemone.datasets import dataset_items_read
 from audit.models import DatasetRun, Evaluation, EvaluationAnswer
+from batches.models import Batch, BatchItem
 from tests.database import db
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -105,3 +108,45 @@ async def test_a_label_that_is_not_an_option_stops_the_run_before_any_evaluation
     with pytest.raises(CommandError, match=r"line 9: label 'legal' is not an option; use one of the option keys"):
         await db(lambda: evaluate(path))
     assert await db(Evaluation.objects.count) == 0
+
+
+async def test_a_dataset_run_is_a_labelled_batch_whose_lines_are_its_stored_evaluations(api, fake, store, tmp_path):
+    report = await db(lambda: evaluate(dataset_write(tmp_path), "--name", "tickets"))
+
+    (batch,) = await db(lambda: list(Batch.objects.all()))
+    assert batch.labelled and batch.metadata == {"dataset_run": "tickets"} and batch.endpoint == "/v1/systemone"
+    assert (batch.status, batch.total, batch.completed, batch.failed) == ("completed", 8, 8, 0)
+    lines = await db(lambda: list(BatchItem.objects.filter(batch=batch).order_by("line")))
+    assert [line.label for line in lines] == LABELS
+    linked = await db(
+        lambda: dict(Evaluation.objects.filter(dataset_run__name="tickets").values_list("request_id", "pk"))
+    )
+    assert sorted(linked) == sorted(line.request_id for line in lines) and report["n"] == 8
+
+
+async def test_a_run_stopped_before_its_batch_ended_resumes_that_batch(api, fake, store, tmp_path):
+    """The command was killed after starting its batch: the rerun works that batch, and starts no other."""
+    path = dataset_write(tmp_path)
+    items = dataset_items_read(path=path)
+
+    def started() -> str:
+        run = DatasetRun.objects.create(name="killed", source=str(path))
+        (batch,) = run_batches_started(run=run, items=items)
+        return batch.id
+
+    batch_id = await db(started)
+    report = await db(lambda: evaluate(path, "--name", "killed"))
+    assert report["n"] == 8 and report["failed"] == 0
+    assert await db(lambda: list(Batch.objects.values_list("pk", "status"))) == [(batch_id, "completed")]
+
+
+async def test_items_the_backend_failed_are_sent_again_by_a_rerun_in_a_new_batch(api, fake, store, tmp_path):
+    path = dataset_write(tmp_path)
+    fake.fail_status = 500
+    failed = await db(lambda: evaluate(path, "--name", "retry"))
+    assert failed["failed"] == 8 and failed["n"] == 0
+    fake.fail_status = None
+    retried = await db(lambda: evaluate(path, "--name", "retry"))
+    assert retried["failed"] == 0 and retried["n"] == 8
+    counts = await db(lambda: list(Batch.objects.order_by("created_at").values_list("completed", "failed")))
+    assert counts == [(0, 8), (8, 0)]

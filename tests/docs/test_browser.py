@@ -46,6 +46,15 @@ OPERATIONS = [
     "Liveness: is the process running?",
     "Admission limits of this deployment",
     "Label a stored answer with the truth",
+    "Upload a batch input file",
+    "List the key's files",
+    "Describe a file",
+    "Delete a file",
+    "Download a file's content",
+    "Create a batch over an uploaded file",
+    "List the key's batches",
+    "Describe a batch and its progress",
+    "Cancel a batch",
 ]
 EXAMPLES = {example.name: example.value for example in REQUEST_EXAMPLES}
 

@@ -14,8 +14,8 @@ import asyncio
 import json
 import re
 import weakref
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -38,271 +38,58 @@ from fake_sglang import FakeSGLang
 from inference.runner import Evaluator
 from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
-from tests.classify.conftest import SENTIMENT, SPAM, URGENCY, spec_of
 from tests.conftest import README_REQUEST
 from tests.docs.conftest import openapi
+from tests.docs.contract import (
+    BROTLI,
+    CORRUPT_GZIP,
+    KEY,
+    Case,
+    Ctx,
+    Drive,
+    Json,
+    Operation,
+    Reply,
+    backend_dead,
+    backend_failing,
+    backend_slow,
+    bug,
+    cross_site_post,
+    get_path,
+    limits_unreadable,
+    ok,
+    overloaded,
+    rate_limited,
+    raw,
+    stalled,
+    too_large,
+    unauthenticated,
+)
+from tests.docs.contract_batches import BATCH_CASES, BATCH_NEVER_SHOWN
+from tests.google.contract_v1beta import V1BETA_CASES
 from tests.stored import drained
 
-Json = Any
-Operation = tuple[str, str]
-"""(method, path), as the document names them: ("post", "/v1/systemone")."""
-
-KEY = "s3cret-contract-key"
-CROSS_SITE = {"Origin": "https://evil.example"}
-CORRUPT_GZIP = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
-BROTLI = {"Content-Type": "application/json", "Content-Encoding": "br"}
-
-
-@dataclass(frozen=True)
-class Reply:
-    """A response as it left the application."""
-
-    status: int
-    headers: httpx.Headers
-    body: bytes
-
-    @classmethod
-    def of(cls, response: httpx.Response) -> Reply:
-        return cls(status=response.status_code, headers=response.headers, body=response.content)
-
-
-@dataclass
-class Ctx:
-    """What a case drives the application with; every change it makes is undone after the case."""
-
-    api: httpx.AsyncClient
-    fake: FakeSGLang
-    patch: pytest.MonkeyPatch
-    settings: Any
-
-    def configure(self, **fields: Any) -> None:
-        """Change this deployment's settings (`settings.OPENJEV`) and serve with an evaluator built on them."""
-        self.settings.OPENJEV = replace(self.settings.OPENJEV, **fields)
-        evaluator_install(fake_evaluator(self.fake))
-
-    def evaluator(self, **overrides: Any) -> None:
-        evaluator_install(fake_evaluator(self.fake, **overrides))
-
-    def auth_on(self) -> None:
-        self.configure(api_key=KEY)
-
-    def broken(self, target: Any, name: str) -> None:
-        """`target.name` raises: a bug on our side, which must be answered as the documented 500."""
-
-        def bug(*args: Any, **kwargs: Any) -> Any:
-            raise RuntimeError("a bug planted by the contract test")
-
-        self.patch.setattr(target, name, bug)
-
-    def classifiers(self) -> None:
-        specs = {d.name: spec_of(d) for d in (SENTIMENT, SPAM, URGENCY)}
-        self.patch.setattr(registry, "_classifiers_fetch", lambda: dict(specs))
-        registry.classifier_cache_forget()
-
-    async def post(self, path: str, body: Json = None, **kwargs: Any) -> Reply:
-        if body is not None:
-            kwargs["json"] = body
-        return Reply.of(await self.api.post(path, **kwargs))
-
-    async def get(self, path: str, **kwargs: Any) -> Reply:
-        return Reply.of(await self.api.get(path, **kwargs))
-
-
-Drive = Callable[[Ctx], Awaitable[Reply]]
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    status: int
-    drive: Drive
-
-
-# -- Drivers shared by the evaluating routes ------------------------------------------------------------------
-
-
-def _ok(path: str, body: Json, *, classifiers: bool = False, **settings: Any) -> Drive:
-    async def drive(ctx: Ctx) -> Reply:
-        if settings:
-            ctx.configure(**settings)
-        if classifiers:
-            ctx.classifiers()
-        return await ctx.post(path, body)
-
-    return drive
-
-
-def _unauthenticated(path: str, body: Json = None) -> Drive:
-    async def drive(ctx: Ctx) -> Reply:
-        ctx.auth_on()
-        return await (ctx.get(path) if body is None else ctx.post(path, body))
-
-    return drive
-
-
-def _raw(path: str, content: bytes, headers: dict[str, str]) -> Drive:
-    async def drive(ctx: Ctx) -> Reply:
-        return await ctx.post(path, content=content, headers=headers)
-
-    return drive
-
-
-def _too_large(path: str) -> Drive:
-    async def drive(ctx: Ctx) -> Reply:
-        size = ctx.settings.OPENJEV.max_body_bytes + 1
-        return await ctx.post(path, content=b" " * size, headers={"Content-Type": "application/json"})
-
-    return drive
-
-
-def _stalled(path: str) -> Drive:
-    """A client that sends the start of its body and then nothing: the body reader's deadline (shortened)."""
-
-    async def drive(ctx: Ctx) -> Reply:
-        from openjev_site.asgi import application, body_reader
-
-        ctx.patch.setattr(body_reader, "read_timeout", 0.2)
-        chunks = [{"type": "http.request", "body": b'{"model":', "more_body": True}]
-
-        async def receive() -> dict[str, Any]:
-            if chunks:
-                return chunks.pop()
-            await asyncio.sleep(3600)
-            raise AssertionError("the body reader waited past its deadline")
-
-        sent: list[Mapping[str, Any]] = []
-
-        async def send(message: Mapping[str, Any]) -> None:
-            sent.append(message)
-
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "root_path": "",
-            "query_string": b"",
-            "headers": [(b"host", b"testserver"), (b"content-type", b"application/json")],
-            "client": ("127.0.0.1", 50000),
-            "server": ("testserver", 80),
-        }
-        await asyncio.wait_for(application(scope, receive, send), timeout=10)
-        start = next(m for m in sent if m["type"] == "http.response.start")
-        body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-        headers = httpx.Headers([(k.decode("latin-1"), v.decode("latin-1")) for k, v in start["headers"]])
-        return Reply(status=start["status"], headers=headers, body=body)
-
-    return drive
-
-
-def _rate_limited(path: str, body: Json, *, classifiers: bool = False) -> Drive:
-    async def drive(ctx: Ctx) -> Reply:
-        ctx.configure(key_requests_per_minute=1)
-        if classifiers:
-            ctx.classifiers()
-        first = await ctx.post(path, body)
-        assert first.status == 200, first.body
-        return await ctx.post(path, body)
-
-    return drive
-
-
-def _limits_unreadable(path: str, body: Json, *, classifiers: bool = False) -> Drive:
-    """The counts live in a Redis that does not answer, and the deployment refuses rather than serve unlimited."""
-
-    async def drive(ctx: Ctx) -> Reply:
-        ctx.configure(key_requests_per_minute=1, redis_url="redis://127.0.0.1:1/0", rate_limit_failure="closed")
-        if classifiers:
-            ctx.classifiers()
-        return await ctx.post(path, body)
-
-    return drive
-
-
-def _bug(path: str, body: Json, target: Any, name: str, *, classifiers: bool = False) -> Drive:
-    async def drive(ctx: Ctx) -> Reply:
-        ctx.broken(target, name)
-        if classifiers:
-            ctx.classifiers()
-        return await (ctx.get(path) if body is None else ctx.post(path, body))
-
-    return drive
-
-
-def _backend_failing(path: str, body: Json, *, classifiers: bool = False) -> Drive:
-    async def drive(ctx: Ctx) -> Reply:
-        ctx.fake.fail_status = 500
-        if classifiers:
-            ctx.classifiers()
-        return await ctx.post(path, body)
-
-    return drive
-
-
-def _backend_dead(path: str, body: Json, *, classifiers: bool = False) -> Drive:
-    async def drive(ctx: Ctx) -> Reply:
-        ctx.fake.dead()
-        if classifiers:
-            ctx.classifiers()
-        return await ctx.post(path, body)
-
-    return drive
-
-
-def _backend_slow(path: str, body: Json, *, classifiers: bool = False) -> Drive:
-    async def drive(ctx: Ctx) -> Reply:
-        ctx.evaluator(request_timeout=0.3)
-        ctx.fake.delay = 5
-        if classifiers:
-            ctx.classifiers()
-        return await ctx.post(path, body)
-
-    return drive
-
-
-def _overloaded(path: str, body: Json, *, classifiers: bool = False) -> Drive:
-    async def drive(ctx: Ctx) -> Reply:
-        ctx.evaluator(max_concurrent_requests=1)
-        ctx.fake.delay = 0.5
-        if classifiers:
-            ctx.classifiers()
-        first = asyncio.create_task(ctx.api.post(path, json=body))
-        await asyncio.to_thread(ctx.fake.wait_in_flight, 1)
-        refused = await ctx.post(path, body)
-        assert (await first).status_code == 200
-        return refused
-
-    return drive
+# -- Cases of the evaluating routes ------------------------------------------------------------------------------
 
 
 def _evaluating_cases(path: str, body: Json, *, classifiers: bool = False) -> list[Case]:
     """What every evaluating route answers the same way (each in its own shape)."""
     c = classifiers
     return [
-        Case("a body that is not the gzip it claims", 400, _raw(path, b"not gzip at all", CORRUPT_GZIP)),
-        Case("no key while auth is on", 401, _unauthenticated(path, body)),
-        Case("a browser post from another origin", 403, _cross_site(path, body)),
-        Case("a body that stops arriving", 408, _stalled(path)),
-        Case("a body over max_body_bytes", 413, _too_large(path)),
-        Case("an unsupported Content-Encoding", 415, _raw(path, json.dumps(body).encode(), BROTLI)),
-        Case("over the requests per minute", 429, _rate_limited(path, body, classifiers=c)),
-        Case("rate limits that cannot be counted", 429, _limits_unreadable(path, body, classifiers=c)),
+        Case("a body that is not the gzip it claims", 400, raw(path, b"not gzip at all", CORRUPT_GZIP)),
+        Case("no key while auth is on", 401, unauthenticated(path, body)),
+        Case("a browser post from another origin", 403, cross_site_post(path, body)),
+        Case("a body that stops arriving", 408, stalled(path)),
+        Case("a body over max_body_bytes", 413, too_large(path)),
+        Case("an unsupported Content-Encoding", 415, raw(path, json.dumps(body).encode(), BROTLI)),
+        Case("over the requests per minute", 429, rate_limited(path, body, classifiers=c)),
+        Case("rate limits that cannot be counted", 429, limits_unreadable(path, body, classifiers=c)),
         Case("a bug while rendering", 500, _render_bug(path, body, classifiers=c)),
-        Case("the backend answers an error", 502, _backend_failing(path, body, classifiers=c)),
-        Case("the backend is down", 503, _backend_dead(path, body, classifiers=c)),
-        Case("the evaluation runs past its deadline", 504, _backend_slow(path, body, classifiers=c)),
-        Case("more evaluations than max_concurrent_requests", 529, _overloaded(path, body, classifiers=c)),
+        Case("the backend answers an error", 502, backend_failing(path, body, classifiers=c)),
+        Case("the backend is down", 503, backend_dead(path, body, classifiers=c)),
+        Case("the evaluation runs past its deadline", 504, backend_slow(path, body, classifiers=c)),
+        Case("more evaluations than max_concurrent_requests", 529, overloaded(path, body, classifiers=c)),
     ]
-
-
-def _cross_site(path: str, body: Json) -> Drive:
-    async def drive(ctx: Ctx) -> Reply:
-        return await ctx.post(path, body, headers=CROSS_SITE)
-
-    return drive
 
 
 RENDERERS = {
@@ -315,7 +102,7 @@ RENDERERS = {
 
 def _render_bug(path: str, body: Json, *, classifiers: bool = False) -> Drive:
     module, name = RENDERERS[path]
-    return _bug(path, body, module, name, classifiers=classifiers)
+    return bug(path, body, module, name, classifiers=classifiers)
 
 
 # -- Drivers of single routes -----------------------------------------------------------------------------------
@@ -365,13 +152,6 @@ async def _models_with_classifiers(ctx: Ctx) -> Reply:
     return await ctx.get("/v1/models")
 
 
-def _get(path: str) -> Drive:
-    async def drive(ctx: Ctx) -> Reply:
-        return await ctx.get(path)
-
-    return drive
-
-
 FEEDBACK_BODY = {"request_id": "req_0123456789abcdef0123456789abcdef", "question_id": "team", "label": "Billing"}
 DECISIONS_UNKNOWN_MODEL = {**DECISIONS_REQUEST, "model": "gpt-6-luna"}
 DECISIONS_INVALID = {**DECISIONS_REQUEST, "questions": [{"type": "choice", "instructions": "?", "choices": []}]}
@@ -397,94 +177,93 @@ async def _google_rate_limited(ctx: Ctx) -> Reply:
 
 CASES: dict[Operation, list[Case]] = {
     ("post", "/v1/systemone"): [
-        Case("the README request: a noul, a choice and a score", 200, _ok("/v1/systemone", README_REQUEST)),
+        Case("the README request: a noul, a choice and a score", 200, ok("/v1/systemone", README_REQUEST)),
         Case(
             "questions that are invalid in several ways",
             422,
-            _ok("/v1/systemone", {**README_REQUEST, "questions": {"q": {"type": "box"}}, "model": "nope"}),
+            ok("/v1/systemone", {**README_REQUEST, "questions": {"q": {"type": "box"}}, "model": "nope"}),
         ),
-        Case(
-            "a body that is not JSON", 422, _raw("/v1/systemone", b'{"model": ', {"Content-Type": "application/json"})
-        ),
+        Case("a body that is not JSON", 422, raw("/v1/systemone", b'{"model": ', {"Content-Type": "application/json"})),
         *_evaluating_cases("/v1/systemone", README_REQUEST),
     ],
     ("post", "/v1/decisions"): [
-        Case("the README questions: a predicate, a choice and a score", 200, _ok("/v1/decisions", DECISIONS_REQUEST)),
-        Case("messages and tool calls; boolean choices, no names", 200, _ok("/v1/decisions", DECISIONS_CHAT_REQUEST)),
-        Case("every answer a refusal", 200, _ok("/v1/decisions", DECISIONS_REQUEST, refusal_label_mass=1.0)),
-        Case("a choice question without choices", 400, _ok("/v1/decisions", DECISIONS_INVALID)),
-        Case(
-            "a body that is not JSON", 400, _raw("/v1/decisions", b'{"model": ', {"Content-Type": "application/json"})
-        ),
-        Case("a model not served here", 404, _ok("/v1/decisions", DECISIONS_UNKNOWN_MODEL)),
+        Case("the README questions: a predicate, a choice and a score", 200, ok("/v1/decisions", DECISIONS_REQUEST)),
+        Case("messages and tool calls; boolean choices, no names", 200, ok("/v1/decisions", DECISIONS_CHAT_REQUEST)),
+        Case("every answer a refusal", 200, ok("/v1/decisions", DECISIONS_REQUEST, refusal_label_mass=1.0)),
+        Case("a choice question without choices", 400, ok("/v1/decisions", DECISIONS_INVALID)),
+        Case("a body that is not JSON", 400, raw("/v1/decisions", b'{"model": ', {"Content-Type": "application/json"})),
+        Case("a model not served here", 404, ok("/v1/decisions", DECISIONS_UNKNOWN_MODEL)),
         *_evaluating_cases("/v1/decisions", DECISIONS_REQUEST),
-        Case("Google's shape: the README questions", 200, _ok("/v1/decisions", GOOGLE_REQUEST)),
-        Case("Google's shape: a choice with one option", 400, _ok("/v1/decisions", GOOGLE_INVALID)),
+        Case("Google's shape: the README questions", 200, ok("/v1/decisions", GOOGLE_REQUEST)),
+        Case("Google's shape: a choice with one option", 400, ok("/v1/decisions", GOOGLE_INVALID)),
         Case(
             "Google's shape: a model not served here",
             404,
-            _ok("/v1/decisions", {**GOOGLE_REQUEST, "model": "models/gemini-decision-1"}),
+            ok("/v1/decisions", {**GOOGLE_REQUEST, "model": "models/gemini-decision-1"}),
         ),
         Case("Google's shape: a wrong x-goog-api-key", 401, _google_wrong_key),
         Case("Google's shape: over the requests per minute", 429, _google_rate_limited),
-        Case("Google's shape: the backend is down", 503, _backend_dead("/v1/decisions", GOOGLE_REQUEST)),
+        Case("Google's shape: the backend is down", 503, backend_dead("/v1/decisions", GOOGLE_REQUEST)),
     ],
     ("post", "/v1/classify"): [
-        Case("two texts, a choice classifier", 200, _ok("/v1/classify", CLASSIFY_REQUEST, classifiers=True)),
+        Case("two texts, a choice classifier", 200, ok("/v1/classify", CLASSIFY_REQUEST, classifiers=True)),
         Case(
             "one text, a noul classifier",
             200,
-            _ok("/v1/classify", {"model": "spam", "input": "Win!"}, classifiers=True),
+            ok("/v1/classify", {"model": "spam", "input": "Win!"}, classifiers=True),
         ),
-        Case("`input` missing", 400, _ok("/v1/classify", {"model": "sentiment"}, classifiers=True)),
-        Case("no classifier of that name", 404, _ok("/v1/classify", {"model": "sentimnet", "input": "x"})),
+        Case("`input` missing", 400, ok("/v1/classify", {"model": "sentiment"}, classifiers=True)),
+        Case("no classifier of that name", 404, ok("/v1/classify", {"model": "sentimnet", "input": "x"})),
         Case("the classifier table cannot be read", 503, _classifiers_unreadable),
         *_evaluating_cases("/v1/classify", CLASSIFY_REQUEST, classifiers=True),
     ],
     ("post", "/v1/feedback"): [
         Case("a label for each question type of a stored evaluation", 200, _feedback_200),
-        Case("no stored answer of that id", 404, _ok("/v1/feedback", FEEDBACK_BODY)),
-        Case("a label missing, an unknown field", 422, _ok("/v1/feedback", {"request_id": "req_x", "extra": 1})),
+        Case("no stored answer of that id", 404, ok("/v1/feedback", FEEDBACK_BODY)),
+        Case("a label missing, an unknown field", 422, ok("/v1/feedback", {"request_id": "req_x", "extra": 1})),
         Case("the database cannot be used", 503, _feedback_db_down),
-        Case("a bug", 500, _bug("/v1/feedback", FEEDBACK_BODY, views, "feedback_record")),
-        Case("a body that is not the gzip it claims", 400, _raw("/v1/feedback", b"not gzip", CORRUPT_GZIP)),
-        Case("no key while auth is on", 401, _unauthenticated("/v1/feedback", FEEDBACK_BODY)),
-        Case("a browser post from another origin", 403, _cross_site("/v1/feedback", FEEDBACK_BODY)),
-        Case("a body that stops arriving", 408, _stalled("/v1/feedback")),
-        Case("a body over max_body_bytes", 413, _too_large("/v1/feedback")),
-        Case("a body not declared JSON", 415, _raw("/v1/feedback", b"{}", {"Content-Type": "text/plain"})),
+        Case("a bug", 500, bug("/v1/feedback", FEEDBACK_BODY, views, "feedback_record")),
+        Case("a body that is not the gzip it claims", 400, raw("/v1/feedback", b"not gzip", CORRUPT_GZIP)),
+        Case("no key while auth is on", 401, unauthenticated("/v1/feedback", FEEDBACK_BODY)),
+        Case("a browser post from another origin", 403, cross_site_post("/v1/feedback", FEEDBACK_BODY)),
+        Case("a body that stops arriving", 408, stalled("/v1/feedback")),
+        Case("a body over max_body_bytes", 413, too_large("/v1/feedback")),
+        Case("a body not declared JSON", 415, raw("/v1/feedback", b"{}", {"Content-Type": "text/plain"})),
     ],
     ("get", "/v1/models"): [
         Case("the model names, and the classifiers", 200, _models_with_classifiers),
-        Case("no key while auth is on", 401, _unauthenticated("/v1/models")),
-        Case("a bug", 500, _bug("/v1/models", None, views, "wire_formats")),
+        Case("no key while auth is on", 401, unauthenticated("/v1/models")),
+        Case("a bug", 500, bug("/v1/models", None, views, "wire_formats")),
     ],
     ("get", "/v1/models/{model_id}"): [
-        Case("a listed model", 200, _get("/v1/models/jev-latest")),
-        Case("no key while auth is on", 401, _unauthenticated("/v1/models/jev-latest")),
-        Case("a name not listed", 404, _get("/v1/models/gpt-6-luna")),
+        Case("a listed model", 200, get_path("/v1/models/jev-latest")),
+        Case("no key while auth is on", 401, unauthenticated("/v1/models/jev-latest")),
+        Case("a name not listed", 404, get_path("/v1/models/gpt-6-luna")),
     ],
     ("get", "/v1/limits"): [
-        Case("the limits", 200, _get("/v1/limits")),
-        Case("no key while auth is on", 401, _unauthenticated("/v1/limits")),
-        Case("a bug", 500, _bug("/v1/limits", None, views, "images_accepted")),
+        Case("the limits", 200, get_path("/v1/limits")),
+        Case("no key while auth is on", 401, unauthenticated("/v1/limits")),
+        Case("a bug", 500, bug("/v1/limits", None, views, "images_accepted")),
     ],
     ("get", "/health"): [
-        Case("ready, auth off: the model and the worker named", 200, _get("/health")),
+        Case("ready, auth off: the model and the worker named", 200, get_path("/health")),
         Case("ready, auth on, no key: neither named", 200, _health_auth_on_without_key),
         Case("the backend does not answer", 503, _health_backend_dead),
-        Case("a bug", 500, _bug("/health", None, views, "evaluator_status")),
+        Case("a bug", 500, bug("/health", None, views, "evaluator_status")),
     ],
-    ("get", "/health/live"): [Case("alive", 200, _get("/health/live"))],
+    ("get", "/health/live"): [Case("alive", 200, get_path("/health/live"))],
 }
 
-NEEDS_DATABASE: set[Operation] = {("post", "/v1/feedback")}
+CASES.update(BATCH_CASES)
+CASES.update(V1BETA_CASES)
+
+NEEDS_DATABASE: set[Operation] = {("post", "/v1/feedback"), *BATCH_CASES}
 """Operations whose success needs stored evaluations: their cases run on the test database."""
 
 UNEXERCISED: dict[Operation, dict[str, str]] = {}
 """Documented statuses no case produces, per operation, with the reason."""
 
-NEVER_SHOWN: dict[Operation, dict[str, str]] = {}
+NEVER_SHOWN: dict[Operation, dict[str, str]] = {**BATCH_NEVER_SHOWN}
 """Documented properties (`Component.property`) no exercised response shows, per operation, with the reason."""
 
 UNDOCUMENTED_ROUTES = {
@@ -661,6 +440,19 @@ def header_mismatches(contract: Contract, reply: Reply, documented: dict[str, An
     return found
 
 
+JSONL = "application/jsonl"
+
+
+def _body_read(body: bytes, *, media: str) -> Json:
+    """The body as its documented media type says: JSON, or JSONL (a text whose every line is JSON)."""
+    if media != JSONL:
+        return json.loads(body)
+    text = body.decode()
+    for line in text.splitlines():
+        json.loads(line)
+    return text
+
+
 def reply_mismatches(contract: Contract, operation: dict[str, Any], case: Case, reply: Reply) -> list[str]:
     """How `reply` differs from what `operation` documents for `case`'s status."""
     if reply.status != case.status:
@@ -672,9 +464,9 @@ def reply_mismatches(contract: Contract, operation: dict[str, Any], case: Case, 
     if media not in response.get("content", {}):
         return [f"content type {media!r}, documented: {sorted(response.get('content', {}))}"]
     try:
-        body = json.loads(reply.body)
+        body = _body_read(reply.body, media=media)
     except ValueError as exc:
-        return [f"the body is not JSON ({exc}): {reply.body[:300]!r}"]
+        return [f"the body is not {media} ({exc}): {reply.body[:300]!r}"]
     schema = response["content"][media]["schema"]
     return contract.mismatches(body, schema, node="response") + header_mismatches(
         contract, reply, response.get("headers", {})
@@ -689,12 +481,22 @@ def _operations(document: dict[str, Any]) -> set[Operation]:
     return {(method, path) for path, item in document["paths"].items() for method in item if method in methods}
 
 
+def _patterns_of(patterns: Iterable[Any], prefix: str = "") -> Iterator[str]:
+    """Every route's path, with Django's converters as OpenAPI's parameters; an included list's routes under its
+    prefix (the admin's stays one route)."""
+    for pattern in patterns:
+        assert isinstance(pattern, URLPattern | URLResolver)
+        path = prefix + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", str(pattern.pattern))
+        if isinstance(pattern, URLResolver) and not path:
+            yield from _patterns_of(pattern.url_patterns, path)
+        else:
+            yield path
+
+
 def _route_patterns() -> Iterator[str]:
     from openjev_site import sockets, urls
 
-    for pattern in urls.urlpatterns:
-        assert isinstance(pattern, URLPattern | URLResolver)
-        yield re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", str(pattern.pattern))  # Django's converters as OpenAPI's
+    yield from _patterns_of(urls.urlpatterns)
     for name in ("STREAM_PATH", "DASHBOARD_LIVE_PATH"):
         yield str(getattr(sockets, name))
 
@@ -823,10 +625,10 @@ async def test_a_reply_missing_a_required_header_or_in_an_undocumented_status_is
     body = json.dumps({**HEALTH, "status": "unavailable", "message": "starting"}).encode()
     json_headers = {"content-type": "application/json"}
     no_retry_after = Reply(503, httpx.Headers({**json_headers, "x-typesafe-request-id": "req_1"}), body)
-    assert reply_mismatches(contract, operation, Case("x", 503, _get("/health")), no_retry_after) == [
+    assert reply_mismatches(contract, operation, Case("x", 503, get_path("/health")), no_retry_after) == [
         "header Retry-After: required, missing"
     ]
     teapot = Reply(418, httpx.Headers(json_headers), body)
-    assert reply_mismatches(contract, operation, Case("x", 418, _get("/health")), teapot) == [
+    assert reply_mismatches(contract, operation, Case("x", 418, get_path("/health")), teapot) == [
         "418 is not documented for this operation"
     ]

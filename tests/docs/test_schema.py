@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import openai
 import pytest
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.validation import validate_schema
@@ -17,6 +18,7 @@ from tests.docs.conftest import component_validator, openapi
 ENDPOINTS = {
     ("/v1/systemone", "post"),
     ("/v1/decisions", "post"),
+    ("/v1beta/decisions", "post"),
     ("/v1/classify", "post"),
     ("/v1/feedback", "post"),
     ("/v1/models", "get"),
@@ -24,7 +26,18 @@ ENDPOINTS = {
     ("/v1/limits", "get"),
     ("/health", "get"),
     ("/health/live", "get"),
+    ("/v1/files", "post"),
+    ("/v1/files", "get"),
+    ("/v1/files/{file_id}", "get"),
+    ("/v1/files/{file_id}", "delete"),
+    ("/v1/files/{file_id}/content", "get"),
+    ("/v1/batches", "post"),
+    ("/v1/batches", "get"),
+    ("/v1/batches/{batch_id}", "get"),
+    ("/v1/batches/{batch_id}/cancel", "post"),
 }
+DOWNLOADS = {("/v1/files/{file_id}/content", "get")}
+"""Operations whose 200 is a file (JSONL), not JSON."""
 ID = "x-typesafe-request-id"
 SYSTEMONE_STATUSES = {"200", "400", "401", "403", "408", "413", "415", "422", "429", "500", "502", "503", "504", "529"}
 NAMED_REQUESTS = {"ReadmeRequest", "ChatTranscriptState", "Score10Levels", "StructuredState"}
@@ -46,7 +59,8 @@ async def test_the_document_is_valid_openapi_31_with_every_endpoint_and_nothing_
         assert operation["summary"] and operation["description"] and operation["tags"], (path, method)
         for status, response in operation["responses"].items():
             assert response["description"], (path, status)
-            assert "application/json" in response["content"], (path, status)
+            media = "application/jsonl" if status == "200" and (path, method) in DOWNLOADS else "application/json"
+            assert list(response["content"]) == [media], (path, status)
 
 
 async def test_questions_are_a_map_of_caller_ids_to_a_union_discriminated_by_type(api, settings):
@@ -180,3 +194,25 @@ async def test_the_schema_supports_conditional_get_and_is_json_only(api):
     assert again.status_code == 304 and again.content == b""
     refused = await api.post("/openapi.json", json={})
     assert refused.status_code == 405 and refused.json()["detail"]["error_type"] == "method_not_allowed"
+
+
+async def test_the_file_and_batch_objects_are_the_official_sdks_and_their_examples_fit_them(api):
+    """OpenAI's SDK reads these objects unchanged: every field its types have (a batch's `model` aside: a batch here
+    names its model in each line), and nothing else."""
+    document = await openapi(api)
+    schemas = document["components"]["schemas"]
+    assert set(schemas["OpenAIFile"]["properties"]) == set(openai.types.FileObject.model_fields)
+    assert set(schemas["Batch"]["properties"]) == set(openai.types.Batch.model_fields) - {"model"}
+    assert set(schemas["BatchUsage"]["properties"]) == set(openai.types.BatchUsage.model_fields)
+    for path, method, name, sdk_type in (
+        ("/v1/files", "post", "OpenAIFile", openai.types.FileObject),
+        ("/v1/batches/{batch_id}", "get", "Batch", openai.types.Batch),
+    ):
+        media = _operation(document, path, method)["responses"]["200"]["content"]["application/json"]
+        (example,) = media["examples"].values()
+        component_validator(name, document).validate(example["value"])
+        sdk_type.model_validate(example["value"], strict=True)
+    upload = _operation(document, "/v1/files", "post")["requestBody"]["content"]
+    assert list(upload) == ["multipart/form-data"]
+    assert upload["multipart/form-data"]["schema"] == {"$ref": "#/components/schemas/FileUpload"}
+    assert schemas["FileUpload"]["properties"]["file"]["format"] == "binary"

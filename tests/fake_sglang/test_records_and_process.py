@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from fake_sglang import FakeSGLang, fake_logprob
+from fake_sglang import FakeSGLang, RequestRecord, fake_logprob
 from testbed.ports import free_port
 from tests.fake_sglang.helpers import PREFIX, batch_body, body, label_logprobs
 
@@ -51,6 +51,28 @@ def test_a_batched_call_counts_as_one_in_flight(fake: FakeSGLang, client: httpx.
     assert fake.max_in_flight == 1 and len(fake.requests) == 1
 
 
+def call_seconds(record: RequestRecord) -> float:
+    end = record["t_end"]
+    assert end is not None, "the call was answered"
+    return end - record["t_start"]
+
+
+def test_a_batched_call_waits_its_own_service_time_and_a_single_prompt_the_delay(
+    fake: FakeSGLang, client: httpx.Client
+) -> None:
+    fake.delay, fake.batch_delay = 0.15, 0.02
+    client.post("/generate", json=body(PREFIX, [1], rid="warm"))
+    client.post("/generate", json=batch_body([[*PREFIX, 1], [*PREFIX, 2]], [[1], [1]], ["a", "b"]))
+    warm, batch = fake.requests
+    assert call_seconds(warm) >= 0.15 and 0.02 <= call_seconds(batch) < 0.15
+
+
+def test_without_a_batch_delay_a_batched_call_waits_the_delay(fake: FakeSGLang, client: httpx.Client) -> None:
+    fake.delay = 0.1
+    client.post("/generate", json=batch_body([[*PREFIX, 1], [*PREFIX, 2]], [[1], [1]], ["a", "b"]))
+    assert fake.batch_delay is None and call_seconds(fake.requests[0]) >= 0.1
+
+
 async def hammer(url: str, total: int, connections: int) -> float:
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as http:
@@ -78,7 +100,7 @@ def test_serves_many_concurrent_keep_alive_requests_correctly(fake: FakeSGLang) 
 def test_module_runs_as_a_separate_server_process() -> None:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "fake_sglang", "--port", str(port), "--delay", "0"],
+        [sys.executable, "-m", "fake_sglang", "--port", str(port), "--delay", "0", "--batch-delay", "0.01"],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         text=True,

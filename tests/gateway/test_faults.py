@@ -9,6 +9,12 @@ until the replacement answers get an answer (the other worker's); every answer s
 most the SIGKILLed worker's batch (and every answer stored after serve's SIGTERM shutdown); the noisy key
 never gets more than its limit in a limiter window (counted apart before and after Redis lost its counts);
 the other keys keep ≥ 95 % of their answers outside the fault windows and get no 429 at all.
+
+The database's faults (`bench/faults_database.py`, issue 41), short: `serve --workers 2` on PostgreSQL through a TCP
+proxy under steady load, the proxy frozen 10 s, then killed for 15 s and started again, then serve and all its
+processes SIGKILLed and started again. What must hold: no 5xx; p99 while frozen within 3x the control's; serve and
+its workers never restarted by the database's faults; every answered evaluation stored with its status; at most one
+database warning per process per outage, each with its closing line.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import pytest
 
 from bench.faults import NOISY, Plan, faults_run
+from bench.faults_database import DatabasePlan, database_faults_run
 
 pytestmark = pytest.mark.servers
 
@@ -47,3 +54,22 @@ def test_faults_keep_answers_stored_and_keys_within_their_limits(tmp_path):
     ], report
     noisy = [s for s in run.results if s.caller == NOISY]
     assert any(s.status == 429 for s in noisy), report  # the limit was really reached
+
+
+DATABASE_PLAN = DatabasePlan(phase_seconds=6, freeze_seconds=10, down_seconds=15, keys=2, rate=4, drain_seconds=5)
+"""About 50 s of load at 8 requests/s around the faults, and serve's restart (the bench runs the 60 s outage)."""
+
+
+def test_database_faults_stall_no_request_and_lose_no_answered_evaluation(tmp_path):
+    run = database_faults_run(plan=DATABASE_PLAN, workdir=tmp_path, progress=print)
+    report = "\n".join(run.lines())
+
+    assert run.problems() == [], report
+    assert [w.name for w in run.windows] == [
+        "control",
+        "database frozen",
+        "database killed and started again",
+        "serve SIGKILLed and started again",
+    ], report
+    assert len(run.evaluated()) > 0.8 * len([s for s in run.results if s.status]), report
+    assert sum(run.warnings_per_outage()[1].values()) >= 1, report  # the outage was noticed, and logged once

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from api.checking.checker import Checker, conversation_check
 from api.checking.json_body import body_parse, document_problems
 from api.checking.limits import limits_configured
 from api.decisions.parsing import decisions_request_parse
@@ -20,7 +21,7 @@ from api.plumbing.body_lane import OFF_LOOP_BYTES
 from api.systemone.parsing import systemone_request_parse
 from inference.errors import RequestInvalid
 from tests.conftest import README_REQUEST
-from tests.linear import assert_linear
+from tests.linear import assert_linear, cost_growth
 
 MODELS = frozenset({"jev-latest"})
 QUESTIONS = {"q": {"type": "noul", "instructions": "x"}}
@@ -150,7 +151,7 @@ async def test_a_large_stream_message_is_read_in_the_lane(asgi_server, monkeypat
 
 
 async def test_a_full_body_lane_refuses_the_next_large_body_with_529(api, monkeypatch, settings):
-    monkeypatch.setitem(body_lane._queued, "bodies", settings.OPENJEV.max_concurrent_requests)
+    monkeypatch.setitem(body_lane._counts, "bodies", settings.OPENJEV.max_concurrent_requests)
     response = await api.post("/v1/systemone", json={**README_REQUEST, "state": "x" * OFF_LOOP_BYTES})
     assert response.status_code == 529, response.text
     small = await api.post("/v1/systemone", json=README_REQUEST)
@@ -173,3 +174,38 @@ async def test_the_lane_reads_a_body_with_its_request_id(api, monkeypatch):
     response = await api.post("/v1/systemone", json={**README_REQUEST, "state": "x" * OFF_LOOP_BYTES})
     [(thread, request_id)] = seen
     assert thread.startswith("openjev-body-lane") and request_id == response.headers["x-typesafe-request-id"]
+
+
+async def test_many_unknown_fields_are_named_fifty_at_a_time_and_counted(api):
+    """The review's lane flood: 150,000 unknown fields were 150,000 problems built (a second of CPU a body); the
+    first fifty are named and the rest counted in one more."""
+    body: dict[str, Any] = {
+        "model": "jev-latest",
+        "input": "x",
+        "questions": [{"type": "predicate", "instructions": "x"}],
+    }
+    body |= {f"u{i:06d}": 1 for i in range(150_000)}
+    response = await api.post("/v1/decisions", json=body)
+    assert response.status_code == 400
+    assert response.json()["error"]["message"].endswith("; and 31 more")  # 20 named: 51 problems in all
+    check = Checker()
+    check.unknown_keys(body, {"model", "input", "questions"}, (), message=lambda key: key, type_="unknown")
+    assert len(check.problems) == 51 and check.problems[-1].msg == "and 149950 more unknown fields"
+
+
+def test_a_conversation_of_more_messages_than_the_budget_has_tokens_is_refused_unread(settings):
+    """Every chat template spends at least a token on a message, so a transcript of more messages than the input
+    budget has tokens cannot fit: refused before any message is checked, at a cost that does not grow with it."""
+    limit = settings.OPENJEV.max_input_tokens
+
+    def work(n: int):
+        state = [{"role": "user", "content": "a"}] * (limit + n)
+
+        def run() -> None:
+            check = Checker()
+            assert conversation_check(check, state) == ()
+            assert [p.type for p in check.problems] == ["token_limit"]
+
+        return run
+
+    assert cost_growth(work, size=10_000, factor=8) < 3

@@ -4,11 +4,15 @@ came back as a 3 MB 400."""
 
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from api.decisions.openapi import DECISIONS_REQUEST
+from api.google.openapi import GOOGLE_REQUEST
 from inference.errors import QUOTE_MAX_CHARACTERS
 from tests.conftest import README_REQUEST
 from tests.decisions.helpers import decision_with
@@ -35,6 +39,11 @@ CASES: dict[str, tuple[str, dict[str, Any], int]] = {
     ),
     "model (systemone)": ("/v1/systemone", {**README_REQUEST, "model": HUGE}, 422),
     "question id and type (systemone)": ("/v1/systemone", {**README_REQUEST, "questions": {HUGE: {"type": HUGE}}}, 422),
+    "content part type (decisions)": (
+        "/v1/decisions",
+        decision_with(input=[{"role": "user", "content": [{"type": HUGE}]}]),
+        400,
+    ),
     "content part type (systemone)": (
         "/v1/systemone",
         {**README_REQUEST, "state": [{"role": "user", "content": [{"type": HUGE}]}]},
@@ -101,3 +110,43 @@ async def test_a_stored_failure_quotes_a_huge_value_in_a_few_characters(api, sto
     assert writer_stop(timeout=30)
     row = await Evaluation.objects.aget(request_id=response.headers["x-typesafe-request-id"])
     assert len(row.error_message) < 2_000 and "x" * (QUOTE_MAX_CHARACTERS + 1) not in row.error_message
+
+
+Path = tuple[str | int, ...]
+
+
+def swapped(value: Any) -> Iterator[tuple[Path, Any]]:
+    """Every copy of `value` with one of its scalars or one of its keys replaced by a megabyte of text, and where."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            renamed = {(HUGE if k == key else k): v for k, v in value.items()}
+            yield (key, "(key)"), renamed
+            for path, changed in swapped(item):
+                yield (key, *path), {**value, key: changed}
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            for path, changed in swapped(item):
+                yield (i, *path), [*value[:i], changed, *value[i + 1 :]]
+    else:
+        yield (), HUGE
+
+
+EXAMPLES = {
+    "/v1/systemone": README_REQUEST,
+    "/v1/decisions": DECISIONS_REQUEST,
+    "/v1/decisions (google)": GOOGLE_REQUEST,
+    "/v1/classify": {"model": "sentiment", "input": "great", "labels": ["positive", "negative"]},
+    "/v1/feedback": {"request_id": "req_0", "question_id": "refund", "label": True},
+}
+
+
+@pytest.mark.parametrize("route", list(EXAMPLES))
+async def test_no_value_is_echoed_whole_wherever_it_stands_in_any_routes_body(api, fake, route):
+    """Each scalar and each key of each route's documented example, one at a time, a megabyte long: whatever the
+    answer (a 4xx for most, a 200 where a long text is valid), it never carries the value back whole."""
+    path = route.split(" ")[0]
+    for where, body in swapped(copy.deepcopy(EXAMPLES[route])):
+        response = await api.post(path, content=json.dumps(body), headers={"Content-Type": "application/json"})
+        assert response.status_code < 500, (where, response.text[:300])
+        if response.status_code != 200:
+            assert_small(response.text)

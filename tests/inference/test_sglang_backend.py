@@ -3,19 +3,22 @@ answers, errors classified as unavailable or failed, readiness, and no credentia
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-import httpx
+import aiohttp
 import pytest
+from aiohttp import web
 
 from inference.backends.base import BranchCall, Prefix
 from inference.backends.sglang import LoopHttp, SGLangBackend, failure_classify
 from inference.backends.sglang_wire import response_json_read
 from inference.errors import BackendFailed, BackendUnavailable
 from inference.redaction import url_credentials_redact
+from inference.tracing import trace_headers_bound
 from testbed.qwen3 import qwen3_tokenizer
 from tests.ops.helpers import free_port
 
@@ -115,24 +118,52 @@ async def test_health_of_a_bare_sglang_with_an_api_key_follows_its_health_route(
     assert not await backend_for(fake.url, api_key=key).health()
 
 
-async def test_a_generate_request_merged_once_is_the_one_httpx_would_build_each_time():
-    client = httpx.AsyncClient(
-        base_url="http://gw.internal:30000/sglang",
-        headers={"Authorization": "Bearer k"},
-        timeout=httpx.Timeout(7.0, connect=2.0),
-        cookies={"route": "w1"},
-    )
-    http = LoopHttp.of(client)
-    built = client.build_request("POST", "/generate", content=b'{"a":1}', headers={"Content-Type": "application/json"})
-    merged = http.generate_request(b'{"a":1}')
-    assert merged.url == built.url == "http://gw.internal:30000/sglang/generate"
-    assert merged.headers.multi_items() == built.headers.multi_items()  # defaults, key, JSON, length, cookie
-    assert (
-        merged.extensions == built.extensions == {"timeout": {"connect": 2.0, "read": 7.0, "write": 7.0, "pool": 7.0}}
-    )
-    client.cookies.set("route", "w2")  # a cookie the backend sets later goes with the next request, as before
-    assert http.generate_request(b"{}").headers["Cookie"] == "route=w2"
-    await client.aclose()
+async def test_a_generate_request_carries_the_url_under_the_base_path_json_the_key_and_the_timeouts():
+    async with aiohttp.ClientSession() as session:
+        http = LoopHttp.of(session=session, url="http://gw.internal:30000/sglang/", api_key="k", timeout=7.0)
+        assert str(http.generate_url) == "http://gw.internal:30000/sglang/generate"
+        assert http.base + "/health" == "http://gw.internal:30000/sglang/health"
+        assert http.generate_headers() == {"Content-Type": "application/json", "Authorization": "Bearer k"}
+        assert http.headers == {"Authorization": "Bearer k"}
+        assert http.timeout == aiohttp.ClientTimeout(total=None, connect=7.0, sock_connect=5.0, sock_read=7.0)
+        with trace_headers_bound(headers={"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}):
+            assert http.generate_headers()["traceparent"].startswith("00-111")
+        assert "traceparent" not in http.generate_headers()
+
+
+async def test_credentials_in_the_url_become_basic_auth_and_win_over_the_key():
+    async with aiohttp.ClientSession() as session:
+        http = LoopHttp.of(session=session, url="http://us%40er:p%3Ass@gw:30000", api_key="k", timeout=7.0)
+    assert str(http.generate_url) == "http://gw:30000/generate"
+    assert http.generate_headers()["Authorization"] == "Basic " + base64.b64encode(b"us@er:p:ss").decode()
+
+
+async def test_a_cookie_the_backend_sets_goes_with_the_next_calls(fake):
+    """A gateway's sticky-routing cookie is kept, from an IP host too, as the client always did."""
+    seen: list[str | None] = []
+
+    async def generate(request: web.Request) -> web.StreamResponse:
+        seen.append(request.headers.get("Cookie"))
+        body = await request.read()
+        async with aiohttp.ClientSession() as upstream, upstream.post(fake.url + "/generate", data=body) as answer:
+            response = web.Response(body=await answer.read(), content_type="application/json")  # the fake's answer
+        response.set_cookie("route", "w1")
+        return response
+
+    app = web.Application()
+    app.router.add_post("/generate", generate)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        backend = backend_for(f"http://127.0.0.1:{port}")
+        await backend.warm(rid="w", prefix=PREFIX)
+        await backend.warm(rid="w2", prefix=PREFIX)
+        await backend.close()
+    finally:
+        await runner.cleanup()
+    assert seen == [None, "route=w1"]
 
 
 @pytest.mark.parametrize("key, answered", [("sekrit", True), ("wrong", False)])

@@ -1,9 +1,12 @@
 """Bearer authentication with the env key and issued keys (SPEC section 6), and the key recorded on
-each stored evaluation. Runs on SQLite and, with `-m postgres`, PostgreSQL."""
+each stored evaluation; while the database is down or frozen, a known key is served and an unknown one is a 503
+within a short bound. Runs on SQLite and, with `-m postgres`, PostgreSQL."""
 
 from __future__ import annotations
 
 import io
+import threading
+import time
 from dataclasses import replace
 from datetime import timedelta
 
@@ -16,6 +19,7 @@ from django.utils import timezone
 from audit import keys
 from audit.keys import apikey_hash, apikey_issue, apikey_revoke
 from audit.models import ApiKey, Evaluation
+from serving.refreshed import REQUEST_WAIT_SECONDS
 from tests.conftest import README_REQUEST
 from tests.database import db
 from tests.stored import drained
@@ -144,16 +148,16 @@ async def test_key_rows_are_cached_so_the_hot_path_skips_the_database(api, fake,
     auth(required=True)
     issued = await db(lambda: apikey_issue(name="cached"))
     lookups = []
-    real_fetch = keys._row_fetch
+    real_fetch = keys._rows_fetch
 
-    def counting_fetch(prefix):
-        lookups.append(prefix)
-        return real_fetch(prefix)
+    def counting_fetch(prefixes):
+        lookups.append(prefixes)
+        return real_fetch(prefixes)
 
-    monkeypatch.setattr(keys, "_row_fetch", counting_fetch)
+    monkeypatch.setattr(keys, "_rows_fetch", counting_fetch)
     for _ in range(3):
         assert (await api.post("/v1/systemone", json=README_REQUEST, headers=bearer(issued.secret))).status_code == 200
-    assert lookups == [issued.label[3:]]
+    assert lookups == [[issued.label[3:]]]
 
 
 async def test_a_database_outage_during_key_lookup_is_a_retryable_503_not_a_401(api, fake, auth, monkeypatch):
@@ -184,3 +188,63 @@ async def test_the_issue_command_prints_a_working_key_once(api, fake, store, aut
     assert (key.name, key.owner) == ("ci runner", "ops") and key.expires_at is not None
     assert key.expires_at > timezone.now() + timedelta(days=29)
     assert (await api.post("/v1/systemone", json=README_REQUEST, headers=bearer(secret))).status_code == 200
+
+
+def database_down(monkeypatch) -> None:
+    """Every new connection is refused (the server is gone); what a thread already holds is closed."""
+
+    def refuse(self, *args, **kwargs):
+        raise OperationalError("connection refused (simulated outage)")
+
+    monkeypatch.setattr(BaseDatabaseWrapper, "ensure_connection", refuse)
+
+
+async def test_while_the_database_is_down_a_known_key_is_served_and_an_unknown_one_is_a_503_at_once(
+    api, fake, store, auth, monkeypatch, caplog
+):
+    auth(required=True)
+    known = await db(lambda: apikey_issue(name="known"))
+    unknown = await db(lambda: apikey_issue(name="never used here"))
+    assert (await api.post("/v1/systemone", json=README_REQUEST, headers=bearer(known.secret))).status_code == 200
+
+    with monkeypatch.context() as outage:
+        database_down(outage)
+        first = await api.post("/v1/systemone", json=README_REQUEST, headers=bearer(unknown.secret))
+        assert first.status_code == 503 and first.headers["retry-after"]  # the read that finds it down
+        started = time.monotonic()
+        refused = [
+            await api.post("/v1/systemone", json=README_REQUEST, headers=bearer(unknown.secret)) for _ in range(5)
+        ]
+        assert [r.status_code for r in refused] == [503] * 5
+        assert time.monotonic() - started < 1.0  # no wait: the next back-off step is not due
+        served = [await api.post("/v1/systemone", json=README_REQUEST, headers=bearer(known.secret)) for _ in range(5)]
+        assert [r.status_code for r in served] == [200] * 5  # the row read before the outage
+        health = (await api.get("/health", headers=bearer(known.secret))).json()
+        assert health["caches"]["api_keys"] >= 0
+    await drained()
+    assert await db(lambda: Evaluation.objects.filter(api_key_id=known.id).count()) == 6  # spooled, then stored
+    warnings = [
+        r.getMessage() for r in caplog.records if r.name == "audit.database" and "unavailable" in r.getMessage()
+    ]
+    assert len(warnings) == 1, warnings  # one per outage, whoever found it down first
+
+
+async def test_an_unknown_key_on_a_frozen_database_is_a_503_within_the_bound(api, fake, auth, monkeypatch):
+    auth(required=True)
+    issued = await db(lambda: apikey_issue(name="frozen"))
+    thaw = threading.Event()
+    real_fetch = keys._rows_fetch
+
+    def frozen(prefixes):
+        thaw.wait(30)  # a database that accepted the query and never answers
+        return real_fetch(prefixes)
+
+    monkeypatch.setattr(keys, "_rows_fetch", frozen)
+    started = time.monotonic()
+    try:
+        response = await api.post("/v1/systemone", json=README_REQUEST, headers=bearer(issued.secret))
+    finally:
+        thaw.set()
+    assert response.status_code == 503 and response.headers["retry-after"]
+    assert time.monotonic() - started < REQUEST_WAIT_SECONDS + 1.0
+    assert fake.generate_calls == 0

@@ -17,7 +17,11 @@ DOC = ROOT / "docs" / "observability.md"
 START = "<!-- metrics table: rendered by tests/observability/metrics_doc.py, do not edit by hand -->"
 END = "<!-- end of the metrics table -->"
 
-MODES = {"livesum": "summed over the live workers", "livemostrecent": "the live worker's that set it last"}
+MODES = {
+    "livesum": "summed over the live workers",
+    "livemostrecent": "the live worker's that set it last",
+    "livemin": "the least over the live workers",
+}
 """How `serve --workers N` combines a gauge of its workers (prometheus_client's multiprocess modes)."""
 
 
@@ -59,7 +63,9 @@ def metrics_documented() -> list[MetricDoc]:
             mode = MODES[value._multiprocess_mode]
             found.append(MetricDoc(family.name, "gauge", labels, family.documentation, combined=mode))
     scrape = metrics.ScrapeCollector(
-        build={"version": "", "backend": "", "model": ""}, workers=lambda: (1, 1, 0)
+        build={"version": "", "backend": "", "model": ""},
+        workers=lambda: (1, 1, 0),
+        batches=lambda: ({"waiting": 0, "completed": 0, "failed": 0}, 0.0),
     ).collect()
     for family in scrape:
         labels = tuple(sorted({k for sample in family.samples for k in sample.labels}))

@@ -1,6 +1,6 @@
 """The settings module: every `OPENJEV_*` setting is one dataclass field that carries its default and how its
-variable is read, and loading settings loads no backend. (The README's table of them is held to this module
-by tests/ops/test_settings_table.py.)"""
+variable is read, and loading settings loads no backend. (docs/settings.md's table of them is held to this
+module by tests/ops/test_settings_table.py.)"""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_every_field_is_read_by_a_rule_and_config_from_env_keeps_each_static_def
         assert getattr(config, spec.name) == spec.default, spec.name
 
 
-def test_a_default_derived_from_other_settings_says_how_for_the_readme():
+def test_a_default_derived_from_other_settings_says_how_for_the_settings_reference():
     derived = [spec.name for spec in fields(OpenJevConfig) if spec.default is MISSING]
     assert "backend" in derived and "max_image_bytes" in derived
     for spec in fields(OpenJevConfig):

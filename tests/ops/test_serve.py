@@ -313,14 +313,16 @@ def test_serve_with_two_workers_answers_from_two_processes_and_sigterm_stops_bot
 
 
 def _children(pid: int) -> list[int]:
-    """The live child processes of `pid` (zombies, exited but not yet reaped, are left out)."""
+    """The live API worker processes `pid` started (zombies, exited but not yet reaped, are left out; so is the
+    batch worker `serve` runs beside them)."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
+            command = (stat.parent / "cmdline").read_bytes().split(b"\0")
         except (FileNotFoundError, ProcessLookupError):
             continue
-        if int(fields[1]) == pid and fields[0] != "Z":
+        if int(fields[1]) == pid and fields[0] != "Z" and b"--worker-process" in command:
             found.append(int(stat.parent.name))
     return sorted(found)
 

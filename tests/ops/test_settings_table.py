@@ -1,5 +1,5 @@
-"""The README's settings table against the settings module: one row per `OPENJEV_*` setting, its default as
-the code has it, and a meaning that names every value a choice accepts.
+"""The settings table (docs/settings.md, moved there from the README) against the settings module: one row per
+`OPENJEV_*` setting, its default as the code has it, and a meaning that names every value a choice accepts.
 
 The table stays written by hand (its meanings link the docs and name statuses, more than a field's
 docstring says); this test is what keeps it true. `serving/config.py` is the one source: a field's static
@@ -18,8 +18,11 @@ from pathlib import Path
 from serving.config import BASE_DIR, OpenJevConfig, SettingRule
 
 README = BASE_DIR / "README.md"
+TABLE_PAGE = "docs/settings.md"
+"""Where the settings table lives; every failure names it, so whoever adds a setting knows where its row goes."""
+TABLE = BASE_DIR / TABLE_PAGE
 CHECKOUT = "<checkout>"
-"""How a default inside the checkout is written (the README cannot know where it is cloned)."""
+"""How a default inside the checkout is written (the page cannot know where the checkout is cloned)."""
 ROW = re.compile(r"^\| `(OPENJEV_[A-Z0-9_]+)` \| (.*?) \| (.*) \|$")
 CHOICES = re.compile(r"(?:one of )?([\w.-]+(?:, [\w.-]+)*(?: or [\w.-]+)?)")
 """A rule that lists the accepted values: `a or b`, `a, b or c`, `one of a, b, c`."""
@@ -54,7 +57,7 @@ def value_text(spec: Field, value: object) -> str:
 
 
 def default_cell(spec: Field) -> str:
-    """The default column as the README must state it."""
+    """The default column as the settings table must state it."""
     rule = _rule(spec)
     if rule.default_text:
         return rule.default_text
@@ -99,8 +102,8 @@ def row_suggested(spec: Field) -> str:
     return f"| `{variable(spec)}` | {default_cell(spec)} | {meaning} |"
 
 
-def readme_rows(text: str) -> dict[str, list[tuple[str, str]]]:
-    """Variable → every (default, meaning) the README's settings table gives it."""
+def table_rows(text: str) -> dict[str, list[tuple[str, str]]]:
+    """Variable → every (default, meaning) the settings table gives it."""
     rows: dict[str, list[tuple[str, str]]] = {}
     for line in text.splitlines():
         if matched := ROW.match(line):
@@ -112,34 +115,43 @@ SETTINGS = fields(OpenJevConfig)
 
 
 def table_problems(text: str) -> list[str]:
-    """Where the README text's settings table disagrees with the settings module, one line each."""
-    rows = readme_rows(text)
+    """Where the settings table in `text` disagrees with the settings module, one line each."""
+    rows = table_rows(text)
     problems = []
     for spec in SETTINGS:
         name, found = variable(spec), rows.get(variable(spec), [])
         if not found:
-            problems.append(f"README.md's settings table has no row for {name}; add one:\n{row_suggested(spec)}")
+            problems.append(f"{TABLE_PAGE}'s settings table has no row for {name}; add one:\n{row_suggested(spec)}")
             continue
         if len(found) > 1:
-            problems.append(f"README.md has {len(found)} rows for {name}: keep one")
+            problems.append(f"{TABLE_PAGE} has {len(found)} rows for {name}: keep one")
         default, meaning = found[0]
         if default != default_cell(spec):
-            problems.append(f"README.md states {name}'s default as {default!r}; the code's is {default_cell(spec)!r}")
+            problems.append(
+                f"{TABLE_PAGE} states {name}'s default as {default!r}; the code's is {default_cell(spec)!r}"
+            )
         if not meaning.strip():
-            problems.append(f"README.md's row for {name} says nothing of what it means")
+            problems.append(f"{TABLE_PAGE}'s row for {name} says nothing of what it means")
         missing = [v for v in accepted_values(spec) if f"`{v}`" not in meaning]
         if missing:
-            problems.append(f"README.md's row for {name} does not name the accepted value(s) {', '.join(missing)}")
+            problems.append(f"{TABLE_PAGE}'s row for {name} does not name the accepted value(s) {', '.join(missing)}")
     known = {variable(spec) for spec in SETTINGS}
     problems += [
-        f"README.md's settings table has a row for {name}, which serving/config.py does not read: remove it"
+        f"{TABLE_PAGE}'s settings table has a row for {name}, which serving/config.py does not read: remove it"
         for name in sorted(set(rows) - known)
     ]
     return problems
 
 
-def _readme() -> str:
-    return README.read_text(encoding="utf-8")
+def _table() -> str:
+    return TABLE.read_text(encoding="utf-8")
+
+
+def _problems_added(text: str) -> list[str]:
+    """The problems `text` has that the page itself has not: a rule is checked on its own, whatever a setting
+    added meanwhile (and not yet given its row) makes the page's own check report."""
+    existing = table_problems(_table())
+    return [p for p in table_problems(text) if p not in existing]
 
 
 def _row_of(text: str, name: str) -> str:
@@ -150,15 +162,15 @@ def _spec(name: str) -> Field:
     return next(s for s in SETTINGS if s.name == name)
 
 
-def test_the_readme_settings_table_agrees_with_the_settings_module() -> None:
-    problems = table_problems(_readme())
-    assert not problems, "\n".join(problems)
+def test_the_settings_table_agrees_with_the_settings_module() -> None:
+    problems = table_problems(_table())
+    assert not problems, f"{TABLE_PAGE} (the settings reference) is out of date:\n" + "\n".join(problems)
 
 
 def test_a_setting_without_a_row_fails_naming_the_row_to_add() -> None:
-    text = _readme().replace(_row_of(_readme(), "OPENJEV_BRANCH_MODE") + "\n", "")
-    assert table_problems(text) == [
-        "README.md's settings table has no row for OPENJEV_BRANCH_MODE; add one:\n"
+    text = _table().replace(_row_of(_table(), "OPENJEV_BRANCH_MODE") + "\n", "")
+    assert _problems_added(text) == [
+        "docs/settings.md's settings table has no row for OPENJEV_BRANCH_MODE; add one:\n"
         "| `OPENJEV_BRANCH_MODE` | `batched` | batched or parallel (`batched`, `parallel`) |"
     ]
 
@@ -171,23 +183,27 @@ def test_a_derived_default_is_suggested_as_its_fields_default_text() -> None:
 
 
 def test_a_row_whose_default_drifted_from_the_code_fails() -> None:
-    row = _row_of(_readme(), "OPENJEV_LOCAL_MODEL")
-    text = _readme().replace(row, row.replace("`qwen2.5-coder-1.5b`", "`qwen2.5-coder-0.5b`", 1))
-    assert table_problems(text) == [
-        "README.md states OPENJEV_LOCAL_MODEL's default as '`qwen2.5-coder-0.5b`'; the code's is '`qwen2.5-coder-1.5b`'"
+    row = _row_of(_table(), "OPENJEV_LOCAL_MODEL")
+    text = _table().replace(row, row.replace("`qwen2.5-coder-1.5b`", "`qwen2.5-coder-0.5b`", 1))
+    assert _problems_added(text) == [
+        "docs/settings.md states OPENJEV_LOCAL_MODEL's default as '`qwen2.5-coder-0.5b`'; "
+        "the code's is '`qwen2.5-coder-1.5b`'"
     ]
 
 
 def test_a_row_that_leaves_out_an_accepted_value_fails() -> None:
-    row = _row_of(_readme(), "OPENJEV_DEBIAS")
-    text = _readme().replace(row, row.replace("`off`", "off"))
-    assert table_problems(text) == ["README.md's row for OPENJEV_DEBIAS does not name the accepted value(s) off"]
+    row = _row_of(_table(), "OPENJEV_DEBIAS")
+    text = _table().replace(row, row.replace("`off`", "off"))
+    assert _problems_added(text) == [
+        "docs/settings.md's row for OPENJEV_DEBIAS does not name the accepted value(s) off"
+    ]
 
 
 def test_a_row_for_a_setting_the_code_does_not_read_fails() -> None:
-    text = _readme() + "\n| `OPENJEV_PERMUTATION` | — | a misspelt row |\n"
-    assert table_problems(text) == [
-        "README.md's settings table has a row for OPENJEV_PERMUTATION, which serving/config.py does not read: remove it"
+    text = _table() + "\n| `OPENJEV_PERMUTATION` | — | a misspelt row |\n"
+    assert _problems_added(text) == [
+        "docs/settings.md's settings table has a row for OPENJEV_PERMUTATION, "
+        "which serving/config.py does not read: remove it"
     ]
 
 

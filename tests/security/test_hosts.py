@@ -4,6 +4,7 @@ browser's Origin compared with this service's own origin, scheme, host and port,
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 import httpx
@@ -204,3 +205,46 @@ async def test_the_dashboard_socket_compares_the_origins_scheme_host_and_port(or
         await communicator.disconnect()
     else:
         assert message["type"] == "websocket.close" and message["code"] == 4403
+
+
+TWO_HOSTS = [("Host", "testserver"), ("Host", "testserver"), ("Origin", "http://testserver")]
+"""The review's repro: two Host headers (Django joins them into one no rule matches) and an Origin, which made
+the API's cross-site check ask Django for the host: 500 DisallowedHost."""
+
+
+EVERYWHERE = [
+    *((method, path, body) for method, path, body, _ in ROUTES),
+    *(("GET", path, None) for path in ("/admin/login/", "/docs", "/health", "/metrics")),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), EVERYWHERE)
+async def test_two_host_headers_are_a_400_everywhere_never_a_server_error(api, fake, method, path, body):
+    response = await api.request(method, path, json=body, headers=TWO_HOSTS)
+    assert response.status_code == 400, response.text
+    assert "more than one Host header" in response.text
+    assert fake.generate_calls == 0
+
+
+def test_two_host_headers_through_the_server_serve_runs_are_a_400(served):
+    """The same through uvicorn as `serve` runs it, whose HTTP parser hands both headers on."""
+    host, port = served.removeprefix("http://").split(":")
+    body = json.dumps(README_REQUEST).encode()
+    request = (
+        f"POST /v1/systemone HTTP/1.1\r\nHost: {host}:{port}\r\nHost: {host}:{port}\r\nOrigin: {served}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.split(b"\r\n", 1)[0].split(b" ")[1] == b"400", answer[:300]
+
+
+def test_a_suspicious_operation_anywhere_is_a_400_never_a_500():
+    from django.core.exceptions import DisallowedHost
+
+    from api.errors import api_error_of
+
+    assert api_error_of(DisallowedHost("Invalid HTTP_HOST header")).status == 400

@@ -156,11 +156,34 @@ async def test_without_keys_one_address_holds_at_most_its_share_and_another_addr
             assert await evaluates(ws)
 
 
-async def test_sockets_still_waiting_for_their_key_count_against_their_address(served, keys_on, settings):
+async def test_sockets_still_waiting_for_their_key_count_against_their_address_and_the_oldest_gives_way(
+    served, keys_on, settings
+):
+    """An address holds at most its share of sockets waiting for a key: one more makes the longest waiting close
+    (4429), so what the address holds stays bounded and a newer socket, which may bring its key, is not refused."""
     keys_on()
     settings.OPENJEV = replace(settings.OPENJEV, max_websockets_per_key=2)
-    async with connect(ws_url(served)), connect(ws_url(served)), connect(ws_url(served)) as third:
-        assert (await closed_with(third))[0] == 4429
+    async with connect(ws_url(served)) as first, connect(ws_url(served)), connect(ws_url(served)) as third:
+        code, reason = await closed_with(first)
+        assert code == 4429 and "authenticate sooner" in reason
+        await third.send(json.dumps({"type": "auth", "api_key": KEY}))
+        assert await evaluates(third)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_address_full_of_sockets_without_keys_never_keeps_a_valid_keys_socket_out(served, keys_on, settings):
+    """The review's repro: a valid key's socket refused because its address held 100 sockets with no key. The
+    key's socket counts for its key (on the upgrade) or takes a waiting socket's place (an auth message)."""
+    keys_on()
+    settings.OPENJEV = replace(settings.OPENJEV, max_websockets_per_key=3)
+    async with AsyncExitStack() as held:
+        for _ in range(3):
+            await held.enter_async_context(connect(ws_url(served)))
+        async with connect(ws_url(served), additional_headers=bearer(KEY)) as upgraded:
+            assert await evaluates(upgraded)
+        async with connect(ws_url(served)) as browser:
+            await browser.send(json.dumps({"type": "auth", "api_key": KEY}))
+            assert await evaluates(browser)
 
 
 def test_the_per_key_socket_share_defaults_to_a_tenth_of_the_cap_and_may_not_exceed_it():

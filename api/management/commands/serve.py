@@ -15,6 +15,8 @@ so a load balancer or Modal never sees a port that answers before the model can.
   SGLang's process group, SIGKILL after `--grace` seconds, and exit 0;
 - with `--workers N`, a worker that dies is replaced while the others serve; only a crash loop stops
   the rest and exits non-zero (`serving.workers`).
+- the batch worker beside the API (the `database` task engine) is started again when it dies, with
+  the same backoff; a crash loop of it is logged and rests, the API serving on (`serving.sidecar`).
 
 The ASGI server runs in this process (`serving.servers`: uvicorn by default, `--server daphne` is
 supported), so signals, exit statuses and the evaluator are all in one place.
@@ -55,6 +57,7 @@ from serving.options import source_arguments_add, source_environment
 from serving.profiles import profile_get, sglang_command
 from serving.redaction import text_redact
 from serving.servers import DEFAULT_SERVER, SERVERS, ServerFailed, ServerOptions, StopSignal, server_create
+from serving.sidecar import Sidecar
 from serving.supervisor import (
     ChildExited,
     StartupCancelled,
@@ -104,6 +107,7 @@ def server_options(*, config: OpenJevConfig, options: dict[str, Any]) -> ServerO
 
 class Command(BaseCommand):
     help = "Serve the API in production: an ASGI server, connected to or supervising SGLang."
+    batch_worker: Sidecar | None = None
 
     def run_from_argv(self, argv: list[str]) -> None:
         """`serve [options] -- ARGS`: everything after `--` goes to SGLang untouched."""
@@ -228,6 +232,7 @@ class Command(BaseCommand):
             self._serve(config=config, process=process, stop=stop, started=started, options=options)
         finally:
             stop.stopping = True
+            self._batch_worker_stop()
             if process is not None:  # also after a crash: the rest of its group may still hold the GPU
                 if process.returncode is None:
                     log.info("stopping SGLang (process group %d, %.0f s grace)", process.pid, options["grace"])
@@ -263,6 +268,7 @@ class Command(BaseCommand):
             except SupervisorError as exc:
                 raise CommandError(text_redact(text=str(exc), secrets=config.secrets)) from None
             log.info("backend healthy after %.1f s", waited)
+        self._batch_worker_start(config=config, options=options)
         workers = 1 if options["worker_process"] else workers_count(requested=options["workers"])
         if workers > 1:
             self._workers_run(config=config, process=process, stop=stop, count=workers, options=options)
@@ -319,6 +325,23 @@ class Command(BaseCommand):
                 returncode=exit_status(returncode=code),
             )
         log.info("API stopped")
+
+    def _batch_worker_start(self, *, config: OpenJevConfig, options: dict[str, Any]) -> None:
+        """The batch jobs' worker (`manage.py batch_worker`) beside the API, once the backend is ready, when the
+        database engine queues them and `OPENJEV_BATCH_WORKER` is on: a process of its own (its evaluator, its
+        event loop), started again when it dies (`serving.sidecar`), told to stop with the API and, should `serve`
+        be killed, by the kernel."""
+        if config.task_engine != "database" or not config.batch_worker or options["worker_process"]:
+            return
+        argv = [sys.executable, sys.argv[0], "batch_worker", "--no-startup-delay", "--interval", "0.5"]
+        self.batch_worker = Sidecar(
+            argv=argv, name="batch worker", policy=restart_policy(count=1), grace=options["drain"]
+        )
+        self.batch_worker.start()
+
+    def _batch_worker_stop(self) -> None:
+        if self.batch_worker is not None:
+            self.batch_worker.stop()
 
     def _workers_run(
         self,

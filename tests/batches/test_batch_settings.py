@@ -1,0 +1,14 @@
+"""The batch settings refused at start when they cannot work as set, naming the settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from serving.config import ConfigError, config_from_env
+
+
+def test_more_batch_lines_at_once_than_a_worker_admits_is_refused_at_start():
+    with pytest.raises(ConfigError, match="OPENJEV_BATCH_CONCURRENCY must not exceed OPENJEV_MAX_CONCURRENT_REQUESTS"):
+        config_from_env({"OPENJEV_BATCH_CONCURRENCY": "17"})
+    both = config_from_env({"OPENJEV_BATCH_CONCURRENCY": "64", "OPENJEV_MAX_CONCURRENT_REQUESTS": "64"})
+    assert both.batch_concurrency == both.max_concurrent_requests == 64

@@ -1,0 +1,62 @@
+"""The body lane is shared per caller: one key flooding it with its most expensive bodies gets its own 529s, and
+another key's large bodies are read in their turn, answered normally (the review's repro: 24 loops of a 2 MB body
+of 150,000 unknown fields left another key's 87 KB body 529 sixteen times in seventeen)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from dataclasses import replace
+
+import pytest
+
+from api.plumbing import body_lane
+from audit.keys import apikey_issue
+from tests.conftest import README_REQUEST
+from tests.database import db
+
+FLOOD = json.dumps(
+    {"model": "jev-latest", "input": "x", "questions": [{"type": "predicate", "instructions": "x"}]}
+    | {f"u{i:06d}": 1 for i in range(150_000)},
+    separators=(",", ":"),
+).encode()
+"""Two megabytes of unknown fields on `/v1/decisions`: the most expensive body to read that the review found."""
+LARGE = {**README_REQUEST, "state": "The parcel for my order is late and the invoice is wrong. " * 1_500}
+"""About 87 KB of prose (over the 64 KiB at which a body is read in the lane), well under the token budget."""
+
+
+def bearer(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_second_keys_large_bodies_are_answered_while_one_key_floods_the_lane(api, fake, settings):
+    settings.OPENJEV = replace(settings.OPENJEV, require_api_key=True, key_concurrency=64)
+    name = uuid.uuid4().hex[:8]
+    flooder = await db(lambda: apikey_issue(name=f"flood-{name}"))
+    other = await db(lambda: apikey_issue(name=f"other-{name}"))
+    assert 1_500_000 < len(FLOOD) < 2 * 1024 * 1024 and len(json.dumps(LARGE)) > body_lane.OFF_LOOP_BYTES
+    flooding = True
+    statuses: list[int] = []
+
+    async def flood() -> None:
+        while flooding:
+            response = await api.post(
+                "/v1/decisions", content=FLOOD, headers={**bearer(flooder.secret), "Content-Type": "application/json"}
+            )
+            statuses.append(response.status_code)
+            if response.status_code == 529:  # as the SDKs do, though without their backoff
+                await asyncio.sleep(0.1)
+
+    loops = [asyncio.create_task(flood()) for _ in range(24)]
+    try:
+        async with asyncio.timeout(60):
+            while not body_lane._counts["bodies"]:  # the flood is in the lane
+                await asyncio.sleep(0.01)
+        answers = [await api.post("/v1/systemone", json=LARGE, headers=bearer(other.secret)) for _ in range(5)]
+    finally:
+        flooding = False
+        await asyncio.gather(*loops)
+    assert [a.status_code for a in answers] == [200] * 5, [a.text[:200] for a in answers]
+    assert 529 in statuses and 400 in statuses  # the flood met its own share, and what it got read was refused
