@@ -92,7 +92,6 @@ def server_running(*, fake_port: int, fake_pid: int, batch_concurrency: int) -> 
             "OPENJEV_TOKENIZER": str(qwen3_dir()),
             "OPENJEV_SECRET_KEY": "bench-batch-secret-key-not-the-public-default",
             "OPENJEV_BATCH_CONCURRENCY": str(batch_concurrency),
-            "OPENJEV_MAX_BODY_BYTES": str(64 * 1024 * 1024),  # the upload of --lines lines
             "DJANGO_SETTINGS_MODULE": "openjev_site.settings",
         }
         command = server_command(server="uvicorn", port=port, fake_port=fake_port, workers=1)

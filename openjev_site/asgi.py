@@ -16,12 +16,13 @@ django_application = get_asgi_application()
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 from django.conf import settings  # noqa: E402  (settings are ready only after get_asgi_application)
 
+from api.batches.uploads import upload_room  # noqa: E402
 from api.plumbing.metering import Metering  # noqa: E402
 from api.plumbing.ratelimits import ratelimits_prepare  # noqa: E402
 from api.plumbing.request_body import RequestBodyReader  # noqa: E402
 from api.plumbing.tracing import tracing_setup  # noqa: E402
 from api.requestids import RequestIds  # noqa: E402
-from openjev_site.api_handler import evaluating_api_of, path_is_api  # noqa: E402
+from openjev_site.api_handler import evaluating_api_of, path_is_api, path_unprefixed  # noqa: E402
 from openjev_site.hosts import HostCheck  # noqa: E402
 from openjev_site.sockets import websocket_application  # noqa: E402
 from serving.addresses import ForwardedClient  # noqa: E402
@@ -46,8 +47,15 @@ def _evaluating_api(scope: Any) -> str | None:
     return evaluating_api_of(scope, script_name=settings.FORCE_SCRIPT_NAME)
 
 
+async def _upload_room(scope: Any) -> int | None:
+    return await upload_room(scope, path=path_unprefixed(scope, script_name=settings.FORCE_SCRIPT_NAME))
+
+
 body_reader = RequestBodyReader(
-    router, max_bytes=settings.OPENJEV.max_body_bytes, read_timeout=settings.OPENJEV.body_timeout
+    router,
+    max_bytes=settings.OPENJEV.max_body_bytes,
+    read_timeout=settings.OPENJEV.body_timeout,
+    room_of=_upload_room,
 )
 # The request id outermost, so even the host check's and the body reader's refusals carry one; the meter inside
 # it, so every answer to an evaluating route is counted with the status the client got, whoever gave it; the host

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.exceptions import SuspiciousOperation
 from django.db import connections
 from django.db.models import QuerySet
@@ -94,6 +95,8 @@ def _upload_stored(*, request: Request, owner: str) -> BatchFile:
         purpose = purpose_checked(value=purpose)
         if upload is None:
             raise ApiError(400, "invalid_request", "the upload has no `file` part", param="file")
+        if upload.size is not None and upload.size > (limit := settings.OPENJEV.batch_max_file_bytes):
+            raise ApiError(413, "request_too_large", f"the file is over {limit} bytes", param="file")
         return upload_stored(source=upload, filename=upload.name or "upload.jsonl", owner=owner, purpose=purpose)
     except FileRefused as exc:
         raise ApiError(400, exc.code, str(exc), param="file") from None

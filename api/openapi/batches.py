@@ -136,7 +136,11 @@ file_create_schema = extend_schema(
         401: UNAUTHENTICATED,
         403: CROSS_SITE,
         408: BODY_LATE,
-        413: BODY_TOO_LARGE,
+        413: _error(
+            "The file is over `OPENJEV_BATCH_MAX_FILE_BYTES` (200 MB by default; an uncompressed upload from a valid "
+            "key is streamed up to it), or a body without a valid key or compressed is over `max_body_bytes`, after "
+            "decompression (`request_too_large`)."
+        ),
         415: _error("The body is neither multipart/form-data nor JSON, or of an unsupported `Content-Encoding`."),
         429: RATE_LIMITED,
         500: INTERNAL,

@@ -71,6 +71,23 @@ async def caller_authenticate(*, authorization: str | None, api_key: str | None 
     return caller
 
 
+async def key_valid(*, authorization: str | None, api_key: str | None = None) -> bool:
+    """Whether the request's key would be accepted (always, with auth off), counting nothing and refusing nothing:
+    for a decision taken before the view runs (a large upload's room), whose own check then answers as usual."""
+    config = settings.OPENJEV
+    if not config.auth_required:
+        return True
+    token = bearer_token(authorization) if authorization else (api_key or "").strip() or None
+    if token is None:
+        return False
+    if config.api_key and hmac.compare_digest(token.encode(), config.api_key.encode()):
+        return True
+    try:
+        return await apikey_verify(secret=token) is not None
+    except KeysUnavailable:
+        return False
+
+
 class BearerKeyAuthentication(BaseAuthentication):
     async def authenticate(self, request: Request) -> tuple[None, Caller] | None:  # type: ignore[override]
         """(no user, the caller), or None while auth is off; raises AuthenticationFailed (401). The request's

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Awaitable, Callable
 
 from api.errors import ApiError, error_body, shape_of_path
 from api.plumbing.body_lane import body_lane_run
@@ -46,13 +47,30 @@ async def error_response_send(send: Send, status: int, error_type: str, message:
     await send({"type": "http.response.body", "body": body})
 
 
-class RequestBodyReader:
-    """Reads the whole body before Django does: limit, decoding and deadline (see the module)."""
+STREAMED_DEADLINE_FACTOR = 10
+"""A streamed body has this many times `read_timeout` in all (10 minutes by default), and `read_timeout` between
+any two of its chunks."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int, read_timeout: float) -> None:
+
+class RequestBodyReader:
+    """Reads the whole body before Django does: limit, decoding and deadline (see the module).
+
+    `room_of` may grant a request a larger limit (a batch file upload, `api.batches.uploads`): such a body is not
+    read into memory but streamed to Django, which spills it to a temporary file, and cut off with a 413 (or a
+    408) as soon as it is over; Django then sees a disconnect and answers nothing more."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_bytes: int,
+        read_timeout: float,
+        room_of: Callable[[Scope], Awaitable[int | None]] | None = None,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.read_timeout = read_timeout
+        self.room_of = room_of
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -74,10 +92,13 @@ class RequestBodyReader:
                 scope=scope,
             )
             return
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            await error_response_send(
-                send, 413, "request_too_large", f"the body is over {self.max_bytes} bytes", scope=scope
-            )
+        room = await self.room_of(scope) if self.room_of is not None else None
+        limit = self.max_bytes if room is None else room
+        if length is not None and length.isdigit() and int(length) > limit:
+            await error_response_send(send, 413, "request_too_large", f"the body is over {limit} bytes", scope=scope)
+            return
+        if room is not None:
+            await self.app(scope, self._streamed(receive, send, scope=scope, limit=room), send)
             return
         try:
             raw = await self._read(receive)
@@ -124,6 +145,33 @@ class RequestBodyReader:
                 chunks.append(chunk)
                 if not message.get("more_body", False):
                     return b"".join(chunks)
+
+    def _streamed(self, receive: Receive, send: Send, *, scope: Scope, limit: int) -> Receive:
+        """`receive` counted against `limit` and the deadlines; past either, the refusal is sent and the app is
+        told the client left."""
+        size, refused = 0, False
+        deadline = asyncio.get_running_loop().time() + STREAMED_DEADLINE_FACTOR * self.read_timeout
+
+        async def streamed() -> Message:
+            nonlocal size, refused
+            if refused:
+                return {"type": "http.disconnect"}
+            wait = min(self.read_timeout, deadline - asyncio.get_running_loop().time())
+            try:
+                async with asyncio.timeout(max(wait, 0.0)):
+                    message = await receive()
+            except TimeoutError as exc:
+                refusal = self._refusal(exc)
+            else:
+                size += len(message.get("body", b""))
+                if message["type"] != "http.request" or size <= limit:
+                    return message
+                refusal = 413, "request_too_large", f"the body is over {limit} bytes"
+            refused = True
+            await error_response_send(send, *refusal, scope=scope)
+            return {"type": "http.disconnect"}
+
+        return streamed
 
 
 class _Disconnected(Exception):

@@ -229,3 +229,34 @@ async def test_a_batch_is_stored_with_one_item_per_line(api, fake, store):
     batch = await _batch_run(api, url="/v1/decisions", bodies=_bodies("/v1/decisions", 3))
     stored = await db(lambda: Batch.objects.get(pk=batch["id"]))
     assert await db(stored.items.count) == 3 and stored.done == 3
+
+
+def _lines_of_size(size: int) -> bytes:
+    """A batch file of at least `size` bytes of valid lines."""
+    line = jsonl([line_of(custom_id="0", url="/v1/decisions", body={"input": "x" * 1000})])
+    return b"".join(line.replace(b'"0"', f'"{i}"'.encode(), 1) for i in range(size // len(line) + 1))
+
+
+async def test_an_upload_larger_than_the_body_limit_is_streamed_up_to_the_file_limit(api, store, settings):
+    content = _lines_of_size(3 * 1024 * 1024)  # over OPENJEV_MAX_BODY_BYTES (2 MB), under the file limit
+    uploaded = await file_upload(api, content)
+    assert uploaded.status_code == 200, uploaded.text[:300]
+    assert uploaded.json()["bytes"] == len(content)
+
+
+async def test_an_upload_over_the_file_limit_is_a_413_and_nothing_is_stored(api, store, settings):
+    settings.OPENJEV = replace(settings.OPENJEV, batch_max_file_bytes=1024 * 1024)
+    for size in (1024 * 1024 + 1, 3 * 1024 * 1024):  # the file part over the limit; the whole body over it
+        refused = await file_upload(api, _lines_of_size(size))
+        assert refused.status_code == 413, refused.text[:300]
+        assert refused.json()["error"]["code"] == "request_too_large"
+    assert (await api.get("/v1/files")).json()["data"] == []
+
+
+async def test_a_large_upload_without_a_valid_key_gets_only_the_ordinary_body_limit(api, store, settings):
+    settings.OPENJEV = replace(settings.OPENJEV, api_key="the-key")
+    content = _lines_of_size(3 * 1024 * 1024)
+    refused = await file_upload(api, content, headers={"Authorization": "Bearer wrong"})
+    assert refused.status_code == 413, refused.text[:300]
+    uploaded = await file_upload(api, content, headers={"Authorization": "Bearer the-key"})
+    assert uploaded.status_code == 200, uploaded.text[:300]

@@ -61,12 +61,22 @@ async def _batch_id(ctx: Ctx, content: bytes = LINES, *, validated: bool = False
     return batch_id
 
 
-def upload(content: bytes = LINES, *, auth_on: bool = False, limit: int | None = None, **kwargs: Any) -> Drive:
-    """An upload (after one more, where the key may send `limit` requests a minute)."""
+def upload(
+    content: bytes = LINES,
+    *,
+    auth_on: bool = False,
+    limit: int | None = None,
+    file_limit: int | None = None,
+    **kwargs: Any,
+) -> Drive:
+    """An upload (after one more, where the key may send `limit` requests a minute; with files limited to
+    `file_limit` bytes)."""
 
     async def drive(ctx: Ctx) -> Reply:
         if auth_on:
             ctx.auth_on()
+        if file_limit is not None:
+            ctx.configure(batch_max_file_bytes=file_limit)
         if limit is not None:
             ctx.configure(key_requests_per_minute=limit)
             assert (await _upload(ctx)).status == 200
@@ -181,7 +191,7 @@ BATCH_CASES: dict[Operation, list[Case]] = {
         Case("no key while auth is on", 401, upload(auth_on=True)),
         Case("a browser upload from another origin", 403, upload(headers=CROSS_SITE)),
         Case("a body that stops arriving", 408, stalled("/v1/files")),
-        Case("a body over max_body_bytes", 413, too_large("/v1/files")),
+        Case("a file over batch_max_file_bytes", 413, upload(b"x" * 2048, file_limit=1024)),
         Case("a body neither multipart nor JSON", 415, raw("/v1/files", b"x", TEXT)),
         Case("over the requests per minute", 429, upload(limit=1)),
         Case("a bug", 500, upload_broken("upload_stored")),
