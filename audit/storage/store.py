@@ -194,6 +194,16 @@ def spool_directory() -> Path:
     return settings.OPENJEV.spool_dir / hashlib.sha256(identity.encode()).hexdigest()[:16]
 
 
+def storage_start() -> None:
+    """Start this process's spool and drainer now rather than at its first evaluation, so what a killed process
+    left in the spool folder (an orphan) is written out as soon as the service runs again, with traffic or
+    without. A failure is logged; the first evaluation tries again."""
+    try:
+        pipeline.started()
+    except Exception:
+        log.exception("could not start the evaluation spool; the first evaluation tries again")
+
+
 def evaluation_store(*, record: StoredEvaluation) -> concurrent.futures.Future[bool] | None:
     """Spool one evaluation (at level `off` only an answered one, for its usage); a batch worker collecting its
     lines' records keeps them instead (`audit.storage.collect`). The future resolves True once it is on disk, or

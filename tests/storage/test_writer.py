@@ -190,3 +190,32 @@ async def test_a_spool_is_written_only_into_the_database_it_was_started_for(api,
     await drained()
     assert storing.pipeline.directory == first_folder
     assert await db(lambda: set(Evaluation.objects.values_list("request_id", flat=True))) == set(ids)
+
+
+async def test_a_dead_processs_spool_is_written_out_when_the_service_starts_without_waiting_for_traffic(
+    api, fake, store, monkeypatch
+):
+    monkeypatch.setattr(database_outage, "backoff", (0.05,))
+
+    def refuse(self, *args, **kwargs):
+        raise OperationalError("connection refused (simulated outage)")
+
+    with monkeypatch.context() as outage:
+        outage.setattr(BaseDatabaseWrapper, "ensure_connection", refuse)
+        assert (await api.post("/v1/systemone", json=README_REQUEST)).status_code == 200
+        # The process dies with its answer spooled: its threads end, its lock goes, its files stay (an orphan).
+        spool, drainer = storing.pipeline.spool, storing.pipeline.drainer
+        assert spool is not None and drainer is not None
+        await asyncio.to_thread(drainer.stop, timeout=0.2)
+        spool.stop(timeout=5)
+        spool.close()
+        storing.pipeline.spool = storing.pipeline.drainer = None
+    assert await stored_count() == 0
+
+    await asyncio.to_thread(storing.storage_start)  # what `serve` does once its evaluator is ready
+
+    async def written() -> bool:
+        return await stored_count() == 1
+
+    await eventually(written)
+    assert storing.storage_stats()["replayed"] == 1

@@ -48,6 +48,7 @@ from django.utils.module_loading import import_string
 from api.errors import ApiError, error_body
 from api.plumbing.json_render import body_encode
 from api.systemone.stream import stream_transport_limit
+from audit.storage.store import storage_start
 from inference.backends.sglang import HEALTH_PATH, READINESS_PATH
 from inference.errors import StartupError
 from serving.collector import collector_tune
@@ -283,6 +284,7 @@ class Command(BaseCommand):
             return
         startup_seconds = time.monotonic() - started
         evaluator_install(evaluator, startup_seconds=startup_seconds)
+        storage_start()
         # The project's ASGI application, named by its settings (the app does not import the project).
         server = server_create(
             kind=options["server"],
