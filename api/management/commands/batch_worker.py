@@ -5,7 +5,10 @@ API (`OPENJEV_BATCH_WORKER`); run more, or this alone, as the deployment needs. 
 
 A worker that starts before its database can hold batches (no `manage.py migrate` yet, the database not up) waits
 for it, saying so once, rather than failing over and over: `serve` starts one with every API, also where
-nothing is stored and no batch is ever run.
+nothing is stored and no batch is ever run. A worker that loses its database while it runs exits with one line
+(status `DATABASE_LOST`), not a traceback: the lines it held are a killed worker's to the next one on this machine
+(`api.batches.recovery`, which tells a dead worker by its pid), and `serve` starts that one, which waits for the
+database as above.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import CommandError
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
 from django_tasks_db.management.commands.db_worker import Command as DatabaseWorkerCommand
 from django_tasks_db.models import DBTaskResult
 
@@ -26,6 +29,9 @@ from batches.models import BatchItem
 from serving.evaluator import evaluator_build, evaluator_install
 
 log = logging.getLogger(__name__)
+
+DATABASE_LOST = 75
+"""The exit status of a worker whose database went away (EX_TEMPFAIL: try again later)."""
 
 TABLES_WAIT_SECONDS = 5.0
 """How often a worker waiting for its database looks again."""
@@ -67,4 +73,8 @@ class Command(DatabaseWorkerCommand):
         work_recovered()
         batches_resume()
         options["worker_id"] = worker_id_local()
-        super().handle(*args, **options)
+        try:
+            super().handle(*args, **options)
+        except (OperationalError, InterfaceError) as exc:
+            log.warning("the batch worker lost its database (%s): exiting, to be started again", type(exc).__name__)
+            raise SystemExit(DATABASE_LOST) from None
