@@ -7,7 +7,8 @@ PORT ?= 8000
 
 serve:
 	scripts/bootstrap.sh
-	.venv/bin/python manage.py runserver $(HOST):$(PORT)
+	OPENJEV_SECRET_KEY="$${OPENJEV_SECRET_KEY:-$$(cat .cache/secret_key)}" \
+		.venv/bin/python manage.py serve --host $(HOST) --port $(PORT)
 
 test:
 	scripts/bootstrap.sh

@@ -37,3 +37,10 @@ echo "== syncing the virtual environment with $PYTHON"
 
 echo "== migrating the database"
 .venv/bin/python manage.py migrate --no-input -v 0
+
+# `make serve` runs `manage.py serve`, which refuses the public development key: one made here, once, for this
+# checkout only (.cache/ is not committed). A deployment sets OPENJEV_SECRET_KEY itself.
+if [ ! -s .cache/secret_key ]; then
+  mkdir -p .cache
+  (umask 077 && .venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(50))' > .cache/secret_key)
+fi
