@@ -129,7 +129,9 @@ def _items_start(*, batch_id: str, items: list[BatchItem]) -> None:
     """Store the items, start the batch and enqueue its work (or end it at once when no line is left to run)."""
     items_create(batch_id=batch_id, items=items)
     refused = sum(1 for item in items if item.state == BatchItem.DONE)
-    Batch.objects.filter(pk=batch_id).update(total=len(items), failed=refused)
+    # Only while it is validating: another delivery of this task may have started it already, and its workers'
+    # failures since then are counted in `failed`.
+    Batch.objects.filter(pk=batch_id, status="validating").update(total=len(items), failed=refused)
     if not batch_step(batch_id=batch_id, to="in_progress", among=("validating",)):
         # Cancelled while it was validated (ended with nothing run), or started by another delivery of this task
         # (which enqueued the work: ending it here would end a batch with lines still to answer).

@@ -101,3 +101,17 @@ async def test_an_answer_whose_claim_another_worker_took_over_is_not_written(api
     assert len(taken.written) == 2 and request_ids == ["req_fast", "req_fast"]
     batch = await db(lambda: Batch.objects.get(pk=batch_id))
     assert (batch.completed, batch.failed) == (2, 0)  # counted once
+
+
+async def test_a_validation_delivered_again_after_the_batch_ran_changes_none_of_its_counts(api, fake, store):
+    batch_id = await _batch(api, 4)
+    await db(DBTaskResult.objects.all().delete)
+    await _validated(batch_id, times=1)
+    fake.fail_status = 400  # the backend refuses every line: each one fails while the batch runs
+    await tasks_run()
+    fake.fail_status = None
+    before = (await api.get(f"/v1/batches/{batch_id}")).json()
+    assert before["request_counts"]["failed"] == 4, before
+    await _validated(batch_id, times=1)  # a late second delivery of the validation
+    after = (await api.get(f"/v1/batches/{batch_id}")).json()
+    assert (after["status"], after["request_counts"]) == (before["status"], before["request_counts"])
