@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db.models import QuerySet, Sum
 from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
 
 from audit.database import refreshed
 from batches.models import Batch, BatchFile, BatchItem
@@ -99,6 +100,12 @@ def batches_pruned(*, before: datetime) -> tuple[int, int]:
     file_count = uploads.count()
     uploads.delete()
     return len(batch_ids), file_count
+
+
+def task_results_prunable(*, before: datetime) -> QuerySet[DBTaskResult]:
+    """The task queue's records (django-tasks-db keeps one per task, a batch has one per chunk) of tasks that
+    finished before `before`: the batches they ran hold what is worth keeping."""
+    return DBTaskResult.objects.finished().filter(finished_at__lt=before)
 
 
 def batches_overdue(*, now: datetime | None = None) -> list[str]:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
 
 from api.decisions.openapi import DECISIONS_REQUEST
 from batches.models import Batch, BatchFile, BatchItem, FileLine
@@ -68,6 +69,17 @@ async def test_batches_ended_past_the_retention_go_with_their_lines_and_files_an
     assert await db(lambda: BatchItem.objects.filter(batch_id=old["id"]).exists()) is False
     assert await db(lambda: FileLine.objects.filter(file_id=old["input_file_id"]).exists()) is False
     assert (await api.get(f"/v1/files/{recent['output_file_id']}/content")).status_code == 200
+
+
+async def test_the_queues_records_of_tasks_finished_past_the_retention_go_and_the_rest_stay(api, fake, store):
+    await _batch_run(api)
+    finished = await db(lambda: DBTaskResult.objects.finished().count())
+    assert finished >= 2  # the validation and at least one chunk
+    await db(lambda: DBTaskResult.objects.update(finished_at=timezone.now() - 31 * DAY))
+    await _batch_run(api)
+    told = await db(lambda: _prune())
+    assert f"{finished} finished task record(s) deleted" in told
+    assert await db(lambda: DBTaskResult.objects.finished().count()) >= 2  # the recent batch's
 
 
 async def test_an_output_file_expires_when_its_batch_is_pruned(api, fake, store):
