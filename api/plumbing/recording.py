@@ -23,8 +23,9 @@ from datetime import datetime
 from django.conf import settings
 from django.utils import timezone
 
-from api.errors import ApiError, api_error_of, problems_render
+from api.plumbing.api_error import ApiError, problems_render
 from api.plumbing.body_lane import BodyLaneFull
+from api.plumbing.error_responses import api_error_of
 from api.plumbing.metering import meter_evaluated, phase_timed
 from api.plumbing.validation import Validated
 from audit.callers import Caller
@@ -90,6 +91,8 @@ def _stored(recording: Recording, *, error: BaseException | None) -> concurrent.
             outcome=recording.outcome,
             failure=None if error is None else failure_of(error=error),
         )
+        # Spooled first: the live feed and the metrics are counted while the spool's thread syncs it to disk.
+        durable = evaluation_store(record=record)
         live_feed.record(status=record.status, total_ms=record.total_ms, outcome=record.outcome)
         received = record.received
         meter_evaluated(
@@ -101,7 +104,7 @@ def _stored(recording: Recording, *, error: BaseException | None) -> concurrent.
         )
         if error is not None:
             failure_counted(error=error)
-        return evaluation_store(record=record)
+        return durable
     except Exception:
         log.exception("could not describe evaluation %s for storage", recording.request_id)
         return None
