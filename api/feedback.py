@@ -18,7 +18,7 @@ from asgiref.sync import sync_to_async
 from django.db import connections
 from django.utils import timezone
 
-from api.errors import ApiError
+from api.plumbing.api_error import ApiError
 from audit.callers import Caller
 from audit.models import EvaluationAnswer
 from calibration.labelled import label_key_of, label_rule

@@ -20,7 +20,7 @@ from drf_spectacular.utils import extend_schema
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4
 from rest_framework.request import Request
 
-from api.errors import ApiError
+from api.plumbing.api_error import ApiError
 from api.plumbing.authentication import bearer_token
 from api.views import ApiView
 from batches.lifecycle import batches_queued

@@ -19,19 +19,20 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from api.checking.json_body import BodyNotJson, body_parse
-from api.errors import PLAIN, ApiError, body_invalid, exception_response, shape_of_path
 from api.feedback import feedback_record
 from api.openapi import operations as doc
 from api.openapi.feedback import feedback_schema
+from api.plumbing.api_error import ApiError, body_invalid
 from api.plumbing.authentication import API_KEY_HEADER, BearerKeyAuthentication, caller_authenticate
 from api.plumbing.body_lane import body_lane_run
+from api.plumbing.error_responses import PLAIN, exception_response, shape_of_path
 from api.plumbing.evaluate import images_accepted
 from api.plumbing.formats import REQUEST_ID_HEADER, ErrorShape, Route, WireFormat, route_of_path, wire_formats
 from api.plumbing.json_render import json_response
 from api.plumbing.metering import meter_caller, meter_current, phase_timed
 from api.plumbing.multipart import MultipartInvalid, is_multipart, multipart_parse
 from api.plumbing.ratelimits import Admission, request_admitted
-from api.requestids import client_address_current, request_id_assign, request_id_current
+from api.plumbing.requestids import client_address_current, request_id_assign, request_id_current
 from audit.callers import Caller
 from audit.database import caches_age
 from inference.errors import value_quoted
@@ -113,7 +114,7 @@ def origin_refused(request: Request) -> None:
 
 
 class ApiView(LeanAPIView):
-    """Our views speak JSON only and map every failure through `api.errors`, in `shape`. With auth
+    """Our views speak JSON only and map every failure through `api.plumbing.error_responses`, in `shape`. With auth
     on, every route needs the key (OPTIONS and errors such as 405 included), except the health checks."""
 
     authentication_classes: ClassVar[list[Any]] = [BearerKeyAuthentication]

@@ -48,7 +48,7 @@ def child(requests: int) -> None:
             questions = len(parsed.evaluation.questions)
 
             def one_request(outcome=outcome, questions=questions) -> None:  # type: ignore[no-untyped-def]
-                with meter_open(api="systemone", name="POST /v1/systemone") as meter:
+                with meter_open(api="systemone", route="/v1/systemone", name="POST /v1/systemone") as meter:
                     for phase in ("admission", "parse", "validate", "render", "store"):
                         with phase_timed(phase):
                             pass

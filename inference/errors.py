@@ -1,4 +1,5 @@
-"""The core's failures as a small hierarchy; the HTTP layer (`api.errors`) maps each class to a status."""
+"""The core's failures as a small hierarchy; the HTTP layer (`api.plumbing.error_responses`) maps each class to a
+status."""
 
 from __future__ import annotations
 

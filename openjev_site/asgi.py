@@ -20,8 +20,8 @@ from api.batches.uploads import upload_room  # noqa: E402
 from api.plumbing.metering import Metering  # noqa: E402
 from api.plumbing.ratelimits import ratelimits_prepare  # noqa: E402
 from api.plumbing.request_body import RequestBodyReader  # noqa: E402
+from api.plumbing.requestids import RequestIds  # noqa: E402
 from api.plumbing.tracing import tracing_setup  # noqa: E402
-from api.requestids import RequestIds  # noqa: E402
 from openjev_site.api_handler import evaluating_api_of, path_is_api, path_unprefixed  # noqa: E402
 from openjev_site.hosts import HostCheck  # noqa: E402
 from openjev_site.sockets import websocket_application  # noqa: E402

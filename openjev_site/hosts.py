@@ -12,8 +12,8 @@ from __future__ import annotations
 from django.conf import settings
 
 from api.plumbing.request_body import error_response_send
-from api.requestids import ASGIApp, Receive, Scope, Send
 from openjev_site.api_handler import path_unprefixed
+from serving.asgi_types import ASGIApp, Receive, Scope, Send
 from serving.hosts import HOST_FREE_PATHS, host_allowed, scope_host
 
 HOST_REFUSED = "the Host header names a host this server does not answer for (OPENJEV_ALLOWED_HOSTS)"

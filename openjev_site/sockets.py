@@ -25,12 +25,12 @@ from channels.routing import URLRouter
 from django.conf import settings
 from django.urls import path, re_path
 
-from api.requestids import ASGIApp, Receive, Scope, Send
 from api.systemone.stream import CLOSE_REASON_MAX_CHARACTERS, SystemOneStreamConsumer
 from audit.dashboard_live import DashboardConsumer
 from openjev_site.api_handler import path_unprefixed
 from openjev_site.hosts import HOST_REFUSED, scope_host_allowed
 from serving import metrics
+from serving.asgi_types import ASGIApp, Receive, Scope, Send
 
 STREAM_PATH = "v1/systemone/stream"
 DASHBOARD_LIVE_PATH = "admin/evaluations/evaluation/dashboard/live"

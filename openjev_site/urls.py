@@ -11,10 +11,10 @@ from api import metrics, views
 from api.openapi import pages
 from api.plumbing import assets
 
-handler400 = "api.errors.bad_request_view"
-handler403 = "api.errors.permission_denied_view"
-handler404 = "api.errors.not_found_view"
-handler500 = "api.errors.server_error_view"
+handler400 = "api.plumbing.error_responses.bad_request_view"
+handler403 = "api.plumbing.error_responses.permission_denied_view"
+handler404 = "api.plumbing.error_responses.not_found_view"
+handler500 = "api.plumbing.error_responses.server_error_view"
 
 
 def _format_routes(package: str) -> list[URLPattern | URLResolver]:

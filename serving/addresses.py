@@ -11,7 +11,7 @@ proxy vouched for stands instead). `X-Forwarded-Proto` from a trusted proxy give
 the proxy), which the Origin checks compare.
 
 `ForwardedClient` rewrites the ASGI scope's `client` and `scheme` in place, in front of everything, so the
-API (`api.requestids`), the WebSocket consumers, Django's `REMOTE_ADDR` (django-axes), the per-key limits
+API (`api.plumbing.requestids`), the WebSocket consumers, Django's `REMOTE_ADDR` (django-axes), the per-key limits
 and uvicorn's access log all read the one resolved address. The servers themselves trust no header
 (`serving.servers`): one rule, whichever server runs and in the tests too.
 """
@@ -19,16 +19,14 @@ and uvicorn's access log all read the one resolved address. The servers themselv
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
 
+from serving.asgi_types import ASGIApp, Receive, Scope, Send
+
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-Scope = MutableMapping[str, Any]
-ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
 
 FORWARDED_SCHEMES = {"http": "http", "https": "https", "ws": "http", "wss": "https"}
 """`X-Forwarded-Proto` values taken, as the HTTP scheme they mean (a WebSocket's becomes ws or wss)."""
@@ -111,7 +109,7 @@ class ForwardedClient:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket"):
             forwarded_scope_apply(scope=scope, trusted=settings.OPENJEV.trusted_proxies)
         await self.app(scope, receive, send)

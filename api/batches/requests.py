@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.batches.lines import endpoint_format
-from api.errors import ApiError
+from api.plumbing.api_error import ApiError
 from api.plumbing.ratelimits import limits_for
 from audit.callers import Caller
 from batches.lifecycle import WINDOWS

@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from api.plumbing.authentication import API_KEY_HEADER, key_valid
-from api.requestids import Scope
+from serving.asgi_types import Scope
 
 UPLOAD_PATH = "/v1/files"
 MULTIPART_ROOM = 64 * 1024

@@ -28,8 +28,9 @@ from api.classify.format import FORMAT
 from api.classify.registry import classifier_problems, classifier_spec_of
 from api.classify.render import classified_render
 from api.classify.service import Classified, classify_run
-from api.errors import ApiError, api_error_of
-from api.requestids import request_id_assign
+from api.plumbing.api_error import ApiError
+from api.plumbing.error_responses import api_error_of
+from api.plumbing.requestids import request_id_assign
 from audit.admin.display import probability_bars
 from audit.callers import Caller
 from audit.models import Classifier, ClassifierLabel

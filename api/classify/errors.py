@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.checking.json_body import BodyNotJson
-from api.errors import ApiError
+from api.plumbing.api_error import ApiError
 from api.plumbing.formats import ErrorShape
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.checking.json_body import document_problems, json_kind
-from api.errors import ApiError, problems_text
+from api.plumbing.api_error import ApiError, problems_text
 
 
 @dataclass(frozen=True)

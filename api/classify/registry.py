@@ -17,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 
-from api.errors import ApiError
+from api.plumbing.api_error import ApiError
 from audit.database import refreshed
 from audit.models import Classifier
 from inference.errors import value_quoted

@@ -17,7 +17,7 @@ from django.conf import settings
 
 from api.classify.parsing import classify_request_parse
 from api.classify.registry import ClassifierSpec, classifier_find
-from api.errors import ApiError
+from api.plumbing.api_error import ApiError
 from api.plumbing.body_lane import body_lane_run
 from api.plumbing.evaluate import evaluations_calibrated
 from api.plumbing.metering import phase_timed

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from api.checking.json_body import BodyNotJson
-from api.errors import RETRIED, ApiError
+from api.plumbing.api_error import ApiError
+from api.plumbing.error_responses import RETRIED
 from api.plumbing.formats import ErrorShape
 
 TYPES = {401: "invalid_request_error", 403: "permission_error", 429: "rate_limit_error"}

@@ -20,10 +20,11 @@ from drf_spectacular.utils import (
 from rest_framework import serializers
 
 from api.decisions.errors import OPENAI_SHAPE
-from api.errors import ApiError, error_body
 from api.openapi.errors import CROSS_SITE_DESCRIPTION
 from api.openapi.fields import ModelField, const_field, probability_field
 from api.openapi.operations import OPTIONAL_AUTH, RESPONSE_HEADERS
+from api.plumbing.api_error import ApiError
+from api.plumbing.error_responses import error_body
 
 INSTRUCTIONS_HELP = (
     "What to ask about the input: a string, or a list of `input_text` / `input_json` / `input_image` parts "

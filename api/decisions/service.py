@@ -15,7 +15,7 @@ from django.conf import settings
 from api.checking.json_body import Loc
 from api.checking.limits import Limits, limits_configured
 from api.decisions.parsing import MAX_LEVELS, DecisionsRequest, ModelUnknown, decisions_request_parse
-from api.errors import ApiError
+from api.plumbing.api_error import ApiError
 from api.plumbing.body_lane import body_lane_run
 from api.plumbing.evaluate import evaluation_calibrated, hosted_images_fetched, images_accepted
 from api.plumbing.metering import phase_timed

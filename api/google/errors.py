@@ -20,10 +20,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from api.checking.json_body import BodyNotJson, Loc
-from api.errors import RETRIED, RETRY_AFTER, ApiError
-from api.plumbing.api_error import PROBLEMS_SHOWN_MAX
+from api.plumbing.api_error import PROBLEMS_SHOWN_MAX, ApiError
+from api.plumbing.error_responses import RETRIED, RETRY_AFTER
 from api.plumbing.formats import ErrorShape
-from api.requestids import request_id_current
+from api.plumbing.requestids import request_id_current
 from inference.errors import loc_bounded
 
 STATUS_NAMES = {
@@ -105,7 +105,7 @@ class GoogleShape(ErrorShape):
             )
         own = dict(error.headers)
         if error.status in RETRY_AFTER and not any(name.lower() == "retry-after" for name in own):
-            own["retry-after"] = RETRY_AFTER[error.status]  # what `api.errors.error_response` adds
+            own["retry-after"] = RETRY_AFTER[error.status]  # what `api.plumbing.error_responses.error_response` adds
         delay = retry_delay(own)
         if delay is not None:
             details.append({"@type": f"{TYPE_PREFIX}RetryInfo", "retryDelay": delay})

@@ -18,9 +18,10 @@ from typing import Any
 
 from django.conf import settings
 
-from api.errors import ApiError, error_body
 from api.google.errors import GOOGLE_SHAPE
 from api.google.parsing import IMAGE_TYPES, MODEL_PREFIX
+from api.plumbing.api_error import ApiError
+from api.plumbing.error_responses import error_body
 from inference.errors import Problem
 from serving.config import config_from_env
 

@@ -13,9 +13,9 @@ from typing import Any
 from django.conf import settings
 
 from api.checking.limits import Limits, limits_configured
-from api.errors import ApiError
 from api.google.errors import field_of
 from api.google.parsing import MODEL_PREFIX, GoogleRequest, ModelUnknown, google_request_parse
+from api.plumbing.api_error import ApiError
 from api.plumbing.body_lane import body_lane_run
 from api.plumbing.evaluate import evaluation_calibrated, hosted_images_fetched, images_accepted
 from api.plumbing.metering import phase_timed

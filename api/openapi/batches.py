@@ -13,7 +13,6 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiRespo
 from api.batches.requests import LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX
 from api.decisions.errors import OPENAI_SHAPE
 from api.decisions.openapi import OpenAIErrorSerializer
-from api.errors import PUBLIC_MESSAGES, ApiError, error_body
 from api.openapi.batch_objects import (
     BATCH_CREATE,
     BATCH_ID,
@@ -32,6 +31,8 @@ from api.openapi.batch_objects import (
 )
 from api.openapi.errors import CROSS_SITE_DESCRIPTION, EXAMPLE_REQUEST_ID
 from api.openapi.operations import AUTH_HEADER, OPTIONAL_AUTH, RATE_LIMIT_HEADERS, REQUEST_ID_HEADER
+from api.plumbing.api_error import ApiError
+from api.plumbing.error_responses import PUBLIC_MESSAGES, error_body
 
 JSONL = "application/jsonl"
 

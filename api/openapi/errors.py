@@ -5,8 +5,9 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse
 from rest_framework import serializers
 
-from api.errors import PLAIN, PUBLIC_MESSAGES, ApiError, error_body
 from api.openapi.fields import ErrorTypeField, LocField
+from api.plumbing.api_error import ApiError
+from api.plumbing.error_responses import PLAIN, PUBLIC_MESSAGES, error_body
 from api.plumbing.formats import ErrorShape
 
 

@@ -1,5 +1,6 @@
 """What an error is before its route gives it a shape: `ApiError`, and the located problems of a 422 as the plain
-shape lists them. Below the shapes (`api.plumbing.formats`) and the renderer (`api.errors`), which both read it."""
+shape lists them. Below the shapes (`api.plumbing.formats`) and the renderer (`api.plumbing.error_responses`),
+which both read it."""
 
 from __future__ import annotations
 

@@ -22,7 +22,8 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
-from api.errors import ApiError, error_response
+from api.plumbing.api_error import ApiError
+from api.plumbing.error_responses import error_response
 from inference.errors import value_quoted
 
 # Files under a versioned vendor folder never change at their URL; anything else may change on upgrade.

@@ -21,10 +21,10 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
-from api.errors import ApiError
+from api.plumbing.api_error import ApiError
 from api.plumbing.body_lane import lane_subject_bind
 from api.plumbing.ratelimits import bad_key_counted, bad_keys_refused, subject_of
-from api.requestids import client_address_current
+from api.plumbing.requestids import client_address_current
 from audit.callers import Caller
 from audit.keys import KeysUnavailable, apikey_verify
 
@@ -48,7 +48,7 @@ async def caller_authenticate(*, authorization: str | None, api_key: str | None 
     None while auth is off; raises AuthenticationFailed (401), or a 429 for an address that sent too many wrong
     keys this minute (before any key is compared, the environment's included). The API's views and the WebSocket
     stream (header or `auth` message) both ask this, with the client's address bound
-    (`api.requestids.client_address_bound`)."""
+    (`api.plumbing.requestids.client_address_bound`)."""
     config = settings.OPENJEV
     if not config.auth_required:
         return None

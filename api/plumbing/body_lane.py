@@ -35,7 +35,7 @@ from typing import Any
 from django.conf import settings
 
 from api.plumbing.ratelimits import subject_of
-from api.requestids import client_address_current
+from api.plumbing.requestids import client_address_current
 from inference.errors import Overloaded
 from serving import metrics
 

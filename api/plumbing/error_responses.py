@@ -24,10 +24,10 @@ from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest, HttpResponse
 from rest_framework import exceptions as drf_exceptions
 
-from api.plumbing.api_error import BODY, ApiError, body_invalid, problems_render, problems_text
+from api.plumbing.api_error import ApiError, problems_text
 from api.plumbing.formats import ErrorShape, route_of_path, shape_of_route
 from api.plumbing.json_render import json_response
-from api.requestids import request_id_current
+from api.plumbing.requestids import request_id_current
 from inference.errors import (
     BackendFailed,
     BackendUnavailable,
@@ -212,19 +212,3 @@ def permission_denied_view(request: HttpRequest, exception: Exception | None = N
     return error_response(
         ApiError(403, "permission_denied", "permission denied"), shape=shape_of_path(request.path), logged=False
     )
-
-
-__all__ = [
-    "BODY",
-    "PLAIN",
-    "ApiError",
-    "api_error_of",
-    "body_invalid",
-    "error_body",
-    "error_response",
-    "exception_detail",
-    "exception_response",
-    "problems_render",
-    "problems_text",
-    "shape_of_path",
-]

@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from api.plumbing.metering import meter_current
+from api.plumbing.requestids import request_id_current
 from api.plumbing.tracing import trace_id_current
-from api.requestids import request_id_current
 from serving.redaction import RedactingFormatter, configured_secrets, text_redact
 
 RECORD_FIELDS = ("route", "status", "duration_ms")

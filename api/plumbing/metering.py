@@ -21,12 +21,13 @@ from typing import Any
 
 from django.conf import settings
 
-from api.plumbing.formats import wire_format_named
+from api.plumbing.formats import wire_format_named, wire_formats
+from api.plumbing.requestids import request_id_current
 from api.plumbing.tracing import RequestSpan, request_span_end, request_span_start
-from api.requestids import ASGIApp, Message, Receive, Scope, Send, request_id_current
 from inference.runner import Outcome
 from inference.tracing import trace_headers_bound
 from serving import metrics
+from serving.asgi_types import ASGIApp, Message, Receive, Scope, Send
 
 request_log = logging.getLogger("openjev.request")
 """One line per evaluating request, with JSON logs (`api.plumbing.log_format`)."""
@@ -53,6 +54,8 @@ class Meter:
     """What one evaluating request has shown so far."""
 
     api: str
+    route: str
+    """The route the request was for, as the JSON log line names it (never the path a client sent)."""
     started: float = field(default_factory=time.perf_counter)
     started_ns: int = field(default_factory=time.time_ns)
     phases: list[tuple[str, int, int]] = field(default_factory=list)
@@ -75,10 +78,10 @@ def meter_current() -> Meter | None:
 
 
 @contextmanager
-def meter_open(*, api: str, name: str, headers: Any = ()) -> Iterator[Meter]:
-    """A meter (and, with tracing on, a server span continuing the client's `traceparent`) for one request inside
-    the block; the caller reports it with `meter_close`."""
-    meter = Meter(api=api)
+def meter_open(*, api: str, route: str, name: str, headers: Any = ()) -> Iterator[Meter]:
+    """A meter (and, with tracing on, a server span continuing the client's `traceparent`) for one request to
+    `route` inside the block; the caller reports it with `meter_close`."""
+    meter = Meter(api=api, route=route)
     meter.span = request_span_start(name=name, headers=headers, start_ns=meter.started_ns)
     token = _current.set(meter)
     try:
@@ -171,10 +174,8 @@ def meter_close(*, meter: Meter, status: int) -> None:
     labelled(metrics.requests_total, api, str(status)).inc()
     labelled(metrics.request_duration, api).observe(seconds)
     if settings.OPENJEV.log_format == "json":
-        served = wire_format_named(api)
-        route = "/v1/systemone/stream" if api == STREAM_API else served.path if served is not None else f"/v1/{api}"
-        extra = {"route": route, "status": status, "duration_ms": round(seconds * 1000, 3)}
-        request_log.info("%s %s %.1f ms", route, status, seconds * 1000, extra=extra)
+        extra = {"route": meter.route, "status": status, "duration_ms": round(seconds * 1000, 3)}
+        request_log.info("%s %s %.1f ms", meter.route, status, seconds * 1000, extra=extra)
     for phase, start, end in meter.phases:
         labelled(metrics.phase_duration, api, phase).observe((end - start) / 1e9)
     if settings.OPENJEV.metrics_per_key and meter.caller is not None:
@@ -195,7 +196,8 @@ def meter_evaluated(
     """What one evaluation shows, from its stored record: questions, answers by type, the lowest label mass,
     tokens, backend generations and refusals; the prepare, prefill and branches phases as the core timed them."""
     meter = _current.get()
-    api = meter.api if meter is not None else "systemone"
+    # An evaluation outside any request (a dataset run, a batch line) counts under the first installed format.
+    api = meter.api if meter is not None else wire_formats()[0].name
     labelled(metrics.questions_per_request, api).observe(questions)
     if meter is not None:
         meter.attributes |= {
@@ -260,8 +262,10 @@ class Metering:
                 status[0] = int(message["status"])
             await send(message)
 
+        served = wire_format_named(api)
+        route = served.path if served is not None else f"/v1/{api}"
         name = f"{scope.get('method', 'POST')} /v1/{api}"  # the route, never the path a client sent
-        with meter_open(api=api, name=name, headers=scope["headers"]) as meter:
+        with meter_open(api=api, route=route, name=name, headers=scope["headers"]) as meter:
             try:
                 await self.app(scope, receive, send_seen)
             except Exception:

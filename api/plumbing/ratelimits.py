@@ -49,7 +49,7 @@ from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from limits.aio.strategies import SlidingWindowCounterRateLimiter
 from limits.errors import StorageError
 
-from api.errors import ApiError
+from api.plumbing.api_error import ApiError
 from api.plumbing.ratelimits_redis import RedisCounts, Refused, redis_admitted, redis_released, redis_tokens_reserved
 from audit.callers import Caller, KeyLimits
 from serving import metrics

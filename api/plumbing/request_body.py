@@ -19,16 +19,17 @@ import asyncio
 import functools
 from collections.abc import Awaitable, Callable
 
-from api.errors import ApiError, error_body, shape_of_path
+from api.plumbing.api_error import ApiError
 from api.plumbing.body_lane import body_lane_run
 from api.plumbing.content_encoding import DECODERS, BodyTooLarge, BodyUndecodable, body_decode
+from api.plumbing.error_responses import error_body, shape_of_path
 from api.plumbing.json_render import body_encode
-from api.requestids import ASGIApp, Message, Receive, Scope, Send
 from inference.errors import Overloaded, value_quoted
+from serving.asgi_types import ASGIApp, Message, Receive, Scope, Send
 
 
 async def error_response_send(send: Send, status: int, error_type: str, message: str, *, scope: Scope) -> None:
-    """The error in its route's shape, from `api.errors` like every other error of the API."""
+    """The error in its route's shape, from `api.plumbing.error_responses` like every other error of the API."""
     error = ApiError(status, error_type, message)
     names = {name.decode("latin-1").lower() for name, _ in scope.get("headers", ())}
     shape = shape_of_path(str(scope.get("path", "")), has_header=names.__contains__)

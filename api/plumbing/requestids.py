@@ -9,18 +9,12 @@ stored evaluation and the id quoted in a 5xx message are one value a client can 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
 
 from api.plumbing.formats import REQUEST_ID_HEADER, route_of_path
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+from serving.asgi_types import ASGIApp, Message, Receive, Scope, Send
 
 HEADER = REQUEST_ID_HEADER.encode()
 

@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 
 from api.checking.limits import limits_configured
-from api.errors import problems_text
+from api.plumbing.api_error import problems_text
 from api.systemone.parsing import systemone_request_parse
 from calibration.labelled import label_key_of, label_rule
 from inference.errors import RequestInvalid

@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 
 from api.checking.limits import limits_configured
-from api.errors import ApiError
+from api.plumbing.api_error import ApiError
 from api.plumbing.body_lane import body_lane_run
 from api.plumbing.evaluate import evaluation_calibrated, hosted_images_fetched
 from api.plumbing.metering import phase_timed

@@ -39,13 +39,14 @@ from django.conf import settings
 from rest_framework.exceptions import AuthenticationFailed
 
 from api.checking.json_body import body_parse, document_problems
-from api.errors import ApiError, exception_detail
+from api.plumbing.api_error import ApiError
 from api.plumbing.authentication import caller_authenticate
 from api.plumbing.body_lane import body_lane_run
+from api.plumbing.error_responses import exception_detail
 from api.plumbing.json_render import text_encode
 from api.plumbing.metering import CLIENT_CLOSED, STREAM_API, meter_caller, meter_close, meter_open, phase_timed
 from api.plumbing.ratelimits import Admission, request_admitted, subject_of
-from api.requestids import client_address_bound, request_id_assign, request_id_bound
+from api.plumbing.requestids import client_address_bound, request_id_assign, request_id_bound
 from api.systemone.render import answer_render
 from api.systemone.service import systemone_evaluate
 from api.systemone.socket_shares import socket_share_return, socket_share_take, socket_wait, waiting_subject
@@ -438,7 +439,9 @@ class SystemOneStreamConsumer(AsyncJsonWebsocketConsumer):
         with (
             request_id_bound(request_id=request_id),
             client_address_bound(address=address),
-            meter_open(api=STREAM_API, name="WS /v1/systemone/stream", headers=self.scope.get("headers", ())) as meter,
+            meter_open(
+                api=STREAM_API, route=STREAM_PATH, name=f"WS {STREAM_PATH}", headers=self.scope.get("headers", ())
+            ) as meter,
         ):
             meter_caller(label=self.caller.label if self.caller is not None else "")
             try:

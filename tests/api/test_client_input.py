@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.checking.json_body import NESTING_MAX, body_parse, document_problems
-from api.errors import problems_render
+from api.plumbing.api_error import problems_render
 from tests.api.helpers import NOUL, assert_validation, body_with
 
 HIGH, LOW = "\ud800", "\udfff"

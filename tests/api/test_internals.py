@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from api.errors import PUBLIC_MESSAGES
+from api.plumbing.error_responses import PUBLIC_MESSAGES
 from inference.backends.sglang import SGLangBackend
 from serving.config import config_describe, config_from_env
 from serving.evaluator import evaluator_build, evaluator_install

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from api.checking.limits import Limits
-from api.errors import problems_render
+from api.plumbing.api_error import problems_render
 from api.systemone.parsing import systemone_request_parse
 from inference.errors import RequestInvalid
 

@@ -94,7 +94,7 @@ def test_the_sdk_retries_a_dead_backend_twice_after_retry_after_and_never_a_dead
     so the test stays short; the SDK's own backoff would wait at most 0.5 s before the first retry, so a
     first wait of a second is the header's); a 504 is never retried. Nothing of the SDK is patched: what
     is counted and timed is what reached the wire."""
-    from api import errors
+    from api.plumbing import error_responses
 
     sent: list[tuple[int, float]] = []
     transport = httpx.HTTPTransport()
@@ -107,7 +107,7 @@ def test_the_sdk_retries_a_dead_backend_twice_after_retry_after_and_never_a_dead
         return response
 
     monkeypatch.setattr(transport, "handle_request", counting)
-    monkeypatch.setitem(errors.RETRY_AFTER, 503, "1")
+    monkeypatch.setitem(error_responses.RETRY_AFTER, 503, "1")
     client = _client(asgi_server, http_client=httpx.Client(transport=transport))  # the default max_retries
     fake.dead()
     with pytest.raises(openai.InternalServerError) as raised:

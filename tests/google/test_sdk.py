@@ -166,10 +166,10 @@ def test_a_dead_backend_is_retried_as_the_sdk_does_after_a_retry_after_cut_short
     """google-genai retries a 503 four times, waiting what `Retry-After` says however long: the server's 5 s
     (here 30 s) goes out cut to `RETRY_AFTER_MAX_SECONDS` (1 s here, to keep the test short), and the full wait is
     in the body's `RetryInfo`."""
-    from api import errors
+    from api.plumbing import error_responses
 
     server, recorder = google_server
-    monkeypatch.setitem(errors.RETRY_AFTER, 503, "30")
+    monkeypatch.setitem(error_responses.RETRY_AFTER, 503, "30")
     monkeypatch.setattr(google_errors, "RETRY_AFTER_MAX_SECONDS", 1)
     fake.dead()
     started = time.monotonic()

@@ -160,7 +160,7 @@ async def test_a_full_body_lane_refuses_the_next_large_body_with_529(api, monkey
 
 async def test_the_lane_reads_a_body_with_its_request_id(api, monkeypatch):
     """Logs and errors raised while a body is read in the lane quote the request's id, as on the loop."""
-    from api.requestids import request_id_current
+    from api.plumbing.requestids import request_id_current
     from api.systemone import service
 
     seen: list[tuple[str, str | None]] = []

@@ -14,7 +14,7 @@ from django.conf import settings as django_settings
 
 from api.management.commands.serve import server_options
 from api.plumbing.request_body import RequestBodyReader
-from api.requestids import RequestIds
+from api.plumbing.requestids import RequestIds
 from serving.servers import server_create
 from testbed.ports import free_port
 

@@ -245,6 +245,6 @@ def test_two_host_headers_through_the_server_serve_runs_are_a_400(served):
 def test_a_suspicious_operation_anywhere_is_a_400_never_a_500():
     from django.core.exceptions import DisallowedHost
 
-    from api.errors import api_error_of
+    from api.plumbing.error_responses import api_error_of
 
     assert api_error_of(DisallowedHost("Invalid HTTP_HOST header")).status == 400

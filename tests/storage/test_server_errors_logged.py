@@ -43,4 +43,4 @@ async def test_a_bug_behind_the_api_logs_its_traceback_once_with_the_request_id(
     (logged,) = _tracebacks(caplog)
     assert logged.exc_info and logged.exc_info[0] is ZeroDivisionError
     request_id = response.headers["x-typesafe-request-id"]
-    assert any(request_id in r.getMessage() for r in caplog.records if r.name == "api.errors")
+    assert any(request_id in r.getMessage() for r in caplog.records if r.name == "api.plumbing.error_responses")

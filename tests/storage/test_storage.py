@@ -11,7 +11,7 @@ import httpx
 import pytest
 from django.utils import timezone
 
-from api.requestids import request_id_assign
+from api.plumbing.requestids import request_id_assign
 from api.systemone.service import systemone_evaluate
 from audit.models import Evaluation, EvaluationAnswer
 from audit.storage import rows

@@ -27,7 +27,7 @@ from api.batches.jobs import batch_started, upload_stored
 from api.batches.owners import KEY_LABEL_PREFIX, caller_of_owner
 from api.batches.requests import BATCH_ENDPOINTS, batch_asked
 from api.batches.waiting import batch_text, batch_waited
-from api.errors import ApiError
+from api.plumbing.api_error import ApiError
 from audit.callers import Caller
 from audit.models import ApiKey
 from batches.files import FileRefused

@@ -28,7 +28,7 @@ from django.test.utils import override_settings
 
 from api.batches.jobs import batch_worked_here
 from api.batches.waiting import batch_waited
-from api.errors import ApiError
+from api.plumbing.api_error import ApiError
 from api.systemone.dataset_runs import run_batches_started, run_finish, run_unfinished
 from api.systemone.datasets import DatasetInvalid, dataset_items_read
 from audit.models import DatasetRun

@@ -45,7 +45,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.module_loading import import_string
 
-from api.errors import ApiError, error_body
+from api.plumbing.api_error import ApiError
+from api.plumbing.error_responses import error_body
 from api.plumbing.json_render import body_encode
 from api.systemone.stream import stream_transport_limit
 from audit.storage.store import storage_start
