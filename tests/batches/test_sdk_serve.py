@@ -1,5 +1,5 @@
-"""The official `openai` SDK, unchanged, against a running `serve` on the SGLang stand-in: a 200-line batch
-uploaded, created, polled to `completed` and downloaded, every line once and each answer the one the route gives
+"""The official `openai` SDK, unchanged, against a running `serve` on the SGLang stand-in: a 200-line batch (of
+`/v1/decisions`, `/v1/systemone` or `/v1/classify` lines, the last on a classifier saved in the shell) uploaded, created, polled to `completed` and downloaded, every line once and each answer the one the route gives
 the same body; `serve` (with its batch worker) SIGKILLed mid-batch and started again, the batch resuming to the
 same end, no line answered or stored twice; its batch worker killed, started again, and one started before
 the migrations waiting for them; a running batch cancelled, its backend work stopped within seconds;
@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from api.classify.openapi import CLASSIFY_REQUEST
 from api.decisions.openapi import DECISIONS_REQUEST
 from fake_sglang import FakeSGLang
 from inference.priority import INTERACTIVE_PRIORITY
@@ -59,12 +60,33 @@ def _stable(body: Any) -> Any:
     return {k: _stable(v) for k, v in body.items() if k not in ("id", "created", "request_id") and "cache" not in k}
 
 
+SENTIMENT_SAVED = """
+from audit.models import Classifier
+saved = Classifier.objects.create(name="sentiment", type="choice", instructions="What is the sentiment of this text?")
+for name in ("positive", "negative", "neutral"):
+    saved.labels.create(name=name)
+"""
+"""The saved classifier `/v1/classify`'s documented example asks for, made as an operator would (in the shell)."""
+
+
+def _classifier_saved(tmp_path: Path) -> None:
+    env = batch_env(tmp_path)
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+    subprocess.run([sys.executable, "manage.py", "shell", "-c", SENTIMENT_SAVED], cwd=ROOT, env=env, check=True)
+
+
 @pytest.mark.parametrize(
     ("url", "example", "field"),
-    [("/v1/decisions", DECISIONS_REQUEST, "input"), ("/v1/systemone", README_REQUEST, "state")],
+    [
+        ("/v1/decisions", DECISIONS_REQUEST, "input"),
+        ("/v1/systemone", README_REQUEST, "state"),
+        ("/v1/classify", CLASSIFY_REQUEST, "input"),
+    ],
 )
 def test_the_sdk_runs_a_200_line_batch_and_each_answer_is_the_routes(stand_in, tmp_path, url, example, field):
     bodies = bodies_of(example, field, 200)
+    if url == "/v1/classify":
+        _classifier_saved(tmp_path)
     with Serve(["--connect", stand_in, "--migrate"], log=tmp_path / "serve.log", env=batch_env(tmp_path)) as serve:
         serve.wait_healthy()
         client = sdk_client(serve)
