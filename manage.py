@@ -9,8 +9,8 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openjev_site.settings")
     from django.core.management import execute_from_command_line
 
-    from serving.config import ConfigError
     from serving.options import command_environment
+    from serving.setting_rules import ConfigError
 
     os.environ.update(command_environment(argv=sys.argv[1:]))  # before the settings load: the options win
     try:

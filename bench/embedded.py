@@ -36,7 +36,7 @@ from inference.prompts import Budget, Plan, plan_compile, prompt_ending
 from inference.questions import Question, question_build
 from inference.requests import Message, Role, conversation_of_text
 from inference.tuning import tuning_for
-from serving.config import config_from_env
+from serving.config_reading import config_from_env
 
 TURNS: tuple[tuple[Role, str], ...] = (
     (

@@ -110,7 +110,8 @@ from inference.gguf import gguf_model_name  # noqa: E402
 from inference.labels import Label, Labels  # noqa: E402
 from inference.tokenizer import Tokenizer  # noqa: E402
 from serving import evaluator as evaluator_module  # noqa: E402
-from serving.config import OpenJevConfig, config_from_env  # noqa: E402
+from serving.config import OpenJevConfig  # noqa: E402
+from serving.config_reading import config_from_env  # noqa: E402
 
 __all__ = [
     "BACKEND_FILES",

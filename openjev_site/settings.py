@@ -7,7 +7,8 @@ from datetime import timedelta
 from openjev_site.channel_layers import channel_layers_config
 from openjev_site.csp import site_policy
 from openjev_site.databases import databases_config
-from serving.config import BASE_DIR, config_from_env
+from serving.config import BASE_DIR
+from serving.config_reading import config_from_env
 
 OPENJEV = config_from_env()
 

@@ -1,30 +1,38 @@
-"""Every `OPENJEV_*` variable, read and validated in one place: the app's typed configuration.
-
-A typo in a deployment's environment should stop the process at startup with a message naming the
-variable, not surface as a 500 on the first request. Django's settings module holds the result as
-`settings.OPENJEV`, read once per process from the environment.
-"""
+"""Every `OPENJEV_*` setting, declared in one place: one dataclass field a setting, carrying its default and the
+rule its variable is read by, so the settings table (docs/settings.md) has one source. Reading them from the
+environment is `serving.config_reading`; the parsers and checks a field names are `serving.setting_rules`."""
 
 from __future__ import annotations
 
 import ipaddress
-import os
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
-from functools import partial
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from inference.backends.base import BranchMode
 from inference.gguf import BUNDLED, DEFAULT_SOURCE
 from inference.scoring import ConfidenceFormula
-from inference.tuning import MAX_PERMUTATIONS, TuningFile, TuningFileError, tuning_file_load
+from inference.tuning import MAX_PERMUTATIONS, TuningFile
 from serving.profiles import DEFAULT_PROFILE, PROFILES
-from serving.redaction import REDACTED, text_redact
+from serving.setting_rules import (
+    IMAGE_URL_HOSTS_RULE,
+    REDIS_RULE,
+    bool_parse,
+    choice_parser,
+    fraction_check,
+    image_url_hosts_parse,
+    networks_parse,
+    positive_check,
+    profile_parse,
+    redis_url_check,
+    setting,
+    setting_count,
+    setting_seconds,
+    setting_text,
+    tuning_file_parse,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DEFAULT_MODEL = "Qwen/Qwen3.6-35B-A3B"
 JEV_ALIAS_PREFIX = "jev-"
 """Any model name with this prefix is an alias of the served language model, as in TypeSafe."""
 
@@ -39,179 +47,13 @@ DEFAULT_SECRET_KEY = "openjev-insecure-development-key-set-OPENJEV_SECRET_KEY-in
 """Public (it is in the source): fine for tests and `runserver`; `serve` refuses to run with it."""
 
 
-class ConfigError(ValueError):
-    """An OPENJEV_* variable has a value the service cannot run with."""
-
-
-Parse = Callable[[str], Any]
-Check = Callable[[Any], bool]
-
-
-def _anything(_: object) -> bool:
-    return True
-
-
-def _get[T](
-    env: Mapping[str, str],
-    name: str,
-    default: T,
-    parse: Callable[[str], T],
-    check: Callable[[T], bool] = _anything,
-    rule: str = "",
-) -> T:
-    raw = env.get(f"OPENJEV_{name}")
-    if raw is None or raw == "":
-        return default
-    try:
-        value = parse(raw.strip())
-    except ConfigError:
-        raise  # a parser that names what is wrong (a tuning file's field) says more than the rule
-    except ValueError:
-        raise ConfigError(f"OPENJEV_{name}={raw!r} is not valid{': ' + rule if rule else ''}") from None
-    if not check(value):
-        raise ConfigError(f"OPENJEV_{name}={raw!r} is not valid: {rule}")
-    return value
-
-
-def _bool(raw: str) -> bool:
-    lowered = raw.lower()
-    if lowered in {"1", "true", "yes", "on"}:
-        return True
-    if lowered in {"0", "false", "no", "off"}:
-        return False
-    raise ValueError(raw)
-
-
-def _choice[T: str](*allowed: T) -> Callable[[str], T]:
-    def parse(raw: str) -> T:
-        for value in allowed:
-            if value == raw.lower():
-                return value
-        raise ValueError(raw)
-
-    return parse
-
-
-def _known_profile(raw: str) -> str:
-    if raw not in PROFILES:
-        raise ValueError(raw)
-    return raw
-
-
-def _tuning_file(raw: str) -> TuningFile:
-    try:
-        return tuning_file_load(path=Path(raw))
-    except TuningFileError as exc:
-        raise ConfigError(f"OPENJEV_TUNING_FILE: {exc}") from None
-
-
-def _positive(value: float) -> bool:
-    return value > 0
-
-
-def _fraction(value: float) -> bool:
-    return 0 <= value <= 1
-
-
-def _redis(value: str) -> bool:
-    return value.startswith(("redis://", "rediss://", "unix://"))
-
-
-REDIS_RULE = "a redis://, rediss:// or unix:// URL of a Redis server"
-
-
-def _networks(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-    """Comma-separated IP addresses and CIDR networks; one that is neither stops the start, named (a typo
-    here would silently trust nobody, or the wrong hosts)."""
-    networks = []
-    for entry in (part.strip() for part in raw.split(",")):
-        if not entry:
-            continue
-        try:
-            networks.append(ipaddress.ip_network(entry))
-        except ValueError as exc:
-            raise ConfigError(
-                f"OPENJEV_TRUSTED_PROXIES: {entry[:60]!r} is not an IP address or a CIDR network ({exc})"
-            ) from None
-    return tuple(networks)
-
-
-HOST_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*")
-"""A DNS host name, lowercase ASCII (an internationalised name in its `xn--` form)."""
-IMAGE_URL_HOSTS_RULE = "comma-separated host names, each exact (images.example.com) or a suffix (*.example.com)"
-
-
-def _image_url_hosts(raw: str) -> tuple[str, ...]:
-    """Comma-separated host names (ASCII: an internationalised name in its `xn--` form), lowercased, each exact or
-    `*.` and a domain; one that is neither stops the start, named (`*` alone would let clients name any host)."""
-    hosts = []
-    for entry in (part.strip().lower().rstrip(".") for part in raw.split(",")):
-        if not entry:
-            continue
-        if not HOST_NAME.fullmatch(entry.removeprefix("*.")):
-            raise ConfigError(
-                f"OPENJEV_IMAGE_URL_HOSTS: {entry[:60]!r} is not a host name or *.domain ({IMAGE_URL_HOSTS_RULE})"
-            )
-        hosts.append(entry)
-    return tuple(dict.fromkeys(hosts))
-
-
-@dataclass(frozen=True)
-class SettingRule:
-    """How one field is read from its `OPENJEV_<FIELD>` variable: parsed, checked, and the rule an error quotes."""
-
-    parse: Parse
-    check: Check = _anything
-    rule: str = ""
-    default_text: str = ""
-    """The default as the README's settings table states it, where a value cannot: derived by
-    `config_from_env` from other settings, or what unset means (tests/ops/test_settings_table.py)."""
-
-
-def setting[T](
-    *,
-    default: T | None = None,
-    parse: Callable[[str], T],
-    check: Callable[[T], bool] = _anything,
-    rule: str = "",
-    required: bool = False,
-    default_text: str = "",
-) -> T:
-    """A config field and how its variable is read, in one place: the dataclass is the settings table.
-    `required`: no static default (config_from_env computes it from other settings, and `default_text`
-    says how)."""
-    metadata = {"setting": SettingRule(parse=parse, check=check, rule=rule, default_text=default_text)}
-    if required:
-        return field(metadata=metadata)
-    return field(default=default, metadata=metadata)  # type: ignore[return-value]  # None: an optional field's
-
-
-def setting_text(*, default: str | None = None, required: bool = False, default_text: str = "") -> Any:
-    return setting(default=default, parse=str, required=required, default_text=default_text)
-
-
-def setting_count(*, default: int | None = None, required: bool = False, default_text: str = "") -> Any:
-    return setting(
-        default=default,
-        parse=int,
-        check=_positive,
-        rule="a positive integer",
-        required=required,
-        default_text=default_text,
-    )
-
-
-def setting_seconds(*, default: float) -> float:
-    return setting(default=default, parse=float, check=_positive, rule="a positive number of seconds")
-
-
 @dataclass(frozen=True, kw_only=True)
 class OpenJevConfig:
     """Every field is read from `OPENJEV_<FIELD NAME>` by the rule its `setting` gives; the fields marked
     `required` have defaults that depend on other settings (`config_from_env`)."""
 
     backend: BackendKind = setting(
-        parse=_choice("local", "sglang"),
+        parse=choice_parser("local", "sglang"),
         rule="one of local, sglang",
         required=True,
         default_text="`local`, or `sglang` when `OPENJEV_BACKEND_URL` is set",
@@ -220,7 +62,7 @@ class OpenJevConfig:
     backend_url: str | None = setting_text()
     backend_api_key: str | None = setting_text()
     branch_mode: BranchMode = setting(
-        default="batched", parse=_choice("batched", "parallel"), rule="batched or parallel"
+        default="batched", parse=choice_parser("batched", "parallel"), rule="batched or parallel"
     )
     model: str = setting_text(
         required=True,
@@ -240,11 +82,11 @@ class OpenJevConfig:
     local_context: int = setting_count(default=8192)
     model_cache: Path = setting(default=BASE_DIR / ".cache" / "models", parse=Path)
     tokenizer: str | None = setting_text()
-    frontend: Frontend = setting(default="rust", parse=_choice("rust", "python"), rule="rust or python")
+    frontend: Frontend = setting(default="rust", parse=choice_parser("rust", "python"), rule="rust or python")
     sglang_python: str | None = setting_text()
-    profile: str = setting(default=DEFAULT_PROFILE, parse=_known_profile, rule=f"one of {', '.join(PROFILES)}")
+    profile: str = setting(default=DEFAULT_PROFILE, parse=profile_parse, rule=f"one of {', '.join(PROFILES)}")
     api_key: str | None = setting_text()
-    require_api_key: bool = setting(default=False, parse=_bool, rule="true or false")
+    require_api_key: bool = setting(default=False, parse=bool_parse, rule="true or false")
     max_body_bytes: int = setting_count(default=2 * 1024 * 1024)
     max_questions: int = setting_count(default=64)
     max_decisions_questions: int = setting_count(default=400)
@@ -257,16 +99,16 @@ class OpenJevConfig:
     request_timeout: float = setting_seconds(default=120.0)
     temperature: float | None = setting(
         parse=float,
-        check=_positive,
+        check=positive_check,
         rule="a positive number",
         default_text="unset: the served model's tuning, per question shape (`1` for a model never measured)",
     )
     """None: the served model's fitted default (bench/quality.py), 1.0 for models never measured."""
     confidence: ConfidenceFormula = setting(
-        default="entropy", parse=_choice("entropy", "typesafe"), rule="entropy or typesafe"
+        default="entropy", parse=choice_parser("entropy", "typesafe"), rule="entropy or typesafe"
     )
     store_evaluations: StoreLevel = setting(
-        default="full", parse=_choice("full", "metadata", "off"), rule="full, metadata or off"
+        default="full", parse=choice_parser("full", "metadata", "off"), rule="full, metadata or off"
     )
     database_url: str = setting_text(default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
     database_timeout: float = setting_seconds(default=5.0)
@@ -278,10 +120,10 @@ class OpenJevConfig:
     spool_max_bytes: int = setting_count(default=1024 * 1024 * 1024)
     """Bytes the spool may hold while the database is away."""
     spool_full: Literal["refuse", "answer"] = setting(
-        default="refuse", parse=_choice("refuse", "answer"), rule="refuse or answer"
+        default="refuse", parse=choice_parser("refuse", "answer"), rule="refuse or answer"
     )
     """A full spool: `refuse` new evaluations (503), or `answer` them unstored (counted)."""
-    debug: bool = setting(default=False, parse=_bool, rule="true or false")
+    debug: bool = setting(default=False, parse=bool_parse, rule="true or false")
     secret_key: str = setting_text(default=DEFAULT_SECRET_KEY)
     allowed_hosts: tuple[str, ...] = setting(
         default=("*",), parse=lambda raw: tuple(h.strip() for h in raw.split(",") if h.strip())
@@ -296,7 +138,7 @@ class OpenJevConfig:
     """Checkpoint a launched SGLang loads (`--model-path`); None: the profile's weights."""
     max_classify_inputs: int = setting_count(default=64)
     """Texts in one `POST /v1/classify` (all run under one admission)."""
-    debias: Debias = setting(default="auto", parse=_choice("auto", "on", "off"), rule="auto, on or off")
+    debias: Debias = setting(default="auto", parse=choice_parser("auto", "on", "off"), rule="auto, on or off")
     """`on`, `off`, or `auto`: what bench/quality.py measured best for the served model."""
     permutations: int | None = setting(
         parse=int,
@@ -305,12 +147,12 @@ class OpenJevConfig:
         default_text="unset: the served model's tuning, per question shape (`1` for a model never measured)",
     )
     """Option orders averaged per question (cyclic shifts), every shape; None: the tuning's (1 unless measured)."""
-    tuning_file: TuningFile | None = setting(parse=_tuning_file)
+    tuning_file: TuningFile | None = setting(parse=tuning_file_parse)
     """A `bench/quality.py --write-tuning` file, read at startup: its per-shape temperature, debiasing and option
     orders replace the built-in tuning (`inference/tuning.py`) of the model it names; the settings above still win."""
-    label_mass_warn: float = setting(default=0.5, parse=float, check=_fraction, rule="a number from 0 to 1")
+    label_mass_warn: float = setting(default=0.5, parse=float, check=fraction_check, rule="a number from 0 to 1")
     """A warning is logged for an answer whose label mass is under this."""
-    refusal_label_mass: float = setting(default=0.0, parse=float, check=_fraction, rule="a number from 0 to 1")
+    refusal_label_mass: float = setting(default=0.0, parse=float, check=fraction_check, rule="a number from 0 to 1")
     """`POST /v1/decisions` answers a question whose label mass is under this as a refusal; 0: never."""
     header_timeout: float = setting_seconds(default=20.0)
     """Seconds a connection has to deliver a request's headers (`serve`'s uvicorn; daphne: per read)."""
@@ -326,7 +168,7 @@ class OpenJevConfig:
     """Bytes of all images of one request (decoded), at most the body limit (the body limit)."""
     image_url_hosts: tuple[str, ...] = setting(
         default=(),
-        parse=_image_url_hosts,
+        parse=image_url_hosts_parse,
         rule=IMAGE_URL_HOSTS_RULE,
         default_text="— (none: no image URL is fetched for a client)",
     )
@@ -335,7 +177,7 @@ class OpenJevConfig:
     `/v1/decisions` and System One's go to the backend as sent."""
     image_fetch_timeout: float = setting_seconds(default=10.0)
     """Seconds the hosted images of one request have, together, to be resolved, connected to and read in full."""
-    channel_layer_url: str | None = setting(parse=str, check=_redis, rule=REDIS_RULE)
+    channel_layer_url: str | None = setting(parse=str, check=redis_url_check, rule=REDIS_RULE)
     """`redis://...`: the channel layer several processes share (the live dashboard); None: in-memory."""
     stream_max_in_flight: int = setting_count(default=16)
     """Evaluations in flight on one `/v1/systemone/stream` socket."""
@@ -353,13 +195,15 @@ class OpenJevConfig:
     """Failed admin sign-ins of one username from one address before that pair is locked out (django-axes)."""
     admin_lockout_seconds: float = setting_seconds(default=900.0)
     """How long a lockout lasts unless an administrator clears it (Axes > Access attempts)."""
-    calibration: bool = setting(default=True, parse=lambda raw: _choice("on", "off")(raw) == "on", rule="on or off")
+    calibration: bool = setting(
+        default=True, parse=lambda raw: choice_parser("on", "off")(raw) == "on", rule="on or off"
+    )
     """Apply the active per-question calibrations (`OPENJEV_CALIBRATION=on|off`)."""
     calibration_min_labels: int = setting(
         default=50, parse=int, check=lambda v: v >= 10, rule="an integer of at least 10"
     )
     """Labelled answers a calibration fit needs at least (its held-out split is 30 % of them)."""
-    redis_url: str | None = setting(parse=str, check=_redis, rule=REDIS_RULE)
+    redis_url: str | None = setting(parse=str, check=redis_url_check, rule=REDIS_RULE)
     """`redis://...`: where every process and replica counts the per-key limits; None: each process alone."""
     key_requests_per_minute: int | None = setting_count()
     """Evaluating requests per minute per API key (or client address without keys), unless the key sets its
@@ -369,7 +213,7 @@ class OpenJevConfig:
     key_concurrency: int | None = setting_count()
     """Evaluations in flight at once per API key (or client address), unless the key sets its own."""
     rate_limit_failure: Literal["open", "closed"] = setting(
-        default="open", parse=_choice("open", "closed"), rule="open or closed"
+        default="open", parse=choice_parser("open", "closed"), rule="open or closed"
     )
     """With Redis unreachable: `open` serves unlimited (logged once per outage), `closed` answers 429; for every
     throttle, the wrong-key one included."""
@@ -380,31 +224,33 @@ class OpenJevConfig:
     metrics_token: str | None = setting_text()
     """`GET /metrics` needs `Authorization: Bearer <this>`; unset: /metrics is open (keep it off the internet)."""
     metrics_per_key: bool = setting(
-        default=False, parse=lambda raw: _choice("on", "off")(raw) == "on", rule="on or off"
+        default=False, parse=lambda raw: choice_parser("on", "off")(raw) == "on", rule="on or off"
     )
     """`on`: per-key series (`openjev_key_*`) labelled by each key's public label; one series per key and route."""
-    log_format: LogFormat = setting(default="text", parse=_choice("text", "json"), rule="text or json")
+    log_format: LogFormat = setting(default="text", parse=choice_parser("text", "json"), rule="text or json")
     """`json`: one JSON object per log line (time, level, logger, message, request id, trace id, key, route)."""
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = setting(
         default=(),
-        parse=_networks,
+        parse=networks_parse,
         rule="comma-separated IP addresses or CIDR networks",
         default_text="— (none, loopback included)",
     )
     """Peers whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed (`serving.addresses`); none by default,
     loopback included: the client address is then always the connecting peer's."""
-    https: bool = setting(default=False, parse=_bool, rule="true or false")
+    https: bool = setting(default=False, parse=bool_parse, rule="true or false")
     """`true`: the service is reached over https only, TLS ended at a trusted proxy: the admin's cookies are
     `Secure`, the admin and the docs redirect http to https and send HSTS (`openjev_site.settings`)."""
 
     task_engine: Literal["database", "celery"] = setting(
-        default="database", parse=_choice("database", "celery"), rule="database or celery"
+        default="database", parse=choice_parser("database", "celery"), rule="database or celery"
     )
     """Where batch work is queued (Django's tasks API): `database` (django-tasks-db; `serve` runs a worker beside
     the API) or `celery` (Celery workers on `OPENJEV_CELERY_BROKER_URL`, any number, on any machine)."""
-    celery_broker_url: str | None = setting(parse=str, check=_redis, rule=REDIS_RULE)
+    celery_broker_url: str | None = setting(parse=str, check=redis_url_check, rule=REDIS_RULE)
     """`redis://...`: the Celery broker of `OPENJEV_TASK_ENGINE=celery`; unset: `OPENJEV_REDIS_URL`."""
-    batch_worker: bool = setting(default=True, parse=lambda raw: _choice("on", "off")(raw) == "on", rule="on or off")
+    batch_worker: bool = setting(
+        default=True, parse=lambda raw: choice_parser("on", "off")(raw) == "on", rule="on or off"
+    )
     """With the `database` engine, `serve` runs a batch worker beside the API (`off`: run `manage.py batch_worker`)."""
     batch_max_lines: int = setting_count(default=50_000)
     """Lines one batch input file may hold (OpenAI's limit)."""
@@ -445,111 +291,7 @@ class OpenJevConfig:
         return tuple(v for v in values if v and v != public)
 
 
-SETTINGS = {f.name: f for f in fields(OpenJevConfig)}
-
-
-def setting_read(
-    *, env: Mapping[str, str], name: str, default: Any = MISSING, check: Check | None = None, rule: str | None = None
-) -> Any:
-    """Field `name` from `OPENJEV_<NAME>` by its table rule; `default`, `check` and `rule` stand in for the
-    table's where they depend on other settings."""
-    spec = SETTINGS[name]
-    rules: SettingRule = spec.metadata["setting"]
-    return _get(
-        env,
-        name.upper(),
-        spec.default if default is MISSING else default,
-        rules.parse,
-        rules.check if check is None else check,
-        rules.rule if rule is None else rule,
-    )
-
-
-def config_from_env(env: Mapping[str, str] | None = None) -> OpenJevConfig:
-    environ: Mapping[str, str] = os.environ if env is None else env
-    read = partial(setting_read, env=environ)
-    backend_url = read(name="backend_url")
-    backend = read(name="backend", default="sglang" if backend_url else "local")
-    if backend == "sglang" and not backend_url and not read(name="sglang_python"):
-        raise ConfigError("OPENJEV_BACKEND=sglang needs OPENJEV_BACKEND_URL (or OPENJEV_SGLANG_PYTHON to launch one)")
-    local_model = read(name="local_model")
-    bundled = BUNDLED.get(local_model)
-    if bundled is None and not local_model.endswith(".gguf"):
-        raise ConfigError(f"OPENJEV_LOCAL_MODEL={local_model!r}: use one of {', '.join(BUNDLED)} or a .gguf path")
-    profile = read(name="profile")
-    model = read(
-        name="model",
-        default=PROFILES[profile].model if backend == "sglang" else bundled.repo if bundled else Path(local_model).stem,
-    )
-    max_body_bytes = read(name="max_body_bytes")
-    max_websockets = read(name="max_websockets")
-    within_body = f"a positive integer up to OPENJEV_MAX_BODY_BYTES ({max_body_bytes})"
-    fits_body: Check = lambda v: 0 < v <= max_body_bytes  # noqa: E731
-    derived = {
-        "backend": backend,
-        "backend_url": backend_url,
-        "local_model": local_model,
-        "profile": profile,
-        "model": model,
-        "max_body_bytes": max_body_bytes,
-        "served_model_name": read(name="served_model_name", default=model),
-        "model_release_date": read(name="model_release_date", default=_release_date(model=model)),
-        "max_image_bytes": read(
-            name="max_image_bytes", default=min(1 << 20, max_body_bytes), check=fits_body, rule=within_body
-        ),
-        "max_request_image_bytes": read(
-            name="max_request_image_bytes", default=max_body_bytes, check=fits_body, rule=within_body
-        ),
-        "max_websockets": max_websockets,
-        "max_websockets_per_key": read(
-            name="max_websockets_per_key",
-            default=max(1, max_websockets // 10),
-            check=lambda v: 0 < v <= max_websockets,
-            rule=f"a positive integer up to OPENJEV_MAX_WEBSOCKETS ({max_websockets})",
-        ),
-    }
-    config = OpenJevConfig(**derived, **{name: read(name=name) for name in SETTINGS if name not in derived})
-    if config.max_images and config.backend == "sglang" and config.sglang_python and not PROFILES[profile].vision:
-        raise ConfigError(
-            f"OPENJEV_MAX_IMAGES={config.max_images}, but the SGLang profile {profile!r} is text-only "
-            f"(--language-only); use one of {', '.join(n for n, p in PROFILES.items() if p.vision)}"
-        )
-    if config.max_input_tokens > config.max_total_input_tokens:
-        raise ConfigError("OPENJEV_MAX_INPUT_TOKENS must not exceed OPENJEV_MAX_TOTAL_INPUT_TOKENS")
-    if config.https and not config.trusted_proxies:
-        raise ConfigError(
-            "OPENJEV_HTTPS=true needs OPENJEV_TRUSTED_PROXIES: the https scheme is the proxy's X-Forwarded-Proto"
-        )
-    if config.batch_concurrency > config.max_concurrent_requests:
-        raise ConfigError(
-            "OPENJEV_BATCH_CONCURRENCY must not exceed OPENJEV_MAX_CONCURRENT_REQUESTS: a batch worker admits that "
-            "many evaluations at once, as the API does (raise both on a machine that works batches alone)"
-        )
-    if config.task_engine == "celery" and not (config.celery_broker_url or config.redis_url):
-        raise ConfigError("OPENJEV_TASK_ENGINE=celery needs OPENJEV_CELERY_BROKER_URL (or OPENJEV_REDIS_URL)")
-    return config
-
-
-def _release_date(*, model: str) -> str:
-    """What is known of `model`'s release: a bundled model's or a profile's date, else `unknown`."""
-    dates = [
-        *(b.release_date for b in BUNDLED.values() if b.repo == model),
-        *(p.release_date for p in PROFILES.values() if p.model == model),
-    ]
-    return next((date for date in dates if date), "unknown")
-
-
 def language_model_named(*, name: str, names: frozenset[str]) -> bool:
     """Whether `name` means the served language model: one of its `names`, or any `jev-*` alias (so a
     classifier may not take such a name, and `POST /v1/systemone` accepts it)."""
     return name in names or name.startswith(JEV_ALIAS_PREFIX)
-
-
-def config_describe(config: OpenJevConfig) -> dict[str, Any]:
-    """The configuration without secrets, for logs and the startup banner: the secret settings
-    masked, and credentials inside any other value (a backend or database URL) redacted."""
-    hidden = {"backend_api_key", "api_key", "secret_key", "metrics_token"}
-    return {
-        k: (REDACTED if k in hidden and v else text_redact(text=v, secrets=config.secrets) if isinstance(v, str) else v)
-        for k, v in config.__dict__.items()
-    }

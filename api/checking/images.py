@@ -30,7 +30,7 @@ from urllib.parse import quote, urlsplit
 from api.checking.json_body import Loc, json_kind
 from inference.errors import Problem, value_quoted
 from inference.images import Image, ImageMeta
-from serving.config import HOST_NAME
+from serving.setting_rules import HOST_NAME
 
 FORMATS = ("png", "jpeg", "webp")
 DECLARED_FORMATS = {"png": "png", "jpg": "jpeg", "jpeg": "jpeg", "webp": "webp"}

@@ -23,7 +23,7 @@ from api.google.parsing import IMAGE_TYPES, MODEL_PREFIX
 from api.plumbing.api_error import ApiError
 from api.plumbing.error_responses import error_body
 from inference.errors import Problem
-from serving.config import config_from_env
+from serving.config_reading import config_from_env
 
 PATH = "/v1/decisions"
 V1BETA_PATH = "/v1beta/decisions"

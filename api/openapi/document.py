@@ -18,7 +18,7 @@ from drf_spectacular.generators import SchemaGenerator
 
 from api.openapi.operations import SECURITY_SCHEME
 from api.plumbing.formats import wire_formats
-from serving.config import config_from_env
+from serving.config_reading import config_from_env
 
 API_DESCRIPTION = """\
 Typed classification from a language model's label log-probabilities, in the Jev / TypeSafe **System One** wire

@@ -22,7 +22,8 @@ from websockets.typing import Origin
 from audit.dashboard_live import BUCKET_SECONDS, dashboard_snapshot
 from audit.livefeed import LATENCY_BUCKETS_PER_DECADE, SEND_TIMEOUT_SECONDS, LiveFeed, Tally, latency_bucket
 from openjev_site.channel_layers import channel_layers_config
-from serving.config import ConfigError, config_from_env
+from serving.config_reading import config_from_env
+from serving.setting_rules import ConfigError
 from testbed.ports import free_port
 from tests.conftest import README_REQUEST
 from tests.database import db

@@ -34,7 +34,8 @@ from api.checking.image_fetch import (
 from api.checking.images import ImageLimits, host_allowed, hosted_image, hosted_of
 from inference.errors import Problem
 from inference.images import Image, ImageMeta
-from serving.config import ConfigError, config_from_env
+from serving.config_reading import config_from_env
+from serving.setting_rules import ConfigError
 from tests.api.image_server import PNG, ImageServer, image_server
 
 LIMIT = 4096

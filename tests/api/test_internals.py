@@ -10,7 +10,7 @@ import pytest
 
 from api.plumbing.error_responses import PUBLIC_MESSAGES
 from inference.backends.sglang import SGLangBackend
-from serving.config import config_describe, config_from_env
+from serving.config_reading import config_describe, config_from_env
 from serving.evaluator import evaluator_build, evaluator_install
 from serving.redaction import RedactingFormatter, text_redact
 from testbed.qwen3 import qwen3_tokenizer

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from serving.config import ConfigError, config_from_env
+from serving.config_reading import config_from_env
+from serving.setting_rules import ConfigError
 
 
 def test_more_batch_lines_at_once_than_a_worker_admits_is_refused_at_start():

@@ -8,7 +8,8 @@ import pytest
 from django.conf import settings
 
 from openjev_site.celery import app
-from serving.config import ConfigError, config_from_env
+from serving.config_reading import config_from_env
+from serving.setting_rules import ConfigError
 
 
 def test_a_celery_task_is_acknowledged_after_it_ran_and_given_back_when_its_worker_dies():

@@ -8,7 +8,7 @@ from inference.gguf import BUNDLED, DEFAULT_SOURCE
 from inference.prompts import Budget, plan_compile
 from inference.requests import conversation_of_text
 from inference.tuning import tuning_for
-from serving.config import config_from_env
+from serving.config_reading import config_from_env
 from testbed.qwen3 import qwen3_labels, qwen3_tokenizer
 
 

@@ -45,7 +45,7 @@ from inference.gguf import BUNDLED
 from inference.questions import Option, Question
 from inference.scoring import BranchScore, answer_compute, label_argmax
 from inference.tuning import TUNINGS, ShapeTuning, Tuning, tuning_file_load, tuning_for, tuning_uniform
-from serving.config import config_from_env
+from serving.config_reading import config_from_env
 
 COST = Cost(fixed_s=1.0, calls_s=2.0, branches=3, priors=3)
 QUESTION = Question(

@@ -13,7 +13,9 @@ import pytest
 from django.conf import settings as django_settings
 
 from api.openapi.pages import SCALAR_JS, SCALAR_VERSION, SWAGGER_DIST
-from serving.config import BASE_DIR, ConfigError, config_from_env
+from serving.config import BASE_DIR
+from serving.config_reading import config_from_env
+from serving.setting_rules import ConfigError
 from tests.conftest import README_REQUEST
 from tests.docs.conftest import openapi
 

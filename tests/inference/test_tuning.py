@@ -32,7 +32,9 @@ from inference.tuning import (
     tuning_override,
     tuning_uniform,
 )
-from serving.config import BASE_DIR, ConfigError, config_from_env
+from serving.config import BASE_DIR
+from serving.config_reading import config_from_env
+from serving.setting_rules import ConfigError
 from testbed.qwen3 import qwen3_labels, qwen3_tokenizer
 
 BUNDLED = "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF:q4_k_m"

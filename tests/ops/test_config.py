@@ -10,12 +10,14 @@ from dataclasses import MISSING, fields
 
 import pytest
 
-from serving.config import BASE_DIR, ConfigError, OpenJevConfig, SettingRule, config_from_env
+from serving.config import BASE_DIR, OpenJevConfig
+from serving.config_reading import config_from_env
+from serving.setting_rules import ConfigError, SettingRule
 
 
 def test_loading_settings_imports_no_backend_and_no_http_client():
     probe = (
-        "import sys, serving.config; "
+        "import sys, serving.config_reading; "
         "print(' '.join(m for m in ('inference.backends.sglang', 'httpx', 'aiohttp') if m in sys.modules))"
     )
     loaded = subprocess.run(

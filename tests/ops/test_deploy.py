@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from serving.config import config_from_env
+from serving.config_reading import config_from_env
 from serving.profiles import DEFAULT_PROFILE, PROFILES, sglang_command
 from tests.ops.packages import embedded_only_packages, sync_packages
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from serving.config import config_from_env
+from serving.config_reading import config_from_env
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from inference.errors import StartupError
-from serving.config import ConfigError, config_from_env
+from serving.config_reading import config_from_env
 from serving.profiles import DEFAULT_PROFILE, PROFILES, profile_get, sglang_command
+from serving.setting_rules import ConfigError
 
 PY = "/opt/sglang/bin/python"
 

@@ -15,7 +15,8 @@ import re
 from dataclasses import MISSING, Field, fields
 from pathlib import Path
 
-from serving.config import BASE_DIR, OpenJevConfig, SettingRule
+from serving.config import BASE_DIR, OpenJevConfig
+from serving.setting_rules import SettingRule
 
 README = BASE_DIR / "README.md"
 TABLE_PAGE = "docs/settings.md"

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from serving.config import config_from_env
+from serving.config_reading import config_from_env
 from serving.servers import ServerOptions, server_create
 from testbed.ports import free_port
 from tests.stored import storage_isolated

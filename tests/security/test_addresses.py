@@ -15,7 +15,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from serving.addresses import client_address_resolve
-from serving.config import ConfigError, config_from_env
+from serving.config_reading import config_from_env
+from serving.setting_rules import ConfigError
 from tests.conftest import README_REQUEST
 
 KEY = "sk-addresses-test-key-0123456789"

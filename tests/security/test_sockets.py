@@ -21,7 +21,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin
 
 from audit.keys import KeysUnavailable, apikey_issue
-from serving.config import ConfigError, config_from_env
+from serving.config_reading import config_from_env
+from serving.setting_rules import ConfigError
 from tests.conftest import README_REQUEST
 from tests.database import db
 

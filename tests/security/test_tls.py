@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from serving.config import ConfigError, config_from_env
+from serving.config_reading import config_from_env
+from serving.setting_rules import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTED = {

@@ -53,12 +53,14 @@ from audit.storage.store import storage_start
 from inference.backends.sglang import HEALTH_PATH, READINESS_PATH
 from inference.errors import StartupError
 from serving.collector import collector_tune
-from serving.config import DEFAULT_SECRET_KEY, ConfigError, OpenJevConfig, config_from_env
+from serving.config import DEFAULT_SECRET_KEY, OpenJevConfig
+from serving.config_reading import config_from_env
 from serving.evaluator import evaluator_build, evaluator_install, startup_error_message
 from serving.options import source_arguments_add, source_environment
 from serving.profiles import profile_get, sglang_command
 from serving.redaction import text_redact
 from serving.servers import DEFAULT_SERVER, SERVERS, ServerFailed, ServerOptions, StopSignal, server_create
+from serving.setting_rules import ConfigError
 from serving.sidecar import Sidecar
 from serving.supervisor import (
     ChildExited,
