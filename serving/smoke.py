@@ -17,43 +17,26 @@ passing or not, so a failed deployment leaves its evidence behind.
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from serving.smoke_checks import (
+    STATE,
+    TYPES_QUESTIONS,
+    Checks,
+    Exchange,
+    choice_criteria,
+    max_choice_exchange_check,
+    types_exchange_check,
+)
+
 RETRY_STATUSES = frozenset({502, 503, 504})
 KEY_HINT = " (the server wants an API key: set OPENJEV_API_KEY or --api-key)"
-STATE = [
-    {"role": "system", "content": "You are the support assistant of an online shop."},
-    {"role": "user", "content": "Hi, I was charged twice for my March invoice (order #4471)."},
-    {"role": "assistant", "content": "Sorry about that! What would you like us to do?"},
-    {
-        "role": "user",
-        "content": "Refund the duplicate charge to my card. I want my money back today, "
-        "this is the second time it happens.",
-    },
-]
-# Billing is not first on purpose: the bundled 0.5B model under-weights the label A, and the check is
-# about reading the conversation, not about the first option's position.
-TEAMS = {
-    "Technical": "Bugs, errors, outages, login problems",
-    "Billing": "Payments, invoices, charges and refunds",
-    "Sales": "Pricing, plans and upgrades",
-}
-TYPES_QUESTIONS: dict[str, Any] = {
-    "refund": {"type": "noul", "instructions": "Is the customer asking for a refund (their money back)?"},
-    "team": {"type": "choice", "instructions": "Which team should handle this conversation?", "criteria": TEAMS},
-    "anger": {
-        "type": "score",
-        "instructions": "How frustrated is the customer?",
-        "criteria": ["Calm", "Annoyed", "Furious"],
-    },
-}
 
 
 class SmokeFailed(Exception):
@@ -62,44 +45,6 @@ class SmokeFailed(Exception):
     def __init__(self, message: str, *, report: dict[str, Any]) -> None:
         super().__init__(message)
         self.report = report
-
-
-@dataclass
-class Check:
-    name: str
-    ok: bool
-    detail: str = ""
-
-
-@dataclass
-class Exchange:
-    """One request as the report shows it."""
-
-    status: int | None
-    latency_ms: float | None
-    server_timing: str | None = None
-    prefix_tokens: int | None = None
-    cached_tokens: int | None = None
-    """None when the server does not report it (the header is absent): never a guessed 0."""
-    request_id: str | None = None
-    response: Any = None
-    error: str | None = None
-
-
-@dataclass
-class _Run:
-    checks: list[Check] = field(default_factory=list)
-    say: Callable[[str], None] = print
-
-    def check(self, name: str, ok: bool, detail: str = "") -> bool:
-        self.checks.append(Check(name, bool(ok), detail))
-        self.say(f"{'PASS' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}")
-        return bool(ok)
-
-
-def choice_criteria(*, count: int) -> dict[str, str]:
-    """`count` options, keys `opt-000`..., short distinct descriptions (the prompt grows ~6 tokens each)."""
-    return {f"opt-{i:03d}": f"Department {i}" for i in range(count)}
 
 
 def _int_header(headers: httpx.Headers, name: str) -> int | None:
@@ -168,117 +113,6 @@ def _post(client: httpx.Client, body: dict[str, Any], timeout: float) -> Exchang
     )
 
 
-def _distribution_ok(probabilities: Any, keys: list[str]) -> bool:
-    if not isinstance(probabilities, dict) or list(probabilities) != keys:
-        return False
-    values = list(probabilities.values())
-    return (
-        all(isinstance(v, int | float) and math.isfinite(v) and 0 <= v <= 1 for v in values)
-        and abs(sum(values) - 1.0) < 1e-3
-    )
-
-
-def _unit(value: Any) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value) and 0 <= value <= 1
-
-
-def _headers_check(run: _Run, name: str, exchange: Exchange) -> None:
-    timing = exchange.server_timing or ""
-    run.check(
-        f"{name}: headers",
-        bool(exchange.request_id)
-        and all(p in timing for p in ("prepare", "prefill", "branches"))
-        and isinstance(exchange.prefix_tokens, int)
-        and exchange.prefix_tokens > 0,
-        f"request id {exchange.request_id}, prefix tokens {exchange.prefix_tokens}, cached tokens "
-        f"{exchange.cached_tokens}, Server-Timing {timing!r}",
-    )
-
-
-def _types_checks(run: _Run, exchange: Exchange) -> None:
-    body = exchange.response
-    if not run.check(
-        "types: HTTP 200",
-        exchange.status == 200,
-        f"{exchange.status} in {exchange.latency_ms} ms" if exchange.status else str(exchange.error),
-    ):
-        run.check("types: answers", False, f"no answers: {str(body)[:300]}")
-        return
-    answers = body.get("answers", {}) if isinstance(body, dict) else {}
-    run.check("types: answer ids", list(answers) == list(TYPES_QUESTIONS), f"{list(answers)}")
-    refund, team, anger = (answers.get(k, {}) for k in TYPES_QUESTIONS)
-    run.check("types: noul", refund.get("type") == "noul" and _unit(refund.get("noul")), f"{refund}")
-    team_keys = list(TEAMS)
-    run.check(
-        "types: choice",
-        team.get("type") == "choice"
-        and team.get("choice") in TEAMS
-        and _distribution_ok(team.get("probabilities"), team_keys)
-        and _unit(team.get("confidence")),
-        f"{team}",
-    )
-    levels = TYPES_QUESTIONS["anger"]["criteria"]
-    score = anger.get("score")
-    run.check(
-        "types: score",
-        anger.get("type") == "score"
-        and isinstance(score, int | float)
-        and 0 <= score <= len(levels) - 1
-        and anger.get("legend") == {str(i): level for i, level in enumerate(levels)}
-        and _distribution_ok(anger.get("probabilities"), [str(i) for i in range(len(levels))])
-        and _unit(anger.get("confidence")),
-        f"{anger}",
-    )
-    usage = body.get("usage", {}) if isinstance(body, dict) else {}
-    run.check(
-        "types: usage",
-        isinstance(usage.get("input_tokens"), int)
-        and usage["input_tokens"] > 0
-        and usage.get("output_tokens") == len(TYPES_QUESTIONS) + 1,
-        f"{usage}",
-    )
-    _headers_check(run, "types", exchange)
-    noul = refund.get("noul")
-    run.check(
-        "semantic: a refund request is a refund",
-        isinstance(noul, int | float) and noul > 0.5,
-        f"P(refund) = {_p(noul)}",
-    )
-    probabilities = team.get("probabilities") or {}
-    billing, technical = probabilities.get("Billing"), probabilities.get("Technical")
-    run.check(
-        "semantic: billing beats technical",
-        isinstance(billing, int | float) and isinstance(technical, int | float) and billing > technical,
-        f"P(Billing) = {_p(billing)}, P(Technical) = {_p(technical)}",
-    )
-
-
-def _p(value: Any) -> str:
-    return f"{value:.4f}" if isinstance(value, int | float) else repr(value)
-
-
-def _max_choice_checks(run: _Run, exchange: Exchange, count: int) -> None:
-    name = f"choice with {count} options (the maximum)"
-    if not run.check(
-        f"{name}: HTTP 200",
-        exchange.status == 200,
-        f"{exchange.status} in {exchange.latency_ms} ms" if exchange.status else str(exchange.error),
-    ):
-        return
-    body = exchange.response
-    answer = (body.get("answers") or {}).get("department", {}) if isinstance(body, dict) else {}
-    keys = list(choice_criteria(count=count))
-    run.check(
-        f"{name}: answer",
-        answer.get("type") == "choice"
-        and answer.get("choice") in keys
-        and _distribution_ok(answer.get("probabilities"), keys)
-        and _unit(answer.get("confidence")),
-        f"choice {answer.get('choice')!r}, confidence {answer.get('confidence')}",
-    )
-    _headers_check(run, "maximum choice", exchange)
-
-
 def smoke_run(
     *,
     url: str,
@@ -296,7 +130,7 @@ def smoke_run(
     `request_timeout` each evaluation (a maximum-size choice on a CPU takes a while).
     """
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    run = _Run(say=say)
+    checks = Checks(say=say)
     report: dict[str, Any] = {"ok": False, "url": url}
     with httpx.Client(
         base_url=url.rstrip("/"),
@@ -305,86 +139,127 @@ def smoke_run(
         timeout=httpx.Timeout(request_timeout, connect=10.0),
         follow_redirects=False,
     ) as client:
-        try:
-            waited, health = startup_wait(client=client, timeout=timeout, say=say)
-        except SmokeFailed as exc:
-            report["error"] = str(exc)
-            _report_write(report, output)
-            raise SmokeFailed(str(exc), report=report) from None
-        report |= {
-            "startup_wait_seconds": round(waited, 3),
-            "container_startup_seconds": health.get("startup_seconds") if isinstance(health, dict) else None,
-            "health": health,
-        }
-        say(f"healthy after {waited:.1f} s (server startup {report['container_startup_seconds']} s)")
-        limits = client.get("/v1/limits")
-        models = client.get("/v1/models")
-        if limits.status_code != 200 or models.status_code != 200:  # both need the key when auth is on
-            hint = KEY_HINT if 401 in (limits.status_code, models.status_code) else ""
-            report["error"] = (
-                f"/v1/limits answered {limits.status_code}, /v1/models {models.status_code}{hint}: {limits.text[:200]}"
-            )
-            _report_write(report, output)
-            raise SmokeFailed(report["error"], report=report)
-        count = max_answers or int(limits.json()["max_answers_per_question"])
-        model = models.json()["models"][0]["name"]
-        report |= {"model": model, "max_answers": count, "limits": limits.json()}
+        model, count = _server_read(
+            client=client, timeout=timeout, max_answers=max_answers, report=report, output=output, say=say
+        )
+        exchanges = _exchanges_check(
+            client=client, checks=checks, model=model, count=count, request_timeout=request_timeout
+        )
+    _report_finish(report=report, checks=checks, exchanges=exchanges, output=output, say=say)
+    return report
 
-        types = _post(client, {"model": model, "state": STATE, "questions": TYPES_QUESTIONS}, request_timeout)
-        _types_checks(run, types)
-        biggest = _post(
-            client,
-            {
-                "model": model,
-                "state": STATE,
-                "questions": {
-                    "department": {
-                        "type": "choice",
-                        "instructions": "Which department should read this conversation?",
-                        "criteria": choice_criteria(count=count),
-                    }
-                },
+
+def _server_read(
+    *,
+    client: httpx.Client,
+    timeout: float,
+    max_answers: int | None,
+    report: dict[str, Any],
+    output: Path | None,
+    say: Callable[[str], None],
+) -> tuple[str, int]:
+    """The served model's name and the options of the largest choice, once the server is healthy; a server
+    that never is, or refuses its limits, fails the run before any evaluation (its report written)."""
+    try:
+        waited, health = startup_wait(client=client, timeout=timeout, say=say)
+    except SmokeFailed as exc:
+        report["error"] = str(exc)
+        _report_write(report, output)
+        raise SmokeFailed(str(exc), report=report) from None
+    report |= {
+        "startup_wait_seconds": round(waited, 3),
+        "container_startup_seconds": health.get("startup_seconds") if isinstance(health, dict) else None,
+        "health": health,
+    }
+    say(f"healthy after {waited:.1f} s (server startup {report['container_startup_seconds']} s)")
+    limits = client.get("/v1/limits")
+    models = client.get("/v1/models")
+    if limits.status_code != 200 or models.status_code != 200:  # both need the key when auth is on
+        hint = KEY_HINT if 401 in (limits.status_code, models.status_code) else ""
+        report["error"] = (
+            f"/v1/limits answered {limits.status_code}, /v1/models {models.status_code}{hint}: {limits.text[:200]}"
+        )
+        _report_write(report, output)
+        raise SmokeFailed(report["error"], report=report)
+    count = max_answers or int(limits.json()["max_answers_per_question"])
+    model = models.json()["models"][0]["name"]
+    report |= {"model": model, "max_answers": count, "limits": limits.json()}
+    return model, count
+
+
+def _exchanges_check(
+    *, client: httpx.Client, checks: Checks, model: str, count: int, request_timeout: float
+) -> dict[str, Exchange]:
+    """The three requests, each checked as it is answered: every answer type, the largest choice, one option
+    too many (keyed as the report's `requests`)."""
+    types = _post(client, {"model": model, "state": STATE, "questions": TYPES_QUESTIONS}, request_timeout)
+    types_exchange_check(checks=checks, exchange=types)
+    biggest = _post(
+        client,
+        {
+            "model": model,
+            "state": STATE,
+            "questions": {
+                "department": {
+                    "type": "choice",
+                    "instructions": "Which department should read this conversation?",
+                    "criteria": choice_criteria(count=count),
+                }
             },
-            request_timeout,
-        )
-        _max_choice_checks(run, biggest, count)
-        too_many = _post(
-            client,
-            {
-                "model": model,
-                "state": STATE,
-                "questions": {
-                    "department": {
-                        "type": "choice",
-                        "instructions": "Which department?",
-                        "criteria": choice_criteria(count=count + 1),
-                    }
-                },
+        },
+        request_timeout,
+    )
+    max_choice_exchange_check(checks=checks, exchange=biggest, count=count)
+    too_many = _post(
+        client,
+        {
+            "model": model,
+            "state": STATE,
+            "questions": {
+                "department": {
+                    "type": "choice",
+                    "instructions": "Which department?",
+                    "criteria": choice_criteria(count=count + 1),
+                }
             },
-            request_timeout,
-        )
-        detail = too_many.response.get("detail") if isinstance(too_many.response, dict) else None
-        run.check(
-            f"choice with {count + 1} options is refused with 422",
-            too_many.status == 422 and isinstance(detail, list) and bool(detail),
-            f"HTTP {too_many.status}: {str(too_many.response)[:200]}",
-        )
-    report["requests"] = {"types": asdict(types), "max_choice": asdict(biggest), "too_many": asdict(too_many)}
+        },
+        request_timeout,
+    )
+    detail = too_many.response.get("detail") if isinstance(too_many.response, dict) else None
+    checks.check(
+        f"choice with {count + 1} options is refused with 422",
+        too_many.status == 422 and isinstance(detail, list) and bool(detail),
+        f"HTTP {too_many.status}: {str(too_many.response)[:200]}",
+    )
+    return {"types": types, "max_choice": biggest, "too_many": too_many}
+
+
+def _report_finish(
+    *,
+    report: dict[str, Any],
+    checks: Checks,
+    exchanges: dict[str, Exchange],
+    output: Path | None,
+    say: Callable[[str], None],
+) -> None:
+    """The report completed with the exchanges and the checks and written, passing or not; a failed check
+    raises SmokeFailed naming every failure."""
+    types = exchanges["types"]
+    report["requests"] = {name: asdict(exchange) for name, exchange in exchanges.items()}
     report["latency_ms"] = types.latency_ms
     report["server_timing"] = types.server_timing
     report["prefix_tokens"] = types.prefix_tokens
     report["cached_tokens"] = types.cached_tokens
-    report["checks"] = [asdict(c) for c in run.checks]
-    failed = [c for c in run.checks if not c.ok]
+    report["checks"] = [asdict(c) for c in checks.checks]
+    failed = [c for c in checks.checks if not c.ok]
     report["failures"] = [c.name for c in failed]
     report["ok"] = not failed
     _report_write(report, output)
     if failed:
-        hint = KEY_HINT if 401 in (types.status, biggest.status, too_many.status) else ""
+        hint = KEY_HINT if 401 in (exchange.status for exchange in exchanges.values()) else ""
         details = "; ".join(f"{c.name} ({c.detail[:160]})" if c.detail else c.name for c in failed)
         raise SmokeFailed(f"{len(failed)} smoke check(s) failed{hint}: {details}", report=report)
-    say(f"smoke test passed: {len(run.checks)} checks, {types.latency_ms} ms for the three-type request")
-    return report
+    say(f"smoke test passed: {len(checks.checks)} checks, {types.latency_ms} ms for the three-type request")
 
 
 def _report_write(report: dict[str, Any], output: Path | None) -> None:

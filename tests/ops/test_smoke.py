@@ -13,7 +13,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from serving.evaluator import evaluator_install
-from serving.smoke import TYPES_QUESTIONS, SmokeFailed, smoke_run, startup_wait
+from serving.smoke import SmokeFailed, smoke_run, startup_wait
+from serving.smoke_checks import TYPES_QUESTIONS
 from testbed.evaluators import fake_evaluator
 from testbed.live_server import LiveServer
 from testbed.ports import free_port
