@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.server import fake_process_start  # noqa: E402
-from inference.backends.sglang import LoopHttp  # noqa: E402
+from inference.backends.sglang_http import LoopHttp  # noqa: E402
 from testbed.ports import free_port  # noqa: E402
 
 BODY = json.dumps(

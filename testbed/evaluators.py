@@ -9,7 +9,8 @@ from typing import Any
 from django.conf import settings
 
 from fake_sglang import FakeSGLang
-from inference.backends.sglang import BranchMode, SGLangBackend
+from inference.backends.base import BranchMode
+from inference.backends.sglang import SGLangBackend
 from inference.runner import Evaluator
 from serving.evaluator import evaluator_build
 from testbed.qwen3 import qwen3_tokenizer

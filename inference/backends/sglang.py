@@ -1,15 +1,10 @@
 """SGLang client: `/generate` with input ids and selected-token log-probs, readiness, on a bare SGLang
 server or behind the SGLang model gateway (SMG) in HTTP mode.
 
-One pooled `aiohttp.ClientSession` per event loop (a session is bound to the loop that created it), and a
-process-wide cap on in-flight backend calls so a burst of evaluations cannot flood the workers. Each call is
-on the critical path of an evaluation (the warm-up, then the branches), so the client is aiohttp itself, its
-URL, headers and timeouts built once per session (`LoopHttp`): httpx's own pool (httpcore) polled every idle
-connection's socket on each request and parsed responses in Python (0.8 ms of CPU per call at 16 concurrent
-evaluations), and httpx on aiohttp's pool (`httpx_aiohttp`) still built an httpx request and response around
-each aiohttp one, about twice aiohttp's own CPU per call (`bench/http_client.py`). Connections are kept alive
-(5 s idle) with TCP_NODELAY (aiohttp sets it on every connection). Branches go either as one batched request
-(one worker behind a cache-aware gateway, one round trip) or as N parallel requests.
+One pooled aiohttp session per event loop (`inference.backends.sglang_http`, which says why aiohttp), and a
+process-wide cap on in-flight backend calls so a burst of evaluations cannot flood the workers. Branches go
+either as one batched request (one worker behind a cache-aware gateway, one round trip) or as N parallel
+requests. What a failed call means is `inference.backends.sglang_failures`.
 
 The batched request has the one shape both SGLang and the gateway accept: the gateway types
 `token_ids_logprob` as one flat list of ids and `rid` as one string (it answers 422 to a list of lists
@@ -39,16 +34,15 @@ batch's base rid, so aborting a 64-branch batch would cost 64 HTTP calls.
 from __future__ import annotations
 
 import asyncio
-import json
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-from yarl import URL
 
 from inference.backends.base import BranchCall, BranchMode, BranchScored, Generation, Prefix
+from inference.backends.sglang_failures import call_failure_classify, failure_classify
+from inference.backends.sglang_http import KEEPALIVE_SECONDS, LoopHttp, session_close, sessions_close, status_get
 from inference.backends.sglang_wire import (
     call_ids_text,
     call_images_json,
@@ -56,11 +50,10 @@ from inference.backends.sglang_wire import (
     request_body,
     response_json_read,
 )
-from inference.errors import BackendFailed, BackendUnavailable
+from inference.errors import BackendFailed
 from inference.priority import backend_priority_current
 from inference.redaction import backend_text_redact
 from inference.tokenizer import Tokenizer
-from inference.tracing import trace_headers_current
 
 READINESS_PATH = "/readiness"
 """The gateway's readiness: 200, or 503 while it has no healthy worker (when its `/health` still says
@@ -68,53 +61,6 @@ READINESS_PATH = "/readiness"
 middleware, which lets only `/health` through), and sends the check to HEALTH_PATH."""
 READINESS_ANSWERS = (200, 503)
 HEALTH_PATH = "/health"
-# Gateway error codes that mean no worker could take the request (no worker registered or healthy for
-# the model, or the chosen worker refused the connection): the backend is unavailable, not broken.
-_GATEWAY_UNAVAILABLE_CODES = frozenset({"model_not_found", "no_models_available", "call_upstream_connection_failed"})
-
-
-@dataclass(frozen=True)
-class LoopHttp:
-    """One event loop's session, and what each of its requests carries, built once: the `/generate` URL (a
-    parsed `yarl.URL`, not a string aiohttp would parse again), the headers (the API key, or the URL's
-    credentials as Basic auth) and the timeouts."""
-
-    session: aiohttp.ClientSession
-    base: str
-    """The backend's URL without credentials and without a trailing slash: the other routes go under it."""
-    generate_url: URL
-    headers: dict[str, str]
-    """Every request's headers: the authorization, if any."""
-    generate_headers_base: dict[str, str]
-    """A `/generate` request's: JSON, and the authorization."""
-    timeout: aiohttp.ClientTimeout
-
-    @classmethod
-    def of(cls, *, session: aiohttp.ClientSession, url: str, api_key: str | None, timeout: float) -> LoopHttp:
-        """Credentials in the URL become Basic auth, which wins over the API key (aiohttp refuses a request that
-        carries both); a pool wait and a read may each take `timeout`, a connection 5 s."""
-        parsed = URL(url)
-        if parsed.user is not None or parsed.password is not None:
-            authorization = aiohttp.encode_basic_auth(parsed.user or "", parsed.password or "")
-            parsed = parsed.with_user(None)
-        else:
-            authorization = f"Bearer {api_key}" if api_key else ""
-        headers = {"Authorization": authorization} if authorization else {}
-        base = str(parsed).rstrip("/")
-        return cls(
-            session=session,
-            base=base,
-            generate_url=URL(base + "/generate"),
-            headers=headers,
-            generate_headers_base={"Content-Type": "application/json", **headers},
-            timeout=aiohttp.ClientTimeout(total=None, connect=timeout, sock_connect=5.0, sock_read=timeout),
-        )
-
-    def generate_headers(self) -> dict[str, str]:
-        """A `/generate` request's headers, with the evaluation's trace headers when it is traced
-        (`inference.tracing`)."""
-        trace = trace_headers_current()
-        return self.generate_headers_base if trace is None else {**self.generate_headers_base, **trace}
 
 
 class SGLangBackend:
@@ -151,7 +97,7 @@ class SGLangBackend:
             weakref.WeakKeyDictionary()
         )
         # When the backend goes (or the process ends), its sessions are closed, never reported as leaked.
-        weakref.finalize(self, _sessions_close, self._sessions)
+        weakref.finalize(self, sessions_close, sessions=self._sessions)
 
     def tokenizer(self) -> Tokenizer:
         return self._tokenizer
@@ -177,7 +123,7 @@ class SGLangBackend:
         connections closed without a loop to await on."""
         for loop in [loop for loop in self._clients if loop.is_closed()]:
             del self._clients[loop]
-            _session_close(loop=loop, session=self._sessions.pop(loop))
+            session_close(loop=loop, session=self._sessions.pop(loop))
 
     def _limit(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -286,9 +232,9 @@ class SGLangBackend:
         """The gateway's readiness when the backend is a gateway, else SGLang's own `/health`."""
         http = self._http()
         try:
-            status = await _status_get(http=http, path=READINESS_PATH)
+            status = await status_get(http=http, path=READINESS_PATH)
             if status not in READINESS_ANSWERS:
-                status = await _status_get(http=http, path=HEALTH_PATH)
+                status = await status_get(http=http, path=HEALTH_PATH)
         except (aiohttp.ClientError, TimeoutError):
             return False
         return status == 200
@@ -299,91 +245,9 @@ class SGLangBackend:
         if http is not None:
             self._sessions.pop(asyncio.get_running_loop(), None)
             await http.session.close()
-        _sessions_close(self._sessions)
+        sessions_close(sessions=self._sessions)
         self._clients.clear()
-
-
-HEALTH_TIMEOUT = aiohttp.ClientTimeout(total=5.0)
-"""A readiness check answers within 5 s or the backend counts as not ready."""
-
-
-async def _status_get(*, http: LoopHttp, path: str) -> int:
-    async with http.session.get(http.base + path, headers=http.headers, timeout=HEALTH_TIMEOUT) as response:
-        await response.read()  # the connection goes back to the pool
-        return response.status
 
 
 def _text(content: bytes) -> str:
     return content.decode("utf-8", errors="replace")
-
-
-def call_failure_classify(*, url: str, error: aiohttp.ClientError) -> BackendUnavailable | BackendFailed:
-    """A call that got no answer: a connection that could not be made, or that the backend closed before it
-    answered, means the backend is unavailable (503, retryable); a read that timed out, or a broken answer,
-    that the call failed."""
-    if isinstance(error, aiohttp.ServerTimeoutError) and not isinstance(error, aiohttp.ConnectionTimeoutError):
-        return BackendFailed(f"SGLang at {url} did not answer in time: {error!r}")
-    if isinstance(error, aiohttp.ClientConnectionError):  # refused, reset, or not made in time
-        return BackendUnavailable(f"SGLang at {url} is unreachable: {error!r}")
-    return BackendFailed(f"SGLang call failed: {error!r}")
-
-
-KEEPALIVE_SECONDS = 5.0
-"""How long an idle backend connection is kept."""
-
-
-def _sessions_close(sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession]) -> None:
-    """Close the sessions from outside their loops: at exit, or when the backend goes (see `_session_close`)."""
-    for loop, session in list(sessions.items()):
-        _session_close(loop=loop, session=session)
-    sessions.clear()
-
-
-def _session_close(*, loop: asyncio.AbstractEventLoop, session: aiohttp.ClientSession) -> None:
-    """A running loop closes the session itself; a stopped one is run to close it. A closed loop took its
-    connections with it, so closing is bookkeeping that completes without suspending: the coroutine is
-    driven here (if it ever suspended, it is dropped, and aiohttp reports the session as unclosed)."""
-    if session.closed:
-        return
-    if loop.is_running():
-        loop.call_soon_threadsafe(_close_task_start, loop, session)
-        return
-    closing = session.close()
-    if not loop.is_closed():
-        loop.run_until_complete(closing)
-        return
-    try:
-        closing.send(None)
-    except StopIteration:
-        return
-    closing.close()
-
-
-_closing: set[asyncio.Task[None]] = set()
-
-
-def _close_task_start(loop: asyncio.AbstractEventLoop, session: aiohttp.ClientSession) -> None:
-    task = loop.create_task(session.close())
-    _closing.add(task)
-    task.add_done_callback(_closing.discard)
-
-
-def failure_classify(*, status: int, text: str) -> BackendUnavailable | BackendFailed:
-    """A non-200 answer as the error it means. 503, and the gateway's answers for "no worker can take
-    this" (404 `model_not_found` with zero workers, 500 `call_upstream_connection_failed` when every
-    worker is down), are BackendUnavailable (503 with Retry-After); anything else is BackendFailed."""
-    detail = backend_text_redact(text=text)[:300]  # redact first: a cut could split a URL's credentials
-    if status == 503 or _gateway_error_code(text=text) in _GATEWAY_UNAVAILABLE_CODES:
-        return BackendUnavailable(f"SGLang is not ready ({status}): {detail}")
-    return BackendFailed(f"SGLang answered {status}: {detail}")
-
-
-def _gateway_error_code(*, text: str) -> str | None:
-    """`error.code` of the gateway's OpenAI-style error body, when the text is one."""
-    try:
-        body = json.loads(text)
-    except ValueError:
-        return None
-    error = body.get("error") if isinstance(body, dict) else None
-    code = error.get("code") if isinstance(error, dict) else None
-    return code if isinstance(code, str) else None

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from fake_sglang import FakeSGLang
-from inference.backends.sglang import BranchMode
+from inference.backends.base import BranchMode
 from inference.runner import Evaluator
 from serving.evaluator import evaluator_install
 from testbed.evaluators import url_evaluator

@@ -14,7 +14,9 @@ import pytest
 from aiohttp import web
 
 from inference.backends.base import BranchCall, Prefix
-from inference.backends.sglang import LoopHttp, SGLangBackend, failure_classify
+from inference.backends.sglang import SGLangBackend
+from inference.backends.sglang_failures import failure_classify
+from inference.backends.sglang_http import LoopHttp
 from inference.backends.sglang_wire import response_json_read
 from inference.errors import BackendFailed, BackendUnavailable
 from inference.redaction import url_credentials_redact
