@@ -31,8 +31,8 @@ from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from api.checking.limits import limits_configured  # noqa: E402
+from api.plumbing.recording import received_of_body  # noqa: E402
 from api.systemone.parsing import systemone_request_parse  # noqa: E402
-from api.systemone.service import received_of_body  # noqa: E402
 from audit.storage.records import StoredEvaluation  # noqa: E402
 from audit.storage.rows import evaluation_rows_build  # noqa: E402
 from audit.storage.sql import rows_insert  # noqa: E402
@@ -80,7 +80,7 @@ def records_make(*, name: str, count: int) -> list[StoredEvaluation]:
                 created_at=timezone.now(),
                 level="full",
                 caller=None,
-                received=received_of_body(data=body),
+                received=received_of_body(data=body, api="systemone", state="state", keyed=True),
                 served_model=body["model"],
                 backend="sglang",
                 total_ms=9.0,

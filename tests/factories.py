@@ -9,7 +9,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from api.systemone.service import received_of_body
+from api.plumbing.recording import received_of_body
 from audit.callers import Caller
 from audit.models import ApiKey
 from audit.storage.records import Failure, StoredEvaluation
@@ -85,7 +85,9 @@ def evaluation_make(
         created_at=created_at or timezone.now(),
         level=level,
         caller=_caller(key_label),
-        received=received_of_body(data=README_REQUEST if data is None else data),
+        received=received_of_body(
+            data=README_REQUEST if data is None else data, api="systemone", state="state", keyed=True
+        ),
         served_model=model,
         backend="sglang",
         total_ms=total_ms,

@@ -11,6 +11,11 @@ from django.conf import settings
 from api.checking.images import ImageLimits
 
 
+class ModelUnknown(Exception):
+    """The body names a model this server does not serve: a format whose clients expect a 404 for it (OpenAI's,
+    Google's) raises this rather than a validation problem."""
+
+
 @dataclass(frozen=True)
 class Limits:
     max_questions: int

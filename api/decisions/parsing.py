@@ -19,7 +19,7 @@ from typing import Any
 from api.checking.checker import Checker
 from api.checking.images import hosted_located, images_total_check
 from api.checking.json_body import JsonKeyed, Loc, document_problems, json_cache_new, json_cached, json_kind
-from api.checking.limits import Limits
+from api.checking.limits import Limits, ModelUnknown
 from api.decisions.inputs import (
     conversation_parse,
     image_part,
@@ -57,10 +57,6 @@ WRONG_ROUTE = (
     "This is a System One request (`state` and a map of `questions`): POST it to /v1/systemone. This route takes "
     "OpenAI's Decisions API: `input` and a list of `questions`"
 )
-
-
-class ModelUnknown(Exception):
-    """The body names a model this server does not serve (a 404 on this route)."""
 
 
 @dataclass(frozen=True)

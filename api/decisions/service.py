@@ -13,14 +13,14 @@ from typing import Any
 from django.conf import settings
 
 from api.checking.json_body import Loc
-from api.checking.limits import Limits, limits_configured
-from api.decisions.parsing import MAX_LEVELS, DecisionsRequest, ModelUnknown, decisions_request_parse
+from api.checking.limits import Limits, ModelUnknown, limits_configured
+from api.decisions.parsing import MAX_LEVELS, DecisionsRequest, decisions_request_parse
 from api.plumbing.api_error import ApiError
 from api.plumbing.body_lane import body_lane_run
 from api.plumbing.evaluate import evaluation_calibrated, hosted_images_fetched, images_accepted
 from api.plumbing.metering import phase_timed
 from api.plumbing.ratelimits import Admission
-from api.plumbing.recording import evaluation_recorded
+from api.plumbing.recording import evaluation_recorded, received_of_body
 from audit.callers import Caller
 from audit.storage.records import Received
 from inference.errors import PROBLEMS_TEXT_MAX, Problem, RequestInvalid, loc_bounded, value_quoted
@@ -28,6 +28,9 @@ from inference.runner import Outcome
 
 GENERIC_CODES = {"missing": "missing_required_parameter", "extra_forbidden": "unknown_parameter"}
 """The core's and the body checks' problem types, as OpenAI's error codes name them."""
+
+CORE_TYPES = {"predicate": "noul", "choice": "choice", "score": "score"}
+"""Each question type of the Decisions API as the core names it."""
 
 
 @dataclass(frozen=True)
@@ -108,23 +111,6 @@ def received_of(*, request: DecisionsRequest, refusal_below: float) -> Received:
     )
 
 
-def received_of_body(*, data: Any) -> Received:
-    """What a body claims to ask, for the audit of a request that could not be parsed."""
-    body = data if isinstance(data, dict) else {}
-    model, questions = body.get("model"), body.get("questions")
-    asked = questions if isinstance(questions, list) else []
-    kinds = {"predicate": "noul", "choice": "choice", "score": "score"}
-    types = sorted({kinds[q["type"]] for q in asked if isinstance(q, dict) and q.get("type") in kinds})
-    return Received(
-        requested_model=model if isinstance(model, str) else "",
-        question_count=len(asked),
-        question_types=tuple(types),
-        state=body.get("input"),
-        questions=questions,
-        api="decisions",
-    )
-
-
 async def decisions_evaluate(
     *, data: Any, request_id: str, caller: Caller | None, size: int = 0, admission: Admission | None = None
 ) -> Decided:
@@ -134,7 +120,9 @@ async def decisions_evaluate(
     config = settings.OPENJEV
     limits = decisions_limits()
     async with evaluation_recorded(
-        request_id=request_id, caller=caller, unparsed=lambda: received_of_body(data=data)
+        request_id=request_id,
+        caller=caller,
+        unparsed=lambda: received_of_body(data=data, api="decisions", state="input", keyed=False, kinds=CORE_TYPES),
     ) as call:
         try:
             with problems_answered(request=None):

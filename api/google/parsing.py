@@ -30,7 +30,7 @@ from typing import Any
 from api.checking.checker import Checker
 from api.checking.images import hosted_located, image_of_base64, images_total_check
 from api.checking.json_body import JsonKeyed, Loc, document_problems, json_cache_new, json_cached, json_kind
-from api.checking.limits import Limits
+from api.checking.limits import Limits, ModelUnknown
 from inference.errors import Problem, RequestInvalid, value_quoted
 from inference.images import Image
 from inference.lru import SizedLRU
@@ -56,10 +56,6 @@ IMAGE_URI_REFUSED = (
     "image URIs are not fetched by this server (it makes no request on a client's behalf unless its operator "
     "allows the host); send the image's bytes as base64 `data`"
 )
-
-
-class ModelUnknown(Exception):
-    """The body names a model this server does not serve (a 404 NOT_FOUND)."""
 
 
 @dataclass(frozen=True)

@@ -12,19 +12,18 @@ from typing import Any
 
 from django.conf import settings
 
-from api.checking.limits import Limits, limits_configured
+from api.checking.limits import Limits, ModelUnknown, limits_configured
 from api.google.errors import field_of
-from api.google.parsing import MODEL_PREFIX, GoogleRequest, ModelUnknown, google_request_parse
+from api.google.parsing import MODEL_PREFIX, GoogleRequest, google_request_parse
 from api.plumbing.api_error import ApiError
 from api.plumbing.body_lane import body_lane_run
 from api.plumbing.evaluate import evaluation_calibrated, hosted_images_fetched, images_accepted
 from api.plumbing.metering import phase_timed
 from api.plumbing.ratelimits import Admission
-from api.plumbing.recording import evaluation_recorded
+from api.plumbing.recording import evaluation_recorded, received_of_body
 from audit.callers import Caller
 from audit.storage.records import Api, Received
 from inference.errors import PROBLEMS_TEXT_MAX, Problem, RequestInvalid, value_quoted
-from inference.questions import QUESTION_TYPES
 from inference.runner import Outcome
 
 API: Api = "google"
@@ -95,22 +94,6 @@ def received_of(*, request: GoogleRequest) -> Received:
     )
 
 
-def received_of_body(*, data: Any) -> Received:
-    """What a body claims to ask, for the audit of a request that could not be parsed."""
-    body = data if isinstance(data, dict) else {}
-    model, questions = body.get("model"), body.get("questions")
-    asked = list(questions.values()) if isinstance(questions, dict) else []
-    types = sorted(t for t in QUESTION_TYPES if any(isinstance(q, dict) and q.get("type") == t for q in asked))
-    return Received(
-        requested_model=model if isinstance(model, str) else "",
-        question_count=len(asked),
-        question_types=tuple(types),
-        state=body.get("input"),
-        questions=questions,
-        api=API,
-    )
-
-
 async def google_evaluate(
     *, data: Any, request_id: str, caller: Caller | None, size: int = 0, admission: Admission | None = None
 ) -> GoogleDecided:
@@ -120,7 +103,9 @@ async def google_evaluate(
     config = settings.OPENJEV
     limits = google_limits()
     async with evaluation_recorded(
-        request_id=request_id, caller=caller, unparsed=lambda: received_of_body(data=data)
+        request_id=request_id,
+        caller=caller,
+        unparsed=lambda: received_of_body(data=data, api=API, state="input", keyed=True),
     ) as call:
         try:
             with problems_answered():

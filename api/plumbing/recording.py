@@ -15,10 +15,11 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -30,10 +31,11 @@ from api.plumbing.metering import meter_evaluated, phase_timed
 from api.plumbing.validation import Validated
 from audit.callers import Caller
 from audit.livefeed import live_feed
-from audit.storage.records import Failure, Received, StoredEvaluation
+from audit.storage.records import Api, Failure, Received, StoredEvaluation
 from audit.storage.spool import SpoolFull
 from audit.storage.store import evaluation_store, spool_full, unstored_counted
 from inference.errors import BackendFailed, BackendUnavailable, EvaluationTimeout, Overloaded
+from inference.questions import QUESTION_TYPES
 from inference.runner import Evaluator, Outcome
 from serving import metrics
 from serving.evaluator import evaluator_ready
@@ -59,6 +61,30 @@ class Recording:
     outcome: Outcome | None = None
     created_at: datetime = field(default_factory=timezone.now)
     started: float = field(default_factory=time.perf_counter)
+
+
+def received_of_body(
+    *, data: Any, api: Api, state: str, keyed: bool, kinds: Mapping[str, str] | None = None
+) -> Received:
+    """What a body claims to ask, read from its JSON: for the audit of a request that could not be parsed. Each
+    format says where it keeps what: `state`, the field of its state; `keyed`, its questions are an object keyed
+    by id (else a list); `kinds`, its question types as the core names them (None: the core's own names)."""
+    body = data if isinstance(data, dict) else {}
+    model, questions = body.get("model"), body.get("questions")
+    if keyed:
+        asked = list(questions.values()) if isinstance(questions, dict) else []
+    else:
+        asked = questions if isinstance(questions, list) else []
+    named: Mapping[str, str] = kinds if kinds is not None else {kind: kind for kind in QUESTION_TYPES}
+    claimed = (q.get("type") for q in asked if isinstance(q, dict))
+    return Received(
+        requested_model=model if isinstance(model, str) else "",
+        question_count=len(asked),
+        question_types=tuple(sorted({named[kind] for kind in claimed if isinstance(kind, str) and kind in named})),
+        state=body.get(state),
+        questions=questions,
+        api=api,
+    )
 
 
 def failure_of(*, error: BaseException) -> Failure:

@@ -14,11 +14,10 @@ from api.plumbing.body_lane import body_lane_run
 from api.plumbing.evaluate import evaluation_calibrated, hosted_images_fetched
 from api.plumbing.metering import phase_timed
 from api.plumbing.ratelimits import Admission
-from api.plumbing.recording import evaluation_recorded
+from api.plumbing.recording import evaluation_recorded, received_of_body
 from api.systemone.parsing import SystemOneRequest, WrongRoute, systemone_request_parse
 from audit.callers import Caller
 from audit.storage.records import Received
-from inference.questions import QUESTION_TYPES
 from inference.runner import Outcome
 from inference.streaming import AnswerSink
 
@@ -45,21 +44,6 @@ def received_of(*, request: SystemOneRequest) -> Received:
     )
 
 
-def received_of_body(*, data: Any) -> Received:
-    """What a body claims to ask, read from its JSON: for the audit of a request that could not be parsed."""
-    body = data if isinstance(data, dict) else {}
-    model, questions = body.get("model"), body.get("questions")
-    asked = list(questions.values()) if isinstance(questions, dict) else []
-    types = sorted(t for t in QUESTION_TYPES if any(isinstance(q, dict) and q.get("type") == t for q in asked))
-    return Received(
-        requested_model=model if isinstance(model, str) else "",
-        question_count=len(asked),
-        question_types=tuple(types),
-        state=body.get("state"),
-        questions=questions,
-    )
-
-
 async def systemone_evaluate(
     *,
     data: Any,
@@ -77,7 +61,9 @@ async def systemone_evaluate(
     config = settings.OPENJEV
     limits = limits_configured()
     async with evaluation_recorded(
-        request_id=request_id, caller=caller, unparsed=lambda: received_of_body(data=data)
+        request_id=request_id,
+        caller=caller,
+        unparsed=lambda: received_of_body(data=data, api="systemone", state="state", keyed=True),
     ) as call:
         parse = functools.partial(
             systemone_request_parse, data=data, limits=limits, models=config.language_model_names, parts=parts

@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from api.checking.images import ImageLimits
-from api.checking.limits import Limits
+from api.checking.limits import Limits, ModelUnknown
 from api.google import errors as google_errors
 from api.google.openapi import GOOGLE_REQUEST
-from api.google.parsing import GoogleRequest, ModelUnknown, google_request_parse
+from api.google.parsing import GoogleRequest, google_request_parse
 from api.google.render import answer_render
 from api.plumbing import ratelimits
 from api.plumbing.metering import decision_system

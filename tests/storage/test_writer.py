@@ -15,7 +15,7 @@ from django.db import OperationalError, ProgrammingError, connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from api.systemone.service import received_of_body
+from api.plumbing.recording import received_of_body
 from audit.database import database_outage
 from audit.models import Evaluation, EvaluationAnswer
 from audit.storage import store as storing
@@ -130,7 +130,7 @@ def test_storage_errors_never_escape_evaluation_store(monkeypatch, settings):
             created_at=timezone.now(),
             level="full",
             caller=None,
-            received=received_of_body(data={}),
+            received=received_of_body(data={}, api="systemone", state="state", keyed=True),
             served_model="m",
             backend="sglang",
             total_ms=1.0,
