@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from inference.backends.base import BranchCall
 from inference.backends.llamacpp import LlamaCppBackend, llamacpp_backend_create
 from inference.labels import labels_build
-from inference.prompts import Budget, Plan, plan_compile, prompt_ending
+from inference.prompt_text import prompt_ending
+from inference.prompts import Budget, Plan, plan_compile
 from inference.questions import Question, question_build
 from inference.requests import Message, Role, conversation_of_text
 from inference.tuning import tuning_for

@@ -42,6 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CODE_FILES = (
     "inference/prompts.py",
+    "inference/prompt_text.py",
+    "inference/prompt_tokens.py",
     "inference/labels.py",
     "inference/questions.py",
     "inference/debias.py",

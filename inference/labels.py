@@ -43,7 +43,7 @@ class Labels:
     @functools.cached_property
     def texts(self) -> str:
         """The labels' texts as one string: a part of every cached question block's key
-        (`inference.prompts`), joined once rather than at every compile."""
+        (`inference.prompt_tokens`), joined once rather than at every compile."""
         return "\n".join(label.text for label in self.items)
 
 

@@ -41,7 +41,7 @@ class Question:
     """Instructions that hold images (a Decisions question's `input_image` parts): their text and images in order,
     one entry per part as sent, so a problem is located at its index. `instructions` is then their texts joined with
     newlines (what is stored and counted); the prompt reads consecutive texts joined with newlines and each image
-    where it stands (`inference.prompts.instructions_text`). Empty for text-only instructions, whose prompt is
+    where it stands (`inference.prompt_text.instructions_text`). Empty for text-only instructions, whose prompt is
     exactly `instructions`."""
 
     @property

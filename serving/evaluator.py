@@ -19,7 +19,8 @@ from inference.debias import Priors
 from inference.errors import BackendUnavailable, StartupError
 from inference.labels import labels_build
 from inference.priority import INTERACTIVE_PRIORITY
-from inference.prompts import Budget, content_free_prefix, prompt_ending
+from inference.prompt_text import content_free_prefix, prompt_ending
+from inference.prompts import Budget
 from inference.runner import AdmissionGate, Evaluator
 from inference.scoring import Scoring
 from inference.tuning import tuning_for, tuning_override

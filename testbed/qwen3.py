@@ -8,7 +8,7 @@ from functools import cache
 from pathlib import Path
 
 from inference.labels import Labels, labels_build
-from inference.prompts import prompt_ending
+from inference.prompt_text import prompt_ending
 from inference.tokenizer import HFTokenizer, hf_tokenizer_load
 
 

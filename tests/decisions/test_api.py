@@ -12,7 +12,7 @@ import pytest
 from api.checking.images import ImageLimits
 from api.checking.limits import Limits
 from api.decisions.parsing import decisions_request_parse
-from inference.prompts import prompt_split
+from inference.prompt_text import prompt_split
 from testbed.images import png_bytes
 from testbed.qwen3 import qwen3_tokenizer
 from tests.conftest import README_REQUEST

@@ -9,7 +9,7 @@ import pytest
 from inference.backends.llamacpp import LlamaCppBackend
 from inference.gguf import gguf_resolve
 from inference.labels import Labels, labels_build
-from inference.prompts import prompt_ending
+from inference.prompt_text import prompt_ending
 from tests.embedded import SMALL, bundled_backend, models_cache_dir
 from tests.inference.llamacpp import THREADS
 

@@ -4,15 +4,8 @@ import pytest
 
 from inference.errors import RequestInvalid, StartupError
 from inference.labels import ANSWER_CUE, LABEL_LEAD, Labels, labels_build
-from inference.prompts import (
-    MARKER,
-    Budget,
-    option_orders,
-    plan_compile,
-    prompt_ending,
-    prompt_split,
-    question_text,
-)
+from inference.prompt_text import MARKER, prompt_ending, prompt_split, question_text
+from inference.prompts import Budget, option_orders, plan_compile
 from inference.questions import question_build
 from inference.requests import Message, conversation_of_text
 from testbed.qwen3 import qwen3_labels, qwen3_tokenizer

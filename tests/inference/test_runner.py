@@ -9,7 +9,8 @@ import pytest
 from inference.backends.sglang import SGLangBackend
 from inference.debias import Priors
 from inference.errors import BackendFailed, Overloaded
-from inference.prompts import Budget, content_free_prefix, plan_compile
+from inference.prompt_text import content_free_prefix
+from inference.prompts import Budget, plan_compile
 from inference.questions import question_build
 from inference.requests import conversation_of_text
 from inference.runner import AdmissionGate, plan_run

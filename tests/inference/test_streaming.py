@@ -12,7 +12,8 @@ import pytest
 from inference.backends.base import Generation
 from inference.backends.sglang import SGLangBackend
 from inference.debias import Priors
-from inference.prompts import Budget, Plan, content_free_prefix, plan_compile
+from inference.prompt_text import content_free_prefix
+from inference.prompts import Budget, Plan, plan_compile
 from inference.questions import question_build
 from inference.requests import Message
 from inference.runner import Outcome, plan_run

@@ -16,7 +16,8 @@ import pytest
 
 from inference.backends.sglang import SGLangBackend
 from inference.debias import Priors
-from inference.prompts import Budget, content_free_prefix, plan_compile
+from inference.prompt_text import content_free_prefix
+from inference.prompts import Budget, plan_compile
 from inference.questions import Question, Shape, question_build
 from inference.requests import conversation_of_text
 from inference.runner import plan_run
