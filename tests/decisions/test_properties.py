@@ -108,7 +108,7 @@ def _broken(body: dict[str, Any], how: str, junk: Any) -> dict[str, Any]:
     if how == "type":
         question["type"] = junk if junk not in ("predicate", "choice", "score") else None
     elif how == "instructions":
-        question["instructions"] = junk if not isinstance(junk, str) or not junk.strip() else [junk]
+        question["instructions"] = junk if not isinstance(junk, str) else [junk]  # any string, "" too, is valid
     elif how == "options":
         question["type"] = "choice"
         question["choices"] = junk if not isinstance(junk, list) or len(junk) < 2 else [junk]
