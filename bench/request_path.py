@@ -44,7 +44,8 @@ from fake_sglang.protocol import generate_parse  # noqa: E402
 from inference.backends.base import BranchCall, Generation  # noqa: E402
 from inference.backends.sglang_wire import call_ids_text, generation_parse, request_body, response_json_read  # noqa: E402
 from inference.prompts import Budget, plan_compile  # noqa: E402
-from inference.runner import Outcome, Timings, Usage, answers_compute, request_characters  # noqa: E402
+from inference.request_size import request_characters  # noqa: E402
+from inference.runner import Outcome, Timings, Usage, answers_compute  # noqa: E402
 from inference.scoring import Scoring  # noqa: E402
 from inference.tuning import tuning_for  # noqa: E402
 from serving.collector import collector_tune  # noqa: E402

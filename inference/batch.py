@@ -15,18 +15,9 @@ from collections.abc import Sequence
 
 from inference.errors import Problem, RequestInvalid
 from inference.prompts import Plan
+from inference.request_size import OFF_LOOP_CHARACTERS, request_characters
 from inference.requests import EvaluationRequest
-from inference.runner import (
-    OFF_LOOP_CHARACTERS,
-    Evaluator,
-    Outcome,
-    Timings,
-    TokensReserve,
-    Usage,
-    plan_of,
-    plan_run,
-    request_characters,
-)
+from inference.runner import Evaluator, Outcome, Timings, TokensReserve, Usage, plan_of, plan_run
 
 
 async def evaluations_run(

@@ -15,15 +15,15 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from inference.backends.base import Backend, BranchCall, Generation
 from inference.cancellation import abort_schedule
 from inference.debias import Priors
 from inference.errors import EvaluationTimeout, Overloaded
 from inference.labels import Labels
-from inference.prompts import Budget, Plan, PriorKey, plan_compile
+from inference.prompts import Branch, Budget, Plan, PriorKey, plan_compile
 from inference.questions import Question
+from inference.request_size import OFF_LOOP_CHARACTERS, request_characters
 from inference.requests import EvaluationRequest
 from inference.scoring import Answer, BranchScore, Scoring, answer_compute
 from inference.streaming import AnswerSink, AnswerStream, branch_score_build
@@ -110,11 +110,6 @@ def _ms(start: float, end: float) -> float:
     return (end - start) * 1000.0
 
 
-OFF_LOOP_CHARACTERS = 16_384
-"""Requests with more text than this are rendered and tokenised in a worker thread: a megabyte of
-text takes a second to tokenise, and the event loop must keep answering meanwhile."""
-
-
 async def evaluation_run(
     *,
     evaluator: Evaluator,
@@ -166,35 +161,6 @@ def plan_of(*, evaluator: Evaluator, request: EvaluationRequest) -> Plan:
     )
 
 
-def request_characters(*, request: EvaluationRequest, limit: int) -> int:
-    """Characters of the texts a request's compile tokenises (its messages, keys included, and its questions'
-    texts), counted until past `limit`. A question's count is kept on it (`Question.characters`): the API
-    reuses a parsed question for every request that sends it again, and walking 64 questions' texts here
-    cost as much as validating them."""
-    total = text_size(value=[(m.content, m.extra) for m in request.conversation], limit=limit)
-    for question in request.questions:
-        if total > limit:
-            break
-        total += question.characters
-    return total
-
-
-def text_size(*, value: Any, limit: int) -> int:
-    """Characters of the strings in `value` (keys included), counted until past `limit`."""
-    total = 0
-    stack = [value]
-    while stack and total <= limit:
-        item = stack.pop()
-        if isinstance(item, str):
-            total += len(item)
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return total
-
-
 async def plan_run(
     *,
     plan: Plan,
@@ -210,16 +176,7 @@ async def plan_run(
     debiased = [b for b in plan.branches if scoring.of(b.question).debias] if priors else []
     known, unmeasured = priors.lookup(branches=debiased) if priors else ({}, [])
     warm_rid = _rid()
-    calls = [
-        BranchCall(rid=_rid(), prefix=plan.prefix, suffix=b.suffix_ids, label_ids=b.label_ids, images=b.images)
-        for b in plan.branches
-    ]
-    # Priors go last: the llama.cpp backend keeps the evaluation's prefix cached for every real branch.
-    calls += [
-        BranchCall(rid=_rid(), prefix=priors.prefix, suffix=b.suffix_ids, label_ids=b.label_ids, images=b.images)
-        for b in unmeasured
-        if priors
-    ]
+    calls = _calls_build(plan=plan, priors=priors, unmeasured=unmeasured)
     pending = [warm_rid, *(c.rid for c in calls)]
     stream = (
         None
@@ -246,13 +203,9 @@ async def plan_run(
     finally:
         if stream is not None:
             stream.close()
-    branch_generations = generations[: len(plan.branches)]
-    for branch, generation in zip(unmeasured, generations[len(plan.branches) :], strict=True):
-        known[branch.prior_key] = generation.label_logprobs
-        if priors:
-            priors.remember(branch=branch, label_logprobs=generation.label_logprobs)
+    _priors_learn(priors=priors, known=known, unmeasured=unmeasured, generations=generations[len(plan.branches) :])
     answers = answers_compute(
-        plan=plan, generations=branch_generations, priors=known if priors else None, scoring=scoring
+        plan=plan, generations=generations[: len(plan.branches)], priors=known if priors else None, scoring=scoring
     )
     return Outcome(
         answers=answers,
@@ -268,6 +221,36 @@ async def plan_run(
         ),
         generations=1 + len(generations),
     )
+
+
+def _calls_build(*, plan: Plan, priors: Priors | None, unmeasured: Sequence[Branch]) -> list[BranchCall]:
+    """One backend call per branch, then one per content-free prior not measured yet: priors go last, so the
+    llama.cpp backend keeps the evaluation's prefix cached for every real branch."""
+    calls = [
+        BranchCall(rid=_rid(), prefix=plan.prefix, suffix=b.suffix_ids, label_ids=b.label_ids, images=b.images)
+        for b in plan.branches
+    ]
+    calls += [
+        BranchCall(rid=_rid(), prefix=priors.prefix, suffix=b.suffix_ids, label_ids=b.label_ids, images=b.images)
+        for b in unmeasured
+        if priors
+    ]
+    return calls
+
+
+def _priors_learn(
+    *,
+    priors: Priors | None,
+    known: dict[PriorKey, tuple[float, ...]],
+    unmeasured: Sequence[Branch],
+    generations: Sequence[Generation],
+) -> None:
+    """The priors just measured (`generations`, one per unmeasured branch), for this evaluation's answers and
+    remembered for the next ones."""
+    for branch, generation in zip(unmeasured, generations, strict=True):
+        known[branch.prior_key] = generation.label_logprobs
+        if priors:
+            priors.remember(branch=branch, label_logprobs=generation.label_logprobs)
 
 
 async def _abort(backend: Backend, rids: list[str]) -> None:

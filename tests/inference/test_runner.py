@@ -105,8 +105,8 @@ async def test_debiasing_measures_each_new_question_once_in_the_same_batch(fake)
 def test_request_characters_count_what_the_compile_tokenizes_until_past_the_limit():
     """Whether a request compiles off the event loop: its messages' texts (keys of their extras too) and its
     questions' instructions and option texts, each question's count kept on the question."""
+    from inference.request_size import request_characters
     from inference.requests import EvaluationRequest, Message
-    from inference.runner import request_characters
 
     questions = (
         question_build(id="a", type="choice", instructions="Which?", criteria={"Red": None, "Blue": "the sky"}),
