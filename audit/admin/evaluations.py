@@ -1,5 +1,5 @@
-"""The read-only evaluation audit: list, search, filters, one evaluation with its per-question table,
-and the dashboard page.
+"""The read-only evaluation audit: list, search, filters (`audit.admin.evaluation_filters`), one evaluation with
+its per-question table, and the dashboard page.
 
 Evaluations are evidence, so nobody edits or deletes them here (retention is the
 `prune_evaluations` command).
@@ -21,48 +21,8 @@ from django.utils.safestring import SafeString, mark_safe
 
 from audit.admin.dashboard import dashboard_view
 from audit.admin.display import json_pretty, ms_text, probability_bars, status_badge_html, text_shown
-from audit.models import QUESTION_TYPE_CHOICES, Evaluation
-
-
-class QuestionTypeFilter(admin.SimpleListFilter):
-    title = "question type"
-    parameter_name = "question_type"
-
-    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
-        return list(QUESTION_TYPE_CHOICES)
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        value = self.value()
-        if value in dict(QUESTION_TYPE_CHOICES):
-            return queryset.filter(question_types__contains=value)
-        return queryset
-
-
-class ApiKeyLabelFilter(admin.AllValuesFieldListFilter):
-    """Keys as recorded (also 'env' and keys deleted since), not only rows of the key table."""
-
-
-class ClassifierNameFilter(admin.SimpleListFilter):
-    """Classifications by classifier name as recorded (also classifiers renamed or deleted since)."""
-
-    title = "classifier"
-    parameter_name = "classifier"
-    SYSTEMONE = "-"
-
-    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
-        names = (
-            Evaluation.objects.exclude(classifier_name="")
-            .order_by("classifier_name")
-            .values_list("classifier_name", flat=True)
-            .distinct()
-        )
-        return [(self.SYSTEMONE, "none (/v1/systemone)"), *((n, n) for n in names)]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        value = self.value()
-        if value is None:
-            return queryset
-        return queryset.filter(classifier_name="" if value == self.SYSTEMONE else value)
+from audit.admin.evaluation_filters import ApiKeyLabelFilter, ClassifierNameFilter, QuestionTypeFilter
+from audit.models import Evaluation
 
 
 @admin.register(Evaluation)
