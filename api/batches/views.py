@@ -21,12 +21,12 @@ from django.utils.http import content_disposition_header
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.request import Request
 
+from api.batches import openapi as doc
 from api.batches.jobs import batch_started, upload_stored
 from api.batches.owners import owner_of
 from api.batches.requests import Page, batch_asked, object_not_found, page_asked, purpose_checked
 from api.checking.json_body import BodyNotJson, body_parse
 from api.decisions.errors import OPENAI_SHAPE
-from api.openapi import batches as doc
 from api.plumbing.api_error import ApiError
 from api.plumbing.json_render import json_response
 from api.plumbing.ratelimits import request_admitted

@@ -1,5 +1,5 @@
 """The objects of OpenAI's Files and Batches routes as documented (`File`, `Batch`, their lists, the creation
-and upload bodies) and the examples the operations show (`api.openapi.batches`).
+and upload bodies) and the examples the operations show (`api.batches.openapi`).
 
 Documentation only: `api.batches.requests`, `batches.files` and `batches.lifecycle` check and write them.
 """

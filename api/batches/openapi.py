@@ -1,5 +1,5 @@
 """OpenAI's Files and Batches routes (`api.batches.views`) as documented: each operation's body, answers, errors
-(every one in OpenAI's shape, whatever refused the request) and headers; the objects are in `batch_objects`.
+(every one in OpenAI's shape, whatever refused the request) and headers; the objects are in `openapi_objects`.
 
 `tests/docs/test_response_contract.py` drives each operation into each documented status and holds the answers to
 these documents, as it does for every route.
@@ -10,10 +10,7 @@ from __future__ import annotations
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 
-from api.batches.requests import LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX
-from api.decisions.errors import OPENAI_SHAPE
-from api.decisions.openapi import OpenAIErrorSerializer
-from api.openapi.batch_objects import (
+from api.batches.openapi_objects import (
     BATCH_CREATE,
     BATCH_ID,
     BATCH_OBJECT,
@@ -29,6 +26,9 @@ from api.openapi.batch_objects import (
     OpenAIFileListSerializer,
     OpenAIFileSerializer,
 )
+from api.batches.requests import LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX
+from api.decisions.errors import OPENAI_SHAPE
+from api.decisions.openapi import OpenAIErrorSerializer
 from api.openapi.errors import CROSS_SITE_DESCRIPTION, EXAMPLE_REQUEST_ID
 from api.openapi.operations import AUTH_HEADER, OPTIONAL_AUTH, RATE_LIMIT_HEADERS, REQUEST_ID_HEADER
 from api.plumbing.api_error import ApiError
