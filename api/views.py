@@ -23,11 +23,19 @@ from api.feedback import feedback_record
 from api.openapi import operations as doc
 from api.openapi.feedback import feedback_schema
 from api.plumbing.api_error import ApiError, body_invalid
-from api.plumbing.authentication import API_KEY_HEADER, BearerKeyAuthentication, caller_authenticate
+from api.plumbing.authentication import BearerKeyAuthentication, caller_authenticate
 from api.plumbing.body_lane import body_lane_run
 from api.plumbing.error_responses import PLAIN, exception_response, shape_of_path
 from api.plumbing.evaluate import images_accepted
-from api.plumbing.formats import REQUEST_ID_HEADER, ErrorShape, Route, WireFormat, route_of_path, wire_formats
+from api.plumbing.formats import (
+    REQUEST_ID_HEADER,
+    ErrorShape,
+    Route,
+    WireFormat,
+    bare_key_of,
+    route_of_path,
+    wire_formats,
+)
 from api.plumbing.json_render import json_response
 from api.plumbing.metering import meter_caller, meter_current, phase_timed
 from api.plumbing.multipart import MultipartInvalid, is_multipart, multipart_parse
@@ -329,7 +337,7 @@ async def _key_shown(request: Request) -> bool:
     try:
         return (
             await caller_authenticate(
-                authorization=request.headers.get("Authorization"), api_key=request.headers.get(API_KEY_HEADER)
+                authorization=request.headers.get("Authorization"), api_key=bare_key_of(header=request.headers.get)
             )
             is not None
         )

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from api.plumbing.authentication import API_KEY_HEADER, key_valid
+from api.plumbing.authentication import key_valid
+from api.plumbing.formats import bare_key_of
 from serving.asgi_types import Scope
 
 UPLOAD_PATH = "/v1/files"
@@ -28,6 +29,6 @@ async def upload_room(scope: Scope, *, path: str) -> int | None:
     headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope.get("headers", ())}
     if headers.get("content-encoding", "identity").strip().lower() not in ("", "identity"):
         return None
-    if not await key_valid(authorization=headers.get("authorization"), api_key=headers.get(API_KEY_HEADER)):
+    if not await key_valid(authorization=headers.get("authorization"), api_key=bare_key_of(header=headers.get)):
         return None
     return settings.OPENJEV.batch_max_file_bytes + MULTIPART_ROOM

@@ -11,6 +11,7 @@ from api.plumbing.formats import WireFormat
 
 FORMAT = WireFormat(
     name="classify",
+    label="Classify (POST /v1/classify)",
     path="/v1/classify",
     serve=classify_answer,
     shape=CLASSIFY_SHAPE,

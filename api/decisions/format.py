@@ -12,6 +12,7 @@ from api.plumbing.formats import REQUEST_ID_HEADER, WireFormat
 
 FORMAT = WireFormat(
     name="decisions",
+    label="Decisions (POST /v1/decisions)",
     path="/v1/decisions",
     serve=decisions_answer,
     shape=OPENAI_SHAPE,

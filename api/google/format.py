@@ -16,17 +16,21 @@ from api.google.openapi import V1BETA_PATH
 from api.google.openapi_v1beta import google_document
 from api.google.parsing import google_claims
 from api.google.service import API, google_limits_shown
-from api.plumbing.authentication import API_KEY_HEADER
 from api.plumbing.formats import WireFormat
+
+KEY_HEADER = "x-goog-api-key"
+"""The header Google's SDK sends its API key in, bare."""
 
 FORMAT = WireFormat(
     name=API,
+    label="Google's Decisions shape (POST /v1/decisions, /v1beta/decisions)",
     path="/v1/decisions",
     serve=google_answer,
     shape=GOOGLE_SHAPE,
     system="google",
     claims=google_claims,
-    announced_by=API_KEY_HEADER,
+    key_header=KEY_HEADER,
+    announced_by=KEY_HEADER,
     openapi=google_document,
     limits=google_limits_shown,
     own_path=V1BETA_PATH,

@@ -27,7 +27,7 @@ from inference.errors import PROBLEMS_TEXT_MAX, Problem, RequestInvalid, value_q
 from inference.runner import Outcome
 
 API: Api = "google"
-"""The name its calls are stored and counted under (`audit.models.API_CHOICES`)."""
+"""The name its calls are stored and counted under (`Evaluation.api`)."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Bearer-key authentication as a DRF authentication class, off by default like the original service.
 
-The key is the `Authorization: Bearer <key>` token, or, on a request with no `Authorization` header, the bare
-`x-goog-api-key` header, which Google's SDK (`google-genai`) sends its API key in.
+The key is the `Authorization: Bearer <key>` token, or, on a request with no `Authorization` header, the bare key
+in a header an installed format names (`WireFormat.key_header`: Google's SDK sends `x-goog-api-key`).
 
 With auth off, any Authorization header is accepted (the official SDK always sends one) and the
 request is anonymous. With auth on, the key must equal the configured key or an active issued key,
@@ -23,13 +23,12 @@ from rest_framework.request import Request
 
 from api.plumbing.api_error import ApiError
 from api.plumbing.body_lane import lane_subject_bind
+from api.plumbing.formats import bare_key_of
 from api.plumbing.ratelimits import bad_key_counted, bad_keys_refused, subject_of
 from api.plumbing.requestids import client_address_current
 from audit.callers import Caller
 from audit.keys import KeysUnavailable, apikey_verify
 
-API_KEY_HEADER = "x-goog-api-key"
-"""The header Google's SDK sends its API key in, bare: read as the key when a request has no `Authorization`."""
 ENV_CALLER = Caller(label="env")
 """The caller who sent the environment's key (`OPENJEV_API_KEY`)."""
 
@@ -93,7 +92,7 @@ class BearerKeyAuthentication(BaseAuthentication):
         """(no user, the caller), or None while auth is off; raises AuthenticationFailed (401). The request's
         large bodies are read in its key's turn of the body lane from now on (`lane_subject_bind`)."""
         caller = await caller_authenticate(
-            authorization=request.headers.get("Authorization"), api_key=request.headers.get(API_KEY_HEADER)
+            authorization=request.headers.get("Authorization"), api_key=bare_key_of(header=request.headers.get)
         )
         if caller is None:
             return None

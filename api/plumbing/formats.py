@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from api.checking.json_body import BodyNotJson
 from api.plumbing.api_error import ApiError, body_invalid, problems_render
+from audit.apis import api_choices_install
 
 if TYPE_CHECKING:
     from django.http import HttpResponse
@@ -66,6 +67,8 @@ Serve = Callable[..., Awaitable["HttpResponse"]]
 class WireFormat:
     name: str
     """The format's name where calls are stored (`Evaluation.api`), counted (metrics' `api`) and traced."""
+    label: str
+    """What the admin shows for `name` (`Evaluation.api`'s choices are the installed formats' names and labels)."""
     path: str
     """The route it is served on, e.g. `/v1/systemone` (under whatever prefix a gateway mounts the API)."""
     serve: Serve
@@ -79,6 +82,9 @@ class WireFormat:
     """OpenInference's `decision.system` of its calls (the API ecosystem its clients speak), if it is one."""
     claims: Callable[[Any], bool] | None = None
     """For a format sharing its path: whether a parsed body is this format's; None for the path's primary."""
+    key_header: str | None = None
+    """A request header (lowercase) its clients send the API key in, bare, instead of `Authorization: Bearer`
+    (Google's `x-goog-api-key`): read as the key on any route when a request has no `Authorization` header."""
     announced_by: str | None = None
     """For a format sharing its path: a request header (lowercase) only its clients send, which puts what is
     answered before the body is read (auth, limits, the body reader's refusals) in this format's error shape; once
@@ -130,6 +136,7 @@ def wire_formats_install(*, formats: Sequence[WireFormat]) -> None:
     """Serve `formats` (in order: a path's primary before the formats that share it), each also on its own path and
     with its family's routes in its shape."""
     _routes.clear()
+    api_choices_install(choices=[(f.name, f.label) for f in formats])
     for wire_format in formats:
         found = _routes.get(wire_format.path)
         if found is None:
@@ -177,6 +184,15 @@ def shape_of_route(path: str) -> ErrorShape | None:
         rest = path[at + len(prefix) :] if at >= 0 else None
         if rest is not None and (rest[:1] in ("", "/") if not prefix.endswith("/") else rest != ""):
             return shape
+    return None
+
+
+def bare_key_of(*, header: Callable[[str], str | None]) -> str | None:
+    """The API key a request sends in an installed format's own key header (`WireFormat.key_header`), if any;
+    `header` looks a request header up by its lowercase name."""
+    for wire_format in wire_formats():
+        if wire_format.key_header is not None and (value := header(wire_format.key_header)):
+            return value
     return None
 
 

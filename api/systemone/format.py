@@ -7,6 +7,7 @@ from api.systemone.answer import systemone_answer
 
 FORMAT = WireFormat(
     name="systemone",
+    label="System One (POST /v1/systemone and its stream)",
     path="/v1/systemone",
     serve=systemone_answer,
     multipart=True,  # the official SDK uploads images as multipart parts

@@ -11,11 +11,10 @@ from audit.models.classifiers import (
     DatasetRun,
 )
 from audit.models.evaluations import Evaluation, EvaluationAnswer
-from audit.models.fields import API_CHOICES, QUESTION_TYPE_CHOICES, STATUS_CHOICES, STORE_LEVEL_CHOICES, JSONTextField
+from audit.models.fields import QUESTION_TYPE_CHOICES, STATUS_CHOICES, STORE_LEVEL_CHOICES, JSONTextField
 from audit.models.keys import ApiKey, KeyUsage
 
 __all__ = [
-    "API_CHOICES",
     "CLASSIFIER_NAME_VALIDATOR",
     "CLASSIFIER_TYPE_CHOICES",
     "QUESTION_TYPE_CHOICES",

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from django.db import models
 
+from audit.apis import api_choices
 from audit.models.calibrations import Calibration
 from audit.models.classifiers import Classifier, DatasetRun
 from audit.models.fields import (
-    API_CHOICES,
     QUESTION_TYPE_CHOICES,
     STATUS_CHOICES,
     STORE_LEVEL_CHOICES,
@@ -65,7 +65,7 @@ class Evaluation(models.Model):
     api = models.CharField(
         "API",
         max_length=16,
-        choices=API_CHOICES,
+        choices=api_choices,
         default="systemone",
         help_text="The wire format the call came through.",
     )

@@ -22,13 +22,6 @@ STATUS_CHOICES = [
     (504, "504 timeout"),
     (529, "529 overloaded"),
 ]
-API_CHOICES = [
-    ("systemone", "System One (POST /v1/systemone and its stream)"),
-    ("decisions", "Decisions (POST /v1/decisions)"),
-    ("google", "Google's Decisions shape (POST /v1/decisions)"),
-    ("classify", "Classify (POST /v1/classify)"),
-]
-"""The wire format a call came through: every one runs the same evaluation."""
 QUESTION_TYPE_CHOICES = [("noul", "noul"), ("choice", "choice"), ("score", "score")]
 STORE_LEVEL_CHOICES = [("full", "full"), ("metadata", "metadata")]
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from audit.callers import Caller
 from inference.images import ImageMeta
 from inference.runner import Outcome
 from serving.config import StoreLevel
 
-Api = Literal["systemone", "decisions", "classify", "google"]
+Api = str
+"""A wire format's name (`WireFormat.name`): whichever formats the settings install (`audit.apis`)."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Received:
     images: tuple[ImageMeta, ...] = ()
     """What is known of each image of the state, in prompt order: kept at every level."""
     api: Api = "systemone"
-    """The wire format the call came through (`audit.models.API_CHOICES`)."""
+    """The wire format the call came through (`Evaluation.api`: the installed formats' names)."""
     safety_identifier: str = ""
     prompt_cache_key: str = ""
     refusal_below: float = 0.0

@@ -1,9 +1,10 @@
 """The official `openai` SDK, unchanged, against a running `serve` on the SGLang stand-in: a 200-line batch (of
-`/v1/decisions`, `/v1/systemone` or `/v1/classify` lines, the last on a classifier saved in the shell) uploaded, created, polled to `completed` and downloaded, every line once and each answer the one the route gives
-the same body; `serve` (with its batch worker) SIGKILLed mid-batch and started again, the batch resuming to the
-same end, no line answered or stored twice; its batch worker killed, started again, and one started before
-the migrations waiting for them; a running batch cancelled, its backend work stopped within seconds;
-batch lines sent to the backend with the batch priority, a bounded number at a time. Celery: test_celery_crash.py."""
+`/v1/decisions`, `/v1/systemone` or `/v1/classify` lines, the last on a classifier saved in the shell) uploaded,
+created, polled to `completed` and downloaded, every line once and each answer the one the route gives the same
+body; `serve` (with its batch worker) SIGKILLed mid-batch and started again, the batch resuming to the same end, no
+line answered or stored twice; its batch worker killed, started again, and one started before the migrations waiting
+for them; a running batch cancelled, its backend work stopped within seconds; batch lines sent to the backend with
+the batch priority, a bounded number at a time. Celery: test_celery_crash.py."""
 
 from __future__ import annotations
 
