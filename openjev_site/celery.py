@@ -15,13 +15,21 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import worker_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openjev_site.settings")
 
 app = Celery("openjev")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.imports = ("api.batches.tasks",)
+
+
+@worker_init.connect
+def worker_yields(**_: Any) -> None:
+    """Before the pool starts, so every child inherits it: the API on this machine gets the CPU first."""
+    from api.batches.yielding import batch_process_yield
+
+    batch_process_yield()
 
 
 @worker_ready.connect

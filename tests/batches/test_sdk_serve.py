@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from api.batches.yielding import BATCH_NICENESS
 from api.classify.openapi import CLASSIFY_REQUEST
 from api.decisions.openapi import DECISIONS_REQUEST
 from fake_sglang import FakeSGLang
@@ -192,6 +193,11 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
+def _niceness(pid: int) -> int:
+    """A process's nice value (`/proc/PID/stat`'s 19th field)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
 def test_serve_starts_its_batch_worker_again_when_it_dies(stand_in, tmp_path):
     with Serve(["--connect", stand_in, "--migrate"], log=tmp_path / "serve.log", env=batch_env(tmp_path)) as serve:
         serve.wait_healthy()
@@ -204,6 +210,10 @@ def test_serve_starts_its_batch_worker_again_when_it_dies(stand_in, tmp_path):
             assert time.monotonic() < deadline + 30, serve.log
             time.sleep(0.1)
         assert "the batch worker" in serve.log and "starting it again" in serve.log
+        api_nice = _niceness(serve.process.pid)
+        while not all(_niceness(pid) >= api_nice + BATCH_NICENESS for pid in again):  # the API gets the CPU first
+            assert time.monotonic() < deadline + 60, "the batch worker kept the API's CPU priority"
+            time.sleep(0.1)
         client = sdk_client(serve)
         bodies = bodies_of(DECISIONS_REQUEST, "input", 30)
         batch = batch_ended(client, batch_uploaded(client, url="/v1/decisions", bodies=bodies).id)

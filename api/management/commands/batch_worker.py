@@ -25,6 +25,7 @@ from django_tasks_db.models import DBTaskResult
 
 from api.batches.recovery import work_recovered, worker_id_local
 from api.batches.tasks import batches_resume
+from api.batches.yielding import batch_process_yield
 from batches.models import BatchItem
 from serving.evaluator import evaluator_build, evaluator_install
 
@@ -68,6 +69,7 @@ class Command(DatabaseWorkerCommand):
         config = settings.OPENJEV
         if config.task_engine != "database":
             raise CommandError("OPENJEV_TASK_ENGINE is celery: run `celery -A openjev_site worker` instead")
+        batch_process_yield()
         tables_wait()
         evaluator_install(evaluator_build(config=config))
         work_recovered()
