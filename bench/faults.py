@@ -193,8 +193,9 @@ class ApiUnit:
         return workers
 
     def workers(self) -> list[int]:
+        """serve's API workers (not the batch worker beside them)."""
         assert self._process is not None
-        return process_tree(self._process.pid)[1:]
+        return [pid for pid in process_tree(self._process.pid)[1:] if b"batch_worker" not in _cmdline(pid)]
 
     def processes(self) -> list[int]:
         """serve and its API workers (not the batch worker beside them), sorted."""

@@ -120,8 +120,9 @@ storage_queue_depth = Gauge(
 )
 storage_writes_total = Counter(
     "openjev_storage_writes_total",
-    "Records handed to storage, by sink (evaluations, key-usage) and outcome: written; failed (the database "
-    "refused them); dropped (the queue was full); unstored (answered while the spool could not take it, "
+    "Records handed to storage, by sink (evaluations: each one's row and its key's usage, from the spool; api_keys: "
+    "keys' last use, from the writer) and outcome: written; failed (the database refused them); dropped (the "
+    "writer's queue was full); unstored (answered while the spool could not take it, "
     "OPENJEV_SPOOL_FULL=answer). Failed, dropped and unstored records are lost.",
     ["sink", "outcome"],
 )
@@ -169,7 +170,7 @@ LIMITS = ("requests", "tokens", "inflight", "paused", "too_large", "wrong_keys",
 OVERLOAD_REASONS = ("evaluations", "body_lane", "websockets")
 STORE_POLICIES = ("open", "closed")
 BACKEND_ERROR_KINDS = ("unavailable", "failed", "timeout")
-STORAGE_SINKS = ("evaluations", "key-usage")
+STORAGE_SINKS = ("evaluations", "api_keys")
 STORAGE_OUTCOMES = ("written", "failed", "dropped", "unstored")
 
 

@@ -39,6 +39,7 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 OPERATIONS = [
     "Evaluate typed questions about a state",
     "Decisions: typed answers about an input (OpenAI's Decisions API)",
+    "Typed decisions in Google's shape (its clients' default path)",
     "Classify texts with a saved classifier",
     "List the accepted model names",
     "Describe one accepted model name",

@@ -24,6 +24,7 @@ MIGRATIONS_SINCE = (
     "evaluations.0011_apikey_limits_zero_pauses",
     "evaluations.0012_evaluation_api_google",
     "evaluations.0013_answer_option_texts",
+    "evaluations.0014_evaluation_api_installed_formats",
 )
 """Migrations written after the database above was made, in order: applying them is an ordinary upgrade."""
 
