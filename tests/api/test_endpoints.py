@@ -25,7 +25,7 @@ async def test_limits_lists_every_admission_limit(api):
         "max_image_bytes": 1048576,
         "max_input_tokens": 32768,
         "max_total_input_tokens": 262144,
-        "max_concurrent_requests": 16,
+        "max_concurrent_requests": 32,
         "max_concurrent_branches": 64,
         "request_timeout_seconds": 120.0,
         "decisions": {"max_questions": 400, "max_choices": 255, "max_levels": 10, "max_images": 0},
