@@ -260,3 +260,12 @@ async def test_a_large_upload_without_a_valid_key_gets_only_the_ordinary_body_li
     assert refused.status_code == 413, refused.text[:300]
     uploaded = await file_upload(api, content, headers={"Authorization": "Bearer the-key"})
     assert uploaded.status_code == 200, uploaded.text[:300]
+
+
+async def test_a_line_of_10_mb_is_refused_naming_it_and_nothing_is_stored(api, store):
+    line = jsonl([line_of(custom_id="big", url="/v1/decisions", body={"input": "x" * (10 * 1024 * 1024)})])
+    refused = await file_upload(api, jsonl([line_of(custom_id="small", url="/v1/decisions", body={})]) + line)
+    assert refused.status_code == 400, refused.text[:300]
+    error = refused.json()["error"]
+    assert error["code"] == "line_too_long" and "line 2" in error["message"] and len(error["message"]) < 300
+    assert (await api.get("/v1/files")).json()["data"] == []
