@@ -1,10 +1,12 @@
 """No wait on the database without a bound (`openjev_site.databases`, `audit.database`): connecting to a PostgreSQL
 that accepts and never answers ends after `connect_timeout`; the service's own threads' statements end after
 `OPENJEV_DATABASE_TIMEOUT` while the admin's and the commands' do not; a SQLite write waits for the lock at most
-the busy timeout. Runs on SQLite and, with `-m postgres`, PostgreSQL (each test on the database it is about)."""
+the busy timeout. Each test connects to the database it is about (PostgreSQL: `make test`'s server; SQLite: a
+file of its own), whichever database the pass runs on."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -13,8 +15,10 @@ from dataclasses import replace
 
 import psycopg
 import pytest
-from django.db import OperationalError, connection, connections
+from django.db import OperationalError
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.postgresql.base import DatabaseWrapper as PostgresWrapper
+from django.db.backends.sqlite3.base import DatabaseWrapper as SqliteWrapper
 
 from audit.database import database_thread_bounded
 from openjev_site.databases import connect_timeout_seconds, databases_config
@@ -70,17 +74,33 @@ def test_connecting_to_a_postgresql_that_never_answers_fails_after_the_connect_t
     assert time.monotonic() - started < 3.5  # connect_timeout 2 s, not libpq's default of forever
 
 
-@pytest.mark.django_db(transaction=True)
+POSTGRES_URL = os.environ.get("OPENJEV_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+"""The PostgreSQL `make test` runs its database tests on: the PostgreSQL test below uses it whichever database the
+pass runs on, as the SQLite one uses a file of its own, so each runs in both passes and neither is skipped."""
+
+
+def _wrapper(*, url: str, timeout: float, alias: str) -> BaseDatabaseWrapper:
+    """A connection of its own to `url`, configured as the service configures its database."""
+    settings_dict = {
+        **databases_config(url=url, timeout=timeout)["default"],
+        "TIME_ZONE": None,
+        "AUTOCOMMIT": True,
+        "ATOMIC_REQUESTS": False,
+    }
+    backend = PostgresWrapper if settings_dict["ENGINE"].endswith("postgresql") else SqliteWrapper
+    return backend(settings_dict, alias=alias)
+
+
+@pytest.mark.django_db  # lets any connection open (pytest-django blocks them all otherwise), not only the default
 def test_on_postgresql_the_services_threads_statements_end_after_the_timeout_and_others_do_not(settings):
-    if connection.vendor != "postgresql":
-        pytest.skip("statement_timeout is PostgreSQL's")
     settings.OPENJEV = replace(settings.OPENJEV, database_timeout=0.5)
     found: dict[str, object] = {}
 
     def bounded() -> None:
         database_thread_bounded()
+        wrapper = _wrapper(url=POSTGRES_URL, timeout=5.0, alias="bounded")
         try:
-            with connection.cursor() as cursor:
+            with wrapper.cursor() as cursor:
                 started = time.monotonic()
                 try:
                     cursor.execute("SELECT pg_sleep(5)")
@@ -88,15 +108,16 @@ def test_on_postgresql_the_services_threads_statements_end_after_the_timeout_and
                     found["error"] = exc
                 found["seconds"] = time.monotonic() - started
         finally:
-            connections.close_all()
+            wrapper.close()
 
     def unbounded() -> None:
+        wrapper = _wrapper(url=POSTGRES_URL, timeout=5.0, alias="admin")
         try:
-            with connection.cursor() as cursor:
+            with wrapper.cursor() as cursor:
                 cursor.execute("SHOW statement_timeout")
                 found["admin"] = cursor.fetchone()[0]
         finally:
-            connections.close_all()
+            wrapper.close()
 
     for target in (bounded, unbounded):
         thread = threading.Thread(target=target)
@@ -106,27 +127,26 @@ def test_on_postgresql_the_services_threads_statements_end_after_the_timeout_and
     assert found["admin"] == "0"
 
 
-@pytest.mark.django_db(transaction=True)
-def test_on_sqlite_a_write_waits_for_the_lock_at_most_the_busy_timeout():
-    if connection.vendor != "sqlite":
-        pytest.skip("the busy timeout is SQLite's")
+@pytest.mark.django_db
+def test_on_sqlite_a_write_waits_for_the_lock_at_most_the_busy_timeout(tmp_path):
+    url = f"sqlite:///{tmp_path / 'db.sqlite3'}"
     holding, release = threading.Event(), threading.Event()
 
     def hold_the_write_lock() -> None:
+        holder = _wrapper(url=url, timeout=5.0, alias="holder")
         try:
-            with connection.cursor() as cursor:
+            with holder.cursor() as cursor:
                 cursor.execute("BEGIN IMMEDIATE")
                 holding.set()
                 release.wait(30)
                 cursor.execute("ROLLBACK")
         finally:
-            connections.close_all()
+            holder.close()
 
     holder = threading.Thread(target=hold_the_write_lock)
     holder.start()
     assert holding.wait(10)
-    settings_dict = {**connection.settings_dict, "OPTIONS": {**connection.settings_dict["OPTIONS"], "timeout": 0.5}}
-    writer = type(connections["default"])(settings_dict, alias="busy")
+    writer = _wrapper(url=url, timeout=0.5, alias="busy")
     started = time.monotonic()
     try:
         with pytest.raises(OperationalError, match="locked"), writer.cursor() as cursor:
