@@ -42,21 +42,31 @@ def bearer_token(header: str | None) -> str | None:
     return token.strip()
 
 
+def token_of(*, authorization: str | None, api_key: str | None) -> str | None:
+    """The key a request sends: its Bearer token, or, with no `Authorization` header, its bare key header."""
+    return bearer_token(authorization) if authorization else (api_key or "").strip() or None
+
+
+def env_key_matches(*, token: str) -> bool:
+    """Whether `token` is `OPENJEV_API_KEY` (compared in constant time)."""
+    env_key = settings.OPENJEV.api_key
+    return env_key is not None and env_key != "" and hmac.compare_digest(token.encode(), env_key.encode())
+
+
 async def caller_authenticate(*, authorization: str | None, api_key: str | None = None) -> Caller | None:
     """The caller an `Authorization` header names (or, without one, an `x-goog-api-key` header: `api_key`), or
     None while auth is off; raises AuthenticationFailed (401), or a 429 for an address that sent too many wrong
     keys this minute (before any key is compared, the environment's included). The API's views and the WebSocket
     stream (header or `auth` message) both ask this, with the client's address bound
     (`api.plumbing.requestids.client_address_bound`)."""
-    config = settings.OPENJEV
-    if not config.auth_required:
+    if not settings.OPENJEV.auth_required:
         return None
-    token = bearer_token(authorization) if authorization else (api_key or "").strip() or None
+    token = token_of(authorization=authorization, api_key=api_key)
     if token is None:
         raise AuthenticationFailed("missing API key: send Authorization: Bearer <key>")
     address = client_address_current()
     await bad_keys_refused(address=address)  # before any comparison: a refused address learns nothing of a guess
-    if config.api_key and hmac.compare_digest(token.encode(), config.api_key.encode()):
+    if env_key_matches(token=token):
         return ENV_CALLER
     try:
         caller = await apikey_verify(secret=token)
@@ -73,13 +83,12 @@ async def caller_authenticate(*, authorization: str | None, api_key: str | None 
 async def key_valid(*, authorization: str | None, api_key: str | None = None) -> bool:
     """Whether the request's key would be accepted (always, with auth off), counting nothing and refusing nothing:
     for a decision taken before the view runs (a large upload's room), whose own check then answers as usual."""
-    config = settings.OPENJEV
-    if not config.auth_required:
+    if not settings.OPENJEV.auth_required:
         return True
-    token = bearer_token(authorization) if authorization else (api_key or "").strip() or None
+    token = token_of(authorization=authorization, api_key=api_key)
     if token is None:
         return False
-    if config.api_key and hmac.compare_digest(token.encode(), config.api_key.encode()):
+    if env_key_matches(token=token):
         return True
     try:
         return await apikey_verify(secret=token) is not None
