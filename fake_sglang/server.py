@@ -7,6 +7,7 @@ received, what was aborted and which clients hung up. See the package docstring 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -340,11 +341,14 @@ class FakeSGLang(ThreadedServer):
         SGLang, but at once: SGLang notices at its next check, within ``SGLANG_REQUEST_STATE_WAIT_TIMEOUT``
         seconds (4 by default)."""
         watcher = asyncio.create_task(self._watch_disconnect(call, receive))
+        deadline = time.monotonic() + delay
         try:
-            async with asyncio.timeout(delay):
-                await call.done.wait()
-        except TimeoutError:
-            pass
+            # uvloop's timers read a clock cached at the loop's last turn, so one may fire up to a millisecond
+            # early: wait again for what is left, so that a call never takes less than its service time.
+            while (left := deadline - time.monotonic()) > 0 and not call.done.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(left):
+                        await call.done.wait()
         finally:
             watcher.cancel()
 
