@@ -9,7 +9,12 @@ request, pays no thread hop.
 
 One thread, not a pool: each thread contending for the interpreter takes slices from the loop, so the loop's
 worst wait grows with the threads; bodies queue for the lane instead, at most `max_concurrent_requests` of them,
-and one more is a 529 (the server is full; retry), as an evaluation over the admission limit is.
+and one more is a 529 (the server is full; retry), as an evaluation over the admission limit is. Python's switching
+does not reach into `json.loads`, which holds the interpreter for a whole body (tens of milliseconds at two
+megabytes): so after each body the lane rests as long as that body held it (`LOOP_SHARE`), and a lane kept busy
+by one caller leaves the loop half the interpreter instead of the gaps between bodies (the other key's 87 KB
+bodies in `bench/hostile.py`'s lane check: p50 1,363–1,430 ms beside the flood without the rest, 874–910 ms
+with it; docs/benchmarks.md).
 
 The lane is shared fairly: bodies wait per subject (the key, or the client's address: `ratelimits.subject_of`),
 the thread takes the subjects in turn (one body of each, round and round), and one subject may have at most
@@ -27,6 +32,7 @@ import asyncio
 import contextlib
 import contextvars
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +51,12 @@ SUBJECT_SHARE_DIVISOR = 4
 """One subject may have at most this fraction of the lane's places (`max_concurrent_requests`) waiting (at least
 one): four callers flooding at once fill the lane, one never does."""
 
+LOOP_SHARE = 0.5
+"""The least share of the interpreter the event loop keeps while large bodies queue for the lane: decoding one
+holds the interpreter lock for the whole of `json.loads` (tens of milliseconds at two megabytes), so a lane busy
+back to back would leave the loop only the gaps between bodies, and every other request of the process waits a
+body's decoding at each of its turns."""
+
 
 class BodyLaneFull(Overloaded):
     """The lane, or the caller's share of it, has as many bodies waiting as it takes: a 529, counted as the
@@ -59,6 +71,8 @@ _counts: dict[str, int] = {"bodies": 0, "draining": 0}
 _per_subject: dict[object, int] = {}
 _last: dict[str, object] = {"subject": None}
 """The subject whose body the lane took last."""
+_rest_until: dict[str, float] = {"t": 0.0}
+"""When the lane may take its next body (`_drain`)."""
 _subject: contextvars.ContextVar[str | None] = contextvars.ContextVar("openjev_body_lane_subject", default=None)
 
 
@@ -93,9 +107,16 @@ def lane_job_next() -> Callable[[], None] | None:
 
 
 def _drain() -> None:
-    """The lane's thread: bodies in turn until none waits."""
+    """The lane's thread: bodies in turn until none waits, resting after each body for as long as it held the
+    interpreter before the next one starts (`LOOP_SHARE`)."""
     while (job := lane_job_next()) is not None:
+        rest = _rest_until["t"] - time.monotonic()
+        if rest > 0:
+            time.sleep(rest)
+        held = time.thread_time()
         job()
+        held = time.thread_time() - held
+        _rest_until["t"] = time.monotonic() + held * LOOP_SHARE / (1 - LOOP_SHARE)
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

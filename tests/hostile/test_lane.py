@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from dataclasses import replace
 
@@ -60,3 +61,24 @@ async def test_a_second_keys_large_bodies_are_answered_while_one_key_floods_the_
         await asyncio.gather(*loops)
     assert [a.status_code for a in answers] == [200] * 5, [a.text[:200] for a in answers]
     assert 529 in statuses and 400 in statuses  # the flood met its own share, and what it got read was refused
+
+
+def cpu_burned(seconds: float) -> float:
+    """Holds the interpreter for `seconds` of this thread's CPU, as decoding a huge body does; when it ended."""
+    until = time.thread_time() + seconds
+    while time.thread_time() < until:
+        pass
+    return time.monotonic()
+
+
+async def test_the_lane_rests_after_a_body_for_the_loops_share_of_the_interpreter() -> None:
+    """A body that held the interpreter for 50 ms is followed by a rest long enough that the loop keeps its share
+    (`LOOP_SHARE`) before the next body, another caller's, is started."""
+    first = asyncio.create_task(
+        body_lane.body_lane_run(work=lambda: cpu_burned(0.05), size=body_lane.OFF_LOOP_BYTES, subject="first")
+    )
+    await asyncio.sleep(0.01)  # the first body is being read
+    second = body_lane.body_lane_run(work=time.monotonic, size=body_lane.OFF_LOOP_BYTES, subject="second")
+    ended, started = await first, await second
+    rest = 0.05 * body_lane.LOOP_SHARE / (1 - body_lane.LOOP_SHARE)
+    assert started - ended >= rest * 0.9
