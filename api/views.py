@@ -9,7 +9,7 @@ import contextlib
 import functools
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -18,13 +18,14 @@ from django.http import HttpResponse
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
-from api.checking.json_body import BodyNotJson, body_parse
 from api.feedback import feedback_record
 from api.openapi import operations as doc
 from api.openapi.feedback import feedback_schema
-from api.plumbing.api_error import ApiError, body_invalid
+from api.plumbing.api_error import ApiError
 from api.plumbing.authentication import BearerKeyAuthentication, caller_authenticate
+from api.plumbing.bodies import Body, body_decode, body_parts_max
 from api.plumbing.body_lane import body_lane_run
+from api.plumbing.body_screen import body_screened_read
 from api.plumbing.error_responses import PLAIN, exception_response, shape_of_path
 from api.plumbing.evaluate import images_accepted
 from api.plumbing.formats import (
@@ -38,7 +39,7 @@ from api.plumbing.formats import (
 )
 from api.plumbing.json_render import json_response
 from api.plumbing.metering import meter_caller, meter_current, phase_timed
-from api.plumbing.multipart import MultipartInvalid, is_multipart, multipart_parse
+from api.plumbing.multipart import is_multipart
 from api.plumbing.ratelimits import Admission, request_admitted
 from api.plumbing.requestids import client_address_current, request_id_assign, request_id_current
 from audit.callers import Caller
@@ -51,47 +52,20 @@ from serving.hosts import origin_same
 from serving.workers import workers_state_current
 
 
-@dataclass(frozen=True)
-class Body:
-    """A request's body: its JSON, and a multipart body's other parts (images) by name."""
-
-    data: Any
-    size: int
-    """Bytes the body had as sent (decoded): what decides where it is read (`api.plumbing.body_lane`)."""
-    parts: dict[str, bytes] = field(default_factory=dict)
-
-
-MAX_PARTS_BEYOND_IMAGES = 8
-"""Multipart parts a body may have beyond one per allowed image (the `request` part, and slack)."""
-
-
-async def _body_read(request: Request, *, multipart: bool, shape: ErrorShape) -> Body:
-    """The body as JSON (and parts), read in the body lane when it is large (`api.plumbing.body_lane`)."""
+async def _body_read(request: Request, *, multipart: bool, shape: ErrorShape, path: str | None) -> Body:
+    """The body as JSON (and parts), read in the body lane when it is large (`api.plumbing.body_lane`), and on a
+    format's route (`path`) screened in another process first (`api.plumbing.body_screen`)."""
     content_type = request._request.META.get("CONTENT_TYPE", "")
     raw = request._request.body
     if is_multipart(content_type) and not multipart:
         raise ApiError(415, "unsupported_media_type", "this endpoint takes a JSON body, not multipart/form-data")
-    read = functools.partial(_body_decode, raw=raw, content_type=content_type, shape=shape)
+    if path is not None:
+        read = functools.partial(body_screened_read, raw=raw, content_type=content_type, shape=shape, path=path)
+    else:
+        read = functools.partial(
+            body_decode, raw=raw, content_type=content_type, shape=shape, max_parts=body_parts_max()
+        )
     return await body_lane_run(work=read, size=len(raw))
-
-
-def _body_decode(*, raw: bytes, content_type: str, shape: ErrorShape) -> Body:
-    """The body as JSON (and parts); one that is not JSON is answered as the route's shape says (a multipart one
-    that breaks is a located 422, `multipart_invalid`)."""
-    parts: dict[str, bytes] = {}
-    size = len(raw)
-    if is_multipart(content_type):
-        try:
-            parsed = multipart_parse(
-                body=raw, content_type=content_type, max_parts=settings.OPENJEV.max_images + MAX_PARTS_BEYOND_IMAGES
-            )
-        except MultipartInvalid as exc:
-            raise body_invalid(message=str(exc), error_type="multipart_invalid") from None
-        raw, parts = parsed.request, parsed.parts
-    try:
-        return Body(data=body_parse(raw), size=size, parts=parts)
-    except BodyNotJson as exc:
-        raise shape.json_invalid(exc) from None
 
 
 def cross_site_refused(request: Request, *, content_type: str, multipart: bool) -> None:
@@ -136,7 +110,9 @@ class ApiView(LeanAPIView):
         shape = self.shape if self.shape is not PLAIN or request is None else shape_of_path(request.path)
         return exception_response(exc, shape=shape)
 
-    async def _served(self, request: Request, *, path: str, serve: Serve, multipart: bool = False) -> HttpResponse:
+    async def _served(
+        self, request: Request, *, path: str, serve: Serve, multipart: bool = False, screened: bool = False
+    ) -> HttpResponse:
         """Refuse what a web page sent, admit the request under its caller's limits (before its body is read:
         an invalid body counts too), read the body (JSON, or multipart with a JSON `request` part where the route
         takes one) and answer it with `serve`; the request id goes on errors too, so a client can quote it to
@@ -152,7 +128,9 @@ class ApiView(LeanAPIView):
                         request_admitted(caller=caller, address=client_address_current())
                     )
                 with phase_timed("parse"):
-                    body = await _body_read(request, multipart=multipart, shape=self.shape)
+                    body = await _body_read(
+                        request, multipart=multipart, shape=self.shape, path=path if screened else None
+                    )
                 response = await serve(body, request_id, caller, admission)
         except Exception as exc:
             response = self.handle_exception(exc)
@@ -173,7 +151,11 @@ class WireFormatView(ApiView):
         route = self._route()
         self.shape = route.format_announced(has_header=request.headers.__contains__).shape
         return await self._served(
-            request, path=self.path, serve=self._format_served(route), multipart=any(f.multipart for f in route.formats)
+            request,
+            path=self.path,
+            serve=self._format_served(route),
+            multipart=any(f.multipart for f in route.formats),
+            screened=True,
         )
 
     def _route(self) -> Route:

@@ -117,20 +117,25 @@ class Probe:
 
 
 class ServerCpu:
-    """CPU seconds of serve's API processes (not the batch worker beside them), less their idle rate."""
+    """CPU seconds of serve's API processes and theirs (the body screening process), not the batch worker beside
+    them, less their idle rate. The processes are listed again for each measure: one started during it counts
+    whole, its start-up included."""
 
     def __init__(self, server: subprocess.Popen[bytes]) -> None:
-        self.pids = [pid for pid in process_tree(server.pid) if not _batch_worker(pid)]
-        start, before = time.perf_counter(), cpu_seconds(self.pids)
+        self.root = server.pid
+        start, before = time.perf_counter(), cpu_seconds(self.pids())
         time.sleep(2.0)
-        self.idle_per_second = (cpu_seconds(self.pids) - before) / (time.perf_counter() - start)
+        self.idle_per_second = (cpu_seconds(self.pids()) - before) / (time.perf_counter() - start)
+
+    def pids(self) -> list[int]:
+        return [pid for pid in process_tree(self.root) if not _batch_worker(pid)]
 
     def spent(self, work: Callable[[], object]) -> float:
-        start, before = time.perf_counter(), cpu_seconds(self.pids)
+        start, before = time.perf_counter(), cpu_seconds(self.pids())
         work()
         time.sleep(0.05)
         elapsed = time.perf_counter() - start
-        return max(0.0, cpu_seconds(self.pids) - before - self.idle_per_second * elapsed)
+        return max(0.0, cpu_seconds(self.pids()) - before - self.idle_per_second * elapsed)
 
 
 def _batch_worker(pid: int) -> bool:

@@ -17,12 +17,12 @@ from typing import Any
 import orjson
 from django.http import HttpResponse
 
+from api.plumbing.bodies import Body
 from api.plumbing.error_responses import RETRIED, exception_response
 from api.plumbing.formats import REQUEST_ID_HEADER, WireFormat, route_of_path
 from api.plumbing.ratelimits import Admission, request_admitted
 from api.plumbing.requestids import request_id_bound
 from api.plumbing.validation import Validated, validation_only
-from api.views import Body
 from audit.callers import Caller, KeyLimits
 from audit.storage.collect import records_collected
 from batches.items import ItemAnswer

@@ -6,10 +6,10 @@ from django.http import HttpResponse
 
 from api.classify.render import classified_render
 from api.classify.service import classify_run
+from api.plumbing.bodies import Body
 from api.plumbing.json_render import json_response
 from api.plumbing.metering import phase_timed
 from api.plumbing.ratelimits import Admission
-from api.views import Body
 from audit.callers import Caller
 from calibration.applied import calibrated_header
 

@@ -18,8 +18,9 @@ from django.conf import settings
 from api.classify.parsing import classify_request_parse
 from api.classify.registry import ClassifierSpec, classifier_find
 from api.plumbing.api_error import ApiError
-from api.plumbing.body_lane import body_lane_run
+from api.plumbing.bodies import received_unparsed, request_parsed
 from api.plumbing.evaluate import evaluations_calibrated
+from api.plumbing.formats import FormatCheck
 from api.plumbing.metering import phase_timed
 from api.plumbing.ratelimits import Admission
 from api.plumbing.recording import evaluation_recorded
@@ -92,6 +93,15 @@ def received_of(*, data: Any, classifier: ClassifierSpec | None) -> Received:
     )
 
 
+def classify_check() -> FormatCheck:
+    """How a body of this route is parsed under the settings now in force (`WireFormat.check`); a body that could
+    not be parsed names no classifier."""
+    return FormatCheck(
+        parse=functools.partial(classify_request_parse, max_inputs=settings.OPENJEV.max_classify_inputs),
+        unparsed=functools.partial(received_of, classifier=None),
+    )
+
+
 async def classify_run(
     *,
     data: Any,
@@ -108,14 +118,12 @@ async def classify_run(
     The admin's "try it" passes the `classifier` it shows (read fresh from the database) instead of
     the cached one.
     """
-    config = settings.OPENJEV
-    found: ClassifierSpec | None = None
+    check = classify_check()
     async with evaluation_recorded(
-        request_id=request_id, caller=caller, unparsed=lambda: received_of(data=data, classifier=found)
+        request_id=request_id, caller=caller, unparsed=lambda: received_unparsed(data=data, unparsed=check.unparsed)
     ) as call:
-        parse = functools.partial(classify_request_parse, data=data, max_inputs=config.max_classify_inputs)
         with phase_timed("validate"):
-            request = await body_lane_run(work=parse, size=size)
+            request = await request_parsed(data=data, parse=check.parse, size=size)
         if classifier is not None and classifier.problem:
             raise ApiError(404, "not_found", f"classifier {classifier.name!r} cannot be served: {classifier.problem}")
         found = classifier if classifier is not None else await classifier_find(name=request.model)

@@ -16,11 +16,11 @@ from api.checking.json_body import Loc
 from api.checking.limits import Limits, ModelUnknown, limits_configured
 from api.decisions.parsing import MAX_LEVELS, DecisionsRequest, decisions_request_parse
 from api.plumbing.api_error import ApiError
-from api.plumbing.body_lane import body_lane_run
-from api.plumbing.evaluate import evaluation_calibrated, hosted_images_fetched, images_accepted
-from api.plumbing.metering import phase_timed
+from api.plumbing.evaluate import images_accepted
+from api.plumbing.formats import FormatCheck
 from api.plumbing.ratelimits import Admission
-from api.plumbing.recording import evaluation_recorded, received_of_body
+from api.plumbing.recording import received_of_body
+from api.plumbing.sequence import Hooks, evaluation_sequenced
 from audit.callers import Caller
 from audit.storage.records import Received
 from inference.errors import PROBLEMS_TEXT_MAX, Problem, RequestInvalid, loc_bounded, value_quoted
@@ -48,6 +48,16 @@ def decisions_limits() -> Limits:
     """What one request may ask on this route: OpenAI's own counts of questions (up to 400;
     `OPENJEV_MAX_DECISIONS_QUESTIONS`) and of score levels (10); the shared limits otherwise."""
     return limits_configured(max_questions=settings.OPENJEV.max_decisions_questions, max_levels=MAX_LEVELS)
+
+
+def decisions_check() -> FormatCheck:
+    """How a body of this route is parsed under the settings now in force (`WireFormat.check`)."""
+    return FormatCheck(
+        parse=functools.partial(
+            decisions_request_parse, limits=decisions_limits(), models=settings.OPENJEV.language_model_names
+        ),
+        unparsed=functools.partial(received_of_body, api="decisions", state="input", keyed=False, kinds=CORE_TYPES),
+    )
 
 
 def decisions_limits_shown() -> dict[str, int]:
@@ -95,7 +105,7 @@ def problems_answered(*, request: DecisionsRequest | None) -> Iterator[None]:
         raise invalid_of(problems=tuple(exc.problems), request=request) from None
 
 
-def received_of(*, request: DecisionsRequest, refusal_below: float) -> Received:
+def received_of(request: DecisionsRequest, *, refusal_below: float) -> Received:
     evaluation = request.evaluation
     return Received(
         requested_model=request.model,
@@ -118,41 +128,32 @@ async def decisions_evaluate(
     does (the same admission, deadlines and errors), record; a body of `size` bytes or more is validated in the
     body lane."""
     config = settings.OPENJEV
-    limits = decisions_limits()
-    async with evaluation_recorded(
-        request_id=request_id,
-        caller=caller,
-        unparsed=lambda: received_of_body(data=data, api="decisions", state="input", keyed=False, kinds=CORE_TYPES),
-    ) as call:
-        try:
-            with problems_answered(request=None):
-                parse = functools.partial(
-                    decisions_request_parse, data=data, limits=limits, models=config.language_model_names
-                )
-                with phase_timed("validate"):
-                    request = await body_lane_run(work=parse, size=size)
-        except ModelUnknown as exc:
-            raise ApiError(
-                404,
-                "model_not_found",
-                f"The model {value_quoted(str(exc))} does not exist on this server; "
-                f"use {config.model_alias} or {config.model}",
-                param="model",
-            ) from None
-        call.received = received_of(request=request, refusal_below=config.refusal_label_mass)
-        with problems_answered(request=request):
-            request = await hosted_images_fetched(
-                call=call,
-                request=request,
-                limits=limits.images,
-                received=lambda r: received_of(request=r, refusal_below=config.refusal_label_mass),
-            )
-            outcome = await evaluation_calibrated(call=call, request=request.evaluation, admission=admission)
-    assert call.evaluator is not None, "an evaluated call names its evaluator"
+
+    def refused(error: Exception) -> ApiError | None:
+        if not isinstance(error, ModelUnknown):
+            return None
+        return ApiError(
+            404,
+            "model_not_found",
+            f"The model {value_quoted(str(error))} does not exist on this server; "
+            f"use {config.model_alias} or {config.model}",
+            param="model",
+        )
+
+    hooks = Hooks[DecisionsRequest](
+        check=decisions_check(),
+        received=functools.partial(received_of, refusal_below=config.refusal_label_mass),
+        images=decisions_limits().images,
+        problems=lambda request: problems_answered(request=request),
+        refused=refused,
+    )
+    done = await evaluation_sequenced(
+        data=data, size=size, hooks=hooks, request_id=request_id, caller=caller, admission=admission
+    )
     return Decided(
         request_id=request_id,
-        request=request,
-        model=call.evaluator.backend.model,
-        outcome=outcome,
+        request=done.request,
+        model=done.model,
+        outcome=done.outcome,
         refusal_below=config.refusal_label_mass,
     )

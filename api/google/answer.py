@@ -6,10 +6,10 @@ from django.http import HttpResponse
 
 from api.google.render import decided_headers, decided_render
 from api.google.service import google_evaluate
+from api.plumbing.bodies import Body
 from api.plumbing.json_render import json_response
 from api.plumbing.metering import phase_timed
 from api.plumbing.ratelimits import Admission
-from api.views import Body
 from audit.callers import Caller
 
 

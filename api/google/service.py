@@ -16,11 +16,11 @@ from api.checking.limits import Limits, ModelUnknown, limits_configured
 from api.google.errors import field_of
 from api.google.parsing import MODEL_PREFIX, GoogleRequest, google_request_parse
 from api.plumbing.api_error import ApiError
-from api.plumbing.body_lane import body_lane_run
-from api.plumbing.evaluate import evaluation_calibrated, hosted_images_fetched, images_accepted
-from api.plumbing.metering import phase_timed
+from api.plumbing.evaluate import images_accepted
+from api.plumbing.formats import FormatCheck
 from api.plumbing.ratelimits import Admission
-from api.plumbing.recording import evaluation_recorded, received_of_body
+from api.plumbing.recording import received_of_body
+from api.plumbing.sequence import Hooks, evaluation_sequenced
 from audit.callers import Caller
 from audit.storage.records import Api, Received
 from inference.errors import PROBLEMS_TEXT_MAX, Problem, RequestInvalid, value_quoted
@@ -44,6 +44,16 @@ def google_limits() -> Limits:
     Google's API takes 1000), and the shared limits otherwise (options and levels: `OPENJEV_MAX_ANSWERS`, 255, as
     Google's)."""
     return limits_configured(max_questions=settings.OPENJEV.max_decisions_questions)
+
+
+def google_check() -> FormatCheck:
+    """How a body of this shape is parsed under the settings now in force (`WireFormat.check`)."""
+    return FormatCheck(
+        parse=functools.partial(
+            google_request_parse, limits=google_limits(), models=settings.OPENJEV.language_model_names
+        ),
+        unparsed=functools.partial(received_of_body, api=API, state="input", keyed=True),
+    )
 
 
 def google_limits_shown() -> dict[str, int]:
@@ -81,7 +91,7 @@ def problems_answered(*, core: bool = False) -> Iterator[None]:
         raise invalid_of(problems=problems) from None
 
 
-def received_of(*, request: GoogleRequest) -> Received:
+def received_of(request: GoogleRequest) -> Received:
     evaluation = request.evaluation
     return Received(
         requested_model=request.model,
@@ -101,32 +111,26 @@ async def google_evaluate(
     One does (the same admission, deadlines and errors), record; a body of `size` bytes or more is validated in the
     body lane."""
     config = settings.OPENJEV
-    limits = google_limits()
-    async with evaluation_recorded(
-        request_id=request_id,
-        caller=caller,
-        unparsed=lambda: received_of_body(data=data, api=API, state="input", keyed=True),
-    ) as call:
-        try:
-            with problems_answered():
-                parse = functools.partial(
-                    google_request_parse, data=data, limits=limits, models=config.language_model_names
-                )
-                with phase_timed("validate"):
-                    request = await body_lane_run(work=parse, size=size)
-        except ModelUnknown as exc:
-            raise ApiError(
-                404,
-                "model_not_found",
-                f"{value_quoted(str(exc))} is not found on this server; use {MODEL_PREFIX}{config.model_alias} "
-                f"or {MODEL_PREFIX}{config.model} (the prefix is optional)",
-                param="model",
-            ) from None
-        call.received = received_of(request=request)
-        with problems_answered(core=True):
-            request = await hosted_images_fetched(
-                call=call, request=request, limits=limits.images, received=lambda r: received_of(request=r)
-            )
-            outcome = await evaluation_calibrated(call=call, request=request.evaluation, admission=admission)
-    assert call.evaluator is not None, "an evaluated call names its evaluator"
-    return GoogleDecided(request_id=request_id, request=request, model=call.evaluator.backend.model, outcome=outcome)
+
+    def refused(error: Exception) -> ApiError | None:
+        if not isinstance(error, ModelUnknown):
+            return None
+        return ApiError(
+            404,
+            "model_not_found",
+            f"{value_quoted(str(error))} is not found on this server; use {MODEL_PREFIX}{config.model_alias} "
+            f"or {MODEL_PREFIX}{config.model} (the prefix is optional)",
+            param="model",
+        )
+
+    hooks = Hooks[GoogleRequest](
+        check=google_check(),
+        received=received_of,
+        images=google_limits().images,
+        problems=lambda request: problems_answered(core=request is not None),
+        refused=refused,
+    )
+    done = await evaluation_sequenced(
+        data=data, size=size, hooks=hooks, request_id=request_id, caller=caller, admission=admission
+    )
+    return GoogleDecided(request_id=request_id, request=done.request, model=done.model, outcome=done.outcome)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 
+from api.plumbing.bodies import Body
 from api.plumbing.json_render import json_response
 from api.plumbing.metering import phase_timed
 from api.plumbing.ratelimits import Admission
 from api.systemone.render import served_headers, served_render
 from api.systemone.service import systemone_evaluate
-from api.views import Body
 from audit.callers import Caller
 
 

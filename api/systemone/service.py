@@ -10,11 +10,10 @@ from django.conf import settings
 
 from api.checking.limits import limits_configured
 from api.plumbing.api_error import ApiError
-from api.plumbing.body_lane import body_lane_run
-from api.plumbing.evaluate import evaluation_calibrated, hosted_images_fetched
-from api.plumbing.metering import phase_timed
+from api.plumbing.formats import FormatCheck
 from api.plumbing.ratelimits import Admission
-from api.plumbing.recording import evaluation_recorded, received_of_body
+from api.plumbing.recording import received_of_body
+from api.plumbing.sequence import Hooks, evaluation_sequenced
 from api.systemone.parsing import SystemOneRequest, WrongRoute, systemone_request_parse
 from audit.callers import Caller
 from audit.storage.records import Received
@@ -31,7 +30,7 @@ class Served:
     outcome: Outcome
 
 
-def received_of(*, request: SystemOneRequest) -> Received:
+def received_of(request: SystemOneRequest) -> Received:
     """What storage is handed: the JSON as sent and the images' metadata (the writer thread drops image bytes
     when it builds the row, off the request path)."""
     return Received(
@@ -41,6 +40,16 @@ def received_of(*, request: SystemOneRequest) -> Received:
         state=request.state,
         questions=request.questions,
         images=tuple(image.meta for image in request.evaluation.images),
+    )
+
+
+def systemone_check() -> FormatCheck:
+    """How a body of this route is parsed under the settings now in force (`WireFormat.check`)."""
+    return FormatCheck(
+        parse=functools.partial(
+            systemone_request_parse, limits=limits_configured(), models=settings.OPENJEV.language_model_names
+        ),
+        unparsed=functools.partial(received_of_body, api="systemone", state="state", keyed=True),
     )
 
 
@@ -58,27 +67,20 @@ async def systemone_evaluate(
     answer as soon as it is scored (the stream); `parts` are a multipart body's image parts; `size` is the body's
     bytes (a large one is validated in the body lane); `admission` holds the caller's limits (its tokens are
     reserved once counted)."""
-    config = settings.OPENJEV
-    limits = limits_configured()
-    async with evaluation_recorded(
+    hooks = Hooks[SystemOneRequest](
+        check=systemone_check(),
+        received=received_of,
+        images=limits_configured().images,
+        refused=lambda error: ApiError(400, "wrong_route", str(error)) if isinstance(error, WrongRoute) else None,
+        bound={"parts": parts},
+    )
+    done = await evaluation_sequenced(
+        data=data,
+        size=size,
+        hooks=hooks,
         request_id=request_id,
         caller=caller,
-        unparsed=lambda: received_of_body(data=data, api="systemone", state="state", keyed=True),
-    ) as call:
-        parse = functools.partial(
-            systemone_request_parse, data=data, limits=limits, models=config.language_model_names, parts=parts
-        )
-        with phase_timed("validate"):
-            try:
-                request = await body_lane_run(work=parse, size=size)
-            except WrongRoute as exc:
-                raise ApiError(400, "wrong_route", str(exc)) from None
-        call.received = received_of(request=request)
-        request = await hosted_images_fetched(
-            call=call, request=request, limits=limits.images, received=lambda r: received_of(request=r)
-        )
-        outcome = await evaluation_calibrated(
-            call=call, request=request.evaluation, admission=admission, on_answer=on_answer
-        )
-    assert call.evaluator is not None, "an evaluated call names its evaluator"
-    return Served(request_id=request_id, request=request, model=call.evaluator.backend.model, outcome=outcome)
+        admission=admission,
+        on_answer=on_answer,
+    )
+    return Served(request_id=request_id, request=done.request, model=done.model, outcome=done.outcome)

@@ -55,16 +55,16 @@ async def test_a_request_larger_than_the_whole_token_limit_is_refused_as_too_lar
 async def test_invalid_requests_count_against_the_request_limit_and_a_key_over_it_is_not_parsed(
     api, fake, limit, monkeypatch
 ):
-    from api import views
+    from api.plumbing import bodies
 
     parsed: list[int] = []
-    parse = views.body_parse
+    parse = bodies.body_parse
 
     def counted(raw: bytes) -> object:
         parsed.append(len(raw))
         return parse(raw)
 
-    monkeypatch.setattr(views, "body_parse", counted)
+    monkeypatch.setattr(bodies, "body_parse", counted)
     limit(key_requests_per_minute=5)
     invalid = {**README_REQUEST, "questions": {"q": {"type": "box"}}}
     statuses = [(await api.post("/v1/systemone", json=invalid)).status_code for _ in range(10)]

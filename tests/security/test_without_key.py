@@ -13,17 +13,17 @@ KEY = "sk-without-key-test-0123456789"
 
 
 async def test_key_less_requests_are_401s_unparsed_and_never_lock_the_address_out(api, fake, settings, monkeypatch):
-    from api import views
+    from api.plumbing import bodies
 
     settings.OPENJEV = replace(settings.OPENJEV, api_key=KEY, bad_keys_per_minute=3)
     parsed: list[int] = []
-    parse = views.body_parse
+    parse = bodies.body_parse
 
     def counted(raw: bytes) -> object:
         parsed.append(len(raw))
         return parse(raw)
 
-    monkeypatch.setattr(views, "body_parse", counted)
+    monkeypatch.setattr(bodies, "body_parse", counted)
     large = json.dumps({**README_REQUEST, "state": [[]] * 100_000})
     for _ in range(20):
         response = await api.post("/v1/systemone", content=large, headers={"Content-Type": "application/json"})

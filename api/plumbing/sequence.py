@@ -1,0 +1,97 @@
+"""One evaluation as every single-evaluation format's service runs it: parse (in the body lane when large, or from
+what the screening process found), record what was asked, fetch hosted images, evaluate and calibrate under the
+caller's admission, record however it ends. A format supplies only what differs (`Hooks`): how its problems become
+its errors, which parse failures are answers of their own, and what the audit stores of its request."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from api.checking.images import ImageLimits
+from api.plumbing.api_error import ApiError
+from api.plumbing.bodies import received_unparsed, request_parsed
+from api.plumbing.evaluate import HostingRequest, evaluation_calibrated, hosted_images_fetched
+from api.plumbing.formats import FormatCheck
+from api.plumbing.metering import phase_timed
+from api.plumbing.ratelimits import Admission
+from api.plumbing.recording import evaluation_recorded
+from audit.callers import Caller
+from audit.storage.records import Received
+from inference.runner import Outcome
+from inference.streaming import AnswerSink
+
+
+def _no_problems(request: object) -> AbstractContextManager[None]:
+    return contextlib.nullcontext()
+
+
+def _none_refused(error: Exception) -> ApiError | None:
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hooks[Parsed: HostingRequest]:
+    """What a format does its own way in the shared sequence."""
+
+    check: FormatCheck
+    """Its parse and what the audit stores of a body it could not parse (`WireFormat.check`)."""
+    received: Callable[[Parsed], Received]
+    """What the audit stores of its parsed request."""
+    images: ImageLimits
+    """The limits its hosted images are fetched under."""
+    problems: Callable[[Parsed | None], AbstractContextManager[None]] = _no_problems
+    """Around the parse (None) and around the evaluation (the request): turns the core's `RequestInvalid` into the
+    format's own error."""
+    refused: Callable[[Exception], ApiError | None] = _none_refused
+    """The format's answer to a parse failure that is not a problem list (a model not served, a wrong route), or
+    None to let it pass as it is."""
+    bound: dict[str, Any] = field(default_factory=dict)
+    """Arguments its parse takes besides the body (a multipart body's parts)."""
+
+
+@dataclass(frozen=True)
+class Sequenced[Parsed]:
+    request: Parsed
+    model: str
+    """The model the backend served (not the name the request used)."""
+    outcome: Outcome
+
+
+async def evaluation_sequenced[Parsed: HostingRequest](
+    *,
+    data: Any,
+    size: int,
+    hooks: Hooks[Parsed],
+    request_id: str,
+    caller: Caller | None,
+    admission: Admission | None = None,
+    on_answer: AnswerSink | None = None,
+) -> Sequenced[Parsed]:
+    """The body (`data`, of `size` bytes as sent) parsed, evaluated and calibrated, recorded however it ends; the
+    errors as `hooks` make them; `on_answer` gets each answer as soon as it is scored (the stream)."""
+    check = hooks.check
+    async with evaluation_recorded(
+        request_id=request_id, caller=caller, unparsed=lambda: received_unparsed(data=data, unparsed=check.unparsed)
+    ) as call:
+        try:
+            with hooks.problems(None), phase_timed("validate"):
+                request: Parsed = await request_parsed(data=data, parse=check.parse, size=size, **hooks.bound)
+        except Exception as exc:
+            answer = hooks.refused(exc)
+            if answer is None:
+                raise
+            raise answer from None
+        call.received = hooks.received(request)
+        with hooks.problems(request):
+            request = await hosted_images_fetched(
+                call=call, request=request, limits=hooks.images, received=hooks.received
+            )
+            outcome = await evaluation_calibrated(
+                call=call, request=request.evaluation, admission=admission, on_answer=on_answer
+            )
+    assert call.evaluator is not None, "an evaluated call names its evaluator"
+    return Sequenced(request=request, model=call.evaluator.backend.model, outcome=outcome)
