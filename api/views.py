@@ -25,7 +25,6 @@ from api.plumbing.api_error import ApiError
 from api.plumbing.authentication import BearerKeyAuthentication, caller_authenticate
 from api.plumbing.bodies import Body, body_decode, body_parts_max
 from api.plumbing.body_lane import body_lane_run
-from api.plumbing.body_screen import body_screened_read
 from api.plumbing.error_responses import PLAIN, exception_response, shape_of_path
 from api.plumbing.evaluate import images_accepted
 from api.plumbing.formats import (
@@ -52,19 +51,13 @@ from serving.hosts import origin_same
 from serving.workers import workers_state_current
 
 
-async def _body_read(request: Request, *, multipart: bool, shape: ErrorShape, path: str | None) -> Body:
-    """The body as JSON (and parts), read in the body lane when it is large (`api.plumbing.body_lane`), and on a
-    format's route (`path`) screened in another process first (`api.plumbing.body_screen`)."""
+async def _body_read(request: Request, *, multipart: bool, shape: ErrorShape) -> Body:
+    """The body as JSON (and parts), read in the body lane when it is large (`api.plumbing.body_lane`)."""
     content_type = request._request.META.get("CONTENT_TYPE", "")
     raw = request._request.body
     if is_multipart(content_type) and not multipart:
         raise ApiError(415, "unsupported_media_type", "this endpoint takes a JSON body, not multipart/form-data")
-    if path is not None:
-        read = functools.partial(body_screened_read, raw=raw, content_type=content_type, shape=shape, path=path)
-    else:
-        read = functools.partial(
-            body_decode, raw=raw, content_type=content_type, shape=shape, max_parts=body_parts_max()
-        )
+    read = functools.partial(body_decode, raw=raw, content_type=content_type, shape=shape, max_parts=body_parts_max())
     return await body_lane_run(work=read, size=len(raw))
 
 
@@ -110,9 +103,7 @@ class ApiView(LeanAPIView):
         shape = self.shape if self.shape is not PLAIN or request is None else shape_of_path(request.path)
         return exception_response(exc, shape=shape)
 
-    async def _served(
-        self, request: Request, *, path: str, serve: Serve, multipart: bool = False, screened: bool = False
-    ) -> HttpResponse:
+    async def _served(self, request: Request, *, path: str, serve: Serve, multipart: bool = False) -> HttpResponse:
         """Refuse what a web page sent, admit the request under its caller's limits (before its body is read:
         an invalid body counts too), read the body (JSON, or multipart with a JSON `request` part where the route
         takes one) and answer it with `serve`; the request id goes on errors too, so a client can quote it to
@@ -128,9 +119,7 @@ class ApiView(LeanAPIView):
                         request_admitted(caller=caller, address=client_address_current())
                     )
                 with phase_timed("parse"):
-                    body = await _body_read(
-                        request, multipart=multipart, shape=self.shape, path=path if screened else None
-                    )
+                    body = await _body_read(request, multipart=multipart, shape=self.shape)
                 response = await serve(body, request_id, caller, admission)
         except Exception as exc:
             response = self.handle_exception(exc)
@@ -151,11 +140,7 @@ class WireFormatView(ApiView):
         route = self._route()
         self.shape = route.format_announced(has_header=request.headers.__contains__).shape
         return await self._served(
-            request,
-            path=self.path,
-            serve=self._format_served(route),
-            multipart=any(f.multipart for f in route.formats),
-            screened=True,
+            request, path=self.path, serve=self._format_served(route), multipart=any(f.multipart for f in route.formats)
         )
 
     def _route(self) -> Route:

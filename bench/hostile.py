@@ -20,9 +20,13 @@ For each class, in turn:
     .venv/bin/python bench/hostile.py                           # every class, then the lane's check
     .venv/bin/python bench/hostile.py --classes zstd_arrays stream_no_key --no-lane
     .venv/bin/python bench/hostile.py --workers 2 --no-redis    # as `serve --workers 2`, limits in each process
+    .venv/bin/python bench/hostile.py --classes unknown_fields --lane-control  # and the flood sent elsewhere
 
 It prints a table (class, bytes on the wire, status, server CPU ms per request and per KB sent, probes' p50 and
-worst ms) and the lane's check (the other key's statuses and latencies while the flood runs).
+worst ms) and the lane's check (the other key's statuses and latencies while the flood runs). The lane's control
+sends the same flood to a second server on the same machine: on a machine of few cores the flood's client and the
+server it floods take cores from everyone, so what the other key loses to sharing a process with the flood is the
+difference between the two.
 """
 
 from __future__ import annotations
@@ -117,7 +121,7 @@ class Probe:
 
 
 class ServerCpu:
-    """CPU seconds of serve's API processes and theirs (the body screening process), not the batch worker beside
+    """CPU seconds of serve's API processes and any process they start, not the batch worker beside
     them, less their idle rate. The processes are listed again for each measure: one started during it counts
     whole, its start-up included."""
 
@@ -207,9 +211,10 @@ class LaneCheck:
     """The flood's statuses."""
 
 
-def lane_check(target: Target, *, seconds: float = LANE_SECONDS) -> LaneCheck:
+def lane_check(target: Target, *, flooded: Target | None = None, seconds: float = LANE_SECONDS) -> LaneCheck:
     """The `other` key's 87 KB bodies, one after another, first alone, then while `LANE_FLOODERS` loops of the 2 MB
-    body of 150,000 unknown fields from the `flood` key run for `seconds`."""
+    body of 150,000 unknown fields from the `flood` key run for `seconds`, against `target` or, for the control,
+    against another server on the same machine (`flooded`)."""
     body = httpx.Request("POST", "http://x", json=LARGE).content
     alone = [post(target, "/v1/systemone", body, key=target.keys["other"]).seconds * 1000 for _ in range(5)]
     flooding = threading.Event()
@@ -218,7 +223,8 @@ def lane_check(target: Target, *, seconds: float = LANE_SECONDS) -> LaneCheck:
 
     def flood_loop() -> None:
         while flooding.is_set():
-            flood[str(post(target, "/v1/decisions", FLOOD, key=target.keys["flood"]).status)] += 1
+            aimed = flooded or target
+            flood[str(post(aimed, "/v1/decisions", FLOOD, key=aimed.keys["flood"]).status)] += 1
 
     statuses: list[int | str] = []
     latencies: list[float] = []
@@ -235,16 +241,42 @@ def lane_check(target: Target, *, seconds: float = LANE_SECONDS) -> LaneCheck:
     return LaneCheck(alone=alone, statuses=statuses, latencies=latencies, flood=flood)
 
 
-def lane_report(check: LaneCheck) -> bool:
+def lane_report(check: LaneCheck, *, label: str = "lane") -> bool:
     """Prints the lane's check; whether every body of the other key was answered (none refused for the flood)."""
     shown = Counter(str(s) for s in check.statuses)
     print(
-        f"lane: the other key's 87 KB bodies alone: p50 {statistics.median(check.alone):.0f} ms; while one key "
+        f"{label}: the other key's 87 KB bodies alone: p50 {statistics.median(check.alone):.0f} ms; while one key "
         f"floods ({LANE_FLOODERS} loops of 2 MB of 150,000 unknown fields): {len(check.statuses)} sent, "
         f"{dict(shown)}, p50 {statistics.median(check.latencies):.0f} ms, worst {max(check.latencies):.0f} ms; "
         f"the flood's {sum(check.flood.values())} requests: {dict(check.flood)}"
     )
     return set(shown) == {"200"}
+
+
+def lane_control(
+    *,
+    target: Target,
+    workers: int,
+    redis: bool,
+    fake_port: int,
+    requests_per_minute: int,
+    database_url: str,
+    log: IO[str],
+) -> None:
+    """The lane's check with the flood sent to a second server (the same keys, database and stand-in)."""
+    url, other = server_start(
+        workers=workers,
+        redis=redis,
+        requests_per_minute=requests_per_minute,
+        fake_port=fake_port,
+        database_url=database_url,
+        log=log,
+    )
+    try:
+        lane_report(lane_check(target, flooded=Target(url=url, keys=target.keys)), label="control, flood elsewhere")
+    finally:
+        other.terminate()
+        other.wait(timeout=60)
 
 
 def classes_run(*, target: Target, cpu: ServerCpu, names: list[str]) -> bool:
@@ -284,6 +316,12 @@ def main() -> None:
     parser.add_argument("--no-redis", action="store_true", help="count the per-key limits in each process")
     parser.add_argument("--no-lane", action="store_true", help="leave out the lane's check")
     parser.add_argument(
+        "--lane-control",
+        action="store_true",
+        help="after the lane's check, its control: the same flood sent to a second server on the same machine, so "
+        "the other key's latency shows what it owes to the machine's cores rather than to sharing a process",
+    )
+    parser.add_argument(
         "--requests-per-minute", type=int, default=100_000, help="the keys' request limit (low: a key over it)"
     )
     args = parser.parse_args()
@@ -314,6 +352,16 @@ def main() -> None:
             held = True
             if not args.no_lane:
                 held = lane_report(lane_check(target))
+            if args.lane_control:
+                lane_control(
+                    target=target,
+                    workers=args.workers,
+                    redis=not args.no_redis,
+                    fake_port=fake_port,
+                    requests_per_minute=args.requests_per_minute,
+                    database_url=database_url,
+                    log=log,
+                )
             held = classes_run(target=target, cpu=cpu, names=args.classes) and held
         finally:
             server.terminate()

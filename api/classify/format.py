@@ -7,7 +7,6 @@ from __future__ import annotations
 from api.classify.answer import classify_answer
 from api.classify.errors import CLASSIFY_SHAPE
 from api.classify.registry import classifier_names_list
-from api.classify.service import classify_check
 from api.plumbing.formats import WireFormat
 
 FORMAT = WireFormat(
@@ -18,5 +17,4 @@ FORMAT = WireFormat(
     shape=CLASSIFY_SHAPE,
     request_id_prefix="classify-",
     models=classifier_names_list,
-    check=classify_check,
 )

@@ -18,7 +18,7 @@ from django.conf import settings
 from api.classify.parsing import classify_request_parse
 from api.classify.registry import ClassifierSpec, classifier_find
 from api.plumbing.api_error import ApiError
-from api.plumbing.bodies import received_unparsed, request_parsed
+from api.plumbing.bodies import request_parsed
 from api.plumbing.evaluate import evaluations_calibrated
 from api.plumbing.formats import FormatCheck
 from api.plumbing.metering import phase_timed
@@ -94,7 +94,7 @@ def received_of(*, data: Any, classifier: ClassifierSpec | None) -> Received:
 
 
 def classify_check() -> FormatCheck:
-    """How a body of this route is parsed under the settings now in force (`WireFormat.check`); a body that could
+    """How a body of this route is parsed under the settings now in force; a body that could
     not be parsed names no classifier."""
     return FormatCheck(
         parse=functools.partial(classify_request_parse, max_inputs=settings.OPENJEV.max_classify_inputs),
@@ -120,7 +120,7 @@ async def classify_run(
     """
     check = classify_check()
     async with evaluation_recorded(
-        request_id=request_id, caller=caller, unparsed=lambda: received_unparsed(data=data, unparsed=check.unparsed)
+        request_id=request_id, caller=caller, unparsed=lambda: check.unparsed(data=data)
     ) as call:
         with phase_timed("validate"):
             request = await request_parsed(data=data, parse=check.parse, size=size)

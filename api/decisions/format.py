@@ -7,7 +7,7 @@ from __future__ import annotations
 from api.decisions.answer import decisions_answer
 from api.decisions.errors import OPENAI_SHAPE
 from api.decisions.openapi import decisions_family_openapi
-from api.decisions.service import decisions_check, decisions_limits_shown
+from api.decisions.service import decisions_limits_shown
 from api.plumbing.formats import REQUEST_ID_HEADER, WireFormat
 
 FORMAT = WireFormat(
@@ -21,5 +21,4 @@ FORMAT = WireFormat(
     limits=decisions_limits_shown,
     family=("/v1/models/",),
     openapi=decisions_family_openapi,
-    check=decisions_check,
 )

@@ -51,7 +51,7 @@ def decisions_limits() -> Limits:
 
 
 def decisions_check() -> FormatCheck:
-    """How a body of this route is parsed under the settings now in force (`WireFormat.check`)."""
+    """How a body of this route is parsed under the settings now in force (`Hooks.check`)."""
     return FormatCheck(
         parse=functools.partial(
             decisions_request_parse, limits=decisions_limits(), models=settings.OPENJEV.language_model_names

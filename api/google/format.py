@@ -15,7 +15,7 @@ from api.google.errors import GOOGLE_SHAPE
 from api.google.openapi import V1BETA_PATH
 from api.google.openapi_v1beta import google_document
 from api.google.parsing import google_claims
-from api.google.service import API, google_check, google_limits_shown
+from api.google.service import API, google_limits_shown
 from api.plumbing.formats import WireFormat
 
 KEY_HEADER = "x-goog-api-key"
@@ -35,5 +35,4 @@ FORMAT = WireFormat(
     limits=google_limits_shown,
     own_path=V1BETA_PATH,
     family=("/v1beta/",),
-    check=google_check,
 )

@@ -47,7 +47,7 @@ def google_limits() -> Limits:
 
 
 def google_check() -> FormatCheck:
-    """How a body of this shape is parsed under the settings now in force (`WireFormat.check`)."""
+    """How a body of this shape is parsed under the settings now in force (`Hooks.check`)."""
     return FormatCheck(
         parse=functools.partial(
             google_request_parse, limits=google_limits(), models=settings.OPENJEV.language_model_names

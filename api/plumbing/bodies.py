@@ -1,7 +1,5 @@
-"""A request's body as the views read it and a format's service parses it: decoded in the body lane when large
-(`api.plumbing.body_lane`), screened first in another process where its format can say what it refuses
-(`api.plumbing.body_screen`), and parsed with the format's `FormatCheck`, so that a body refused when it was
-screened is answered and stored exactly as if it had been read here."""
+"""A request's body as the views read it and a format's service parses it: decoded, then parsed with the format's
+`FormatCheck`, each in the body lane when the body is large (`api.plumbing.body_lane`)."""
 
 from __future__ import annotations
 
@@ -15,9 +13,8 @@ from django.conf import settings
 from api.checking.json_body import BodyNotJson, body_parse
 from api.plumbing.api_error import body_invalid
 from api.plumbing.body_lane import body_lane_run
-from api.plumbing.formats import ErrorShape, Refused
+from api.plumbing.formats import ErrorShape
 from api.plumbing.multipart import MultipartInvalid, is_multipart, multipart_parse
-from audit.storage.records import Received
 
 MAX_PARTS_BEYOND_IMAGES = 8
 """Multipart parts a body may have beyond one per allowed image (the `request` part, and slack)."""
@@ -25,8 +22,7 @@ MAX_PARTS_BEYOND_IMAGES = 8
 
 @dataclass(frozen=True)
 class Body:
-    """A request's body: its JSON (or, for a large body its format refused when it was screened, the `Refused`
-    standing in for it), and a multipart body's other parts (images) by name."""
+    """A request's body: its JSON, and a multipart body's other parts (images) by name."""
 
     data: Any
     size: int
@@ -58,14 +54,5 @@ def body_decode(*, raw: bytes, content_type: str, shape: ErrorShape, max_parts: 
 
 async def request_parsed[T](*, data: Any, parse: Callable[..., T], size: int, **bound: Any) -> T:
     """The format's request of a read body (`parse`, a `FormatCheck.parse`, with `bound` arguments such as the
-    multipart parts), parsed in the body lane when the body is large; a body refused when it was screened raises
-    what the format's parse raised there."""
-    if isinstance(data, Refused):
-        raise data.error
+    multipart parts), parsed in the body lane when the body is large."""
     return await body_lane_run(work=functools.partial(parse, data=data, **bound), size=size)
-
-
-def received_unparsed(*, data: Any, unparsed: Callable[..., Received]) -> Received:
-    """What the audit stores of a body that could not be parsed (`FormatCheck.unparsed`), or what the screening
-    process read of it."""
-    return data.received if isinstance(data, Refused) else unparsed(data=data)

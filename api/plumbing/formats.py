@@ -67,26 +67,14 @@ Serve = Callable[..., Awaitable["HttpResponse"]]
 
 @dataclass(frozen=True, kw_only=True)
 class FormatCheck:
-    """How a format parses a body, with the deployment's limits bound: what its service runs, and what a large
-    body is screened with in another process (`api.plumbing.body_screen`), so the two cannot drift apart."""
+    """How a format parses a body, with the deployment's limits bound, and what the audit stores of one it could not
+    parse: the two things its service tells the shared sequence (`api.plumbing.sequence`) about its bodies."""
 
     parse: Callable[..., Any]
-    """`parse(data=..., parts=...)`: the format's request, or raises what its service maps to an answer."""
+    """`parse(data=...)` (and any arguments the service binds): the format's request, or raises what its service
+    maps to an answer."""
     unparsed: Callable[..., Received]
     """`unparsed(data=...)`: what the audit stores of a body that could not be parsed."""
-
-
-@dataclass(frozen=True)
-class Refused:
-    """A body its format refused when it was screened (`api.plumbing.body_screen`): standing in for the body's
-    JSON, which the server's interpreter never decodes, it answers as the body would have."""
-
-    format: str
-    """The name of the format the body is written in."""
-    error: Exception
-    """What the format's parse raised."""
-    received: Received
-    """What the audit stores of it (`FormatCheck.unparsed`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,9 +118,6 @@ class WireFormat:
     family: tuple[str, ...] = ()
     """Path prefixes of no format whose answers, a 404 for a path no route serves included, are in this format's
     error shape (`route_shapes_install`): the other routes its clients call (`/v1beta/` for Google's)."""
-    check: Callable[[], FormatCheck] | None = None
-    """How it parses a body under the settings now in force; with one, a large body is screened in another process
-    before the server decodes it (`api.plumbing.body_screen`)."""
 
 
 @dataclass(frozen=True)
@@ -147,10 +132,7 @@ class Route:
         return self.formats[0]
 
     def format_of(self, *, data: Any) -> WireFormat:
-        """The format a parsed body is written in: the first that claims it, else the primary (a body refused when
-        it was screened names its own)."""
-        if isinstance(data, Refused):
-            return next(f for f in self.formats if f.name == data.format)
+        """The format a parsed body is written in: the first that claims it, else the primary."""
         return next((f for f in self.formats[1:] if f.claims is not None and f.claims(data)), self.primary)
 
     def format_announced(self, *, has_header: Callable[[str], bool]) -> WireFormat:

@@ -1,7 +1,7 @@
-"""One evaluation as every single-evaluation format's service runs it: parse (in the body lane when large, or from
-what the screening process found), record what was asked, fetch hosted images, evaluate and calibrate under the
-caller's admission, record however it ends. A format supplies only what differs (`Hooks`): how its problems become
-its errors, which parse failures are answers of their own, and what the audit stores of its request."""
+"""One evaluation as every single-evaluation format's service runs it: parse (in the body lane when large), record
+what was asked, fetch hosted images, evaluate and calibrate under the caller's admission, record however it ends. A
+format supplies only what differs (`Hooks`): how its problems become its errors, which parse failures are answers of
+their own, and what the audit stores of its request."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from api.checking.images import ImageLimits
 from api.plumbing.api_error import ApiError
-from api.plumbing.bodies import received_unparsed, request_parsed
+from api.plumbing.bodies import request_parsed
 from api.plumbing.evaluate import HostingRequest, evaluation_calibrated, hosted_images_fetched
 from api.plumbing.formats import FormatCheck
 from api.plumbing.metering import phase_timed
@@ -38,7 +38,7 @@ class Hooks[Parsed: HostingRequest]:
     """What a format does its own way in the shared sequence."""
 
     check: FormatCheck
-    """Its parse and what the audit stores of a body it could not parse (`WireFormat.check`)."""
+    """Its parse and what the audit stores of a body it could not parse."""
     received: Callable[[Parsed], Received]
     """What the audit stores of its parsed request."""
     images: ImageLimits
@@ -75,7 +75,7 @@ async def evaluation_sequenced[Parsed: HostingRequest](
     errors as `hooks` make them; `on_answer` gets each answer as soon as it is scored (the stream)."""
     check = hooks.check
     async with evaluation_recorded(
-        request_id=request_id, caller=caller, unparsed=lambda: received_unparsed(data=data, unparsed=check.unparsed)
+        request_id=request_id, caller=caller, unparsed=lambda: check.unparsed(data=data)
     ) as call:
         try:
             with hooks.problems(None), phase_timed("validate"):

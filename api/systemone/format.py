@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from api.plumbing.formats import WireFormat
 from api.systemone.answer import systemone_answer
-from api.systemone.service import systemone_check
 
 FORMAT = WireFormat(
     name="systemone",
@@ -13,5 +12,4 @@ FORMAT = WireFormat(
     serve=systemone_answer,
     multipart=True,  # the official SDK uploads images as multipart parts
     system="typesafe",
-    check=systemone_check,
 )

@@ -44,7 +44,7 @@ def received_of(request: SystemOneRequest) -> Received:
 
 
 def systemone_check() -> FormatCheck:
-    """How a body of this route is parsed under the settings now in force (`WireFormat.check`)."""
+    """How a body of this route is parsed under the settings now in force (`Hooks.check`)."""
     return FormatCheck(
         parse=functools.partial(
             systemone_request_parse, limits=limits_configured(), models=settings.OPENJEV.language_model_names
