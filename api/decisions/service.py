@@ -13,17 +13,17 @@ from typing import Any
 from django.conf import settings
 
 from api.checking.json_body import Loc
-from api.checking.limits import Limits, ModelUnknown, limits_configured
+from api.checking.limits import Limits, limits_configured
 from api.decisions.parsing import MAX_LEVELS, DecisionsRequest, decisions_request_parse
 from api.plumbing.api_error import ApiError
 from api.plumbing.evaluate import images_accepted
 from api.plumbing.formats import FormatCheck
 from api.plumbing.ratelimits import Admission
 from api.plumbing.recording import received_of_body
-from api.plumbing.sequence import Hooks, evaluation_sequenced
+from api.plumbing.sequence import Hooks, evaluation_sequenced, model_unknown_answered
 from audit.callers import Caller
 from audit.storage.records import Received
-from inference.errors import PROBLEMS_TEXT_MAX, Problem, RequestInvalid, loc_bounded, value_quoted
+from inference.errors import PROBLEMS_TEXT_MAX, Problem, RequestInvalid, loc_bounded
 from inference.runner import Outcome
 
 GENERIC_CODES = {"missing": "missing_required_parameter", "extra_forbidden": "unknown_parameter"}
@@ -128,24 +128,16 @@ async def decisions_evaluate(
     does (the same admission, deadlines and errors), record; a body of `size` bytes or more is validated in the
     body lane."""
     config = settings.OPENJEV
-
-    def refused(error: Exception) -> ApiError | None:
-        if not isinstance(error, ModelUnknown):
-            return None
-        return ApiError(
-            404,
-            "model_not_found",
-            f"The model {value_quoted(str(error))} does not exist on this server; "
-            f"use {config.model_alias} or {config.model}",
-            param="model",
-        )
-
     hooks = Hooks[DecisionsRequest](
         check=decisions_check(),
         received=functools.partial(received_of, refusal_below=config.refusal_label_mass),
         images=decisions_limits().images,
         problems=lambda request: problems_answered(request=request),
-        refused=refused,
+        refused=model_unknown_answered(
+            message=lambda model: (
+                f"The model {model} does not exist on this server; use {config.model_alias} or {config.model}"
+            )
+        ),
     )
     done = await evaluation_sequenced(
         data=data, size=size, hooks=hooks, request_id=request_id, caller=caller, admission=admission

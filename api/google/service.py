@@ -12,7 +12,7 @@ from typing import Any
 
 from django.conf import settings
 
-from api.checking.limits import Limits, ModelUnknown, limits_configured
+from api.checking.limits import Limits, limits_configured
 from api.google.errors import field_of
 from api.google.parsing import MODEL_PREFIX, GoogleRequest, google_request_parse
 from api.plumbing.api_error import ApiError
@@ -20,10 +20,10 @@ from api.plumbing.evaluate import images_accepted
 from api.plumbing.formats import FormatCheck
 from api.plumbing.ratelimits import Admission
 from api.plumbing.recording import received_of_body
-from api.plumbing.sequence import Hooks, evaluation_sequenced
+from api.plumbing.sequence import Hooks, evaluation_sequenced, model_unknown_answered
 from audit.callers import Caller
 from audit.storage.records import Api, Received
-from inference.errors import PROBLEMS_TEXT_MAX, Problem, RequestInvalid, value_quoted
+from inference.errors import PROBLEMS_TEXT_MAX, Problem, RequestInvalid
 from inference.runner import Outcome
 
 API: Api = "google"
@@ -111,24 +111,17 @@ async def google_evaluate(
     One does (the same admission, deadlines and errors), record; a body of `size` bytes or more is validated in the
     body lane."""
     config = settings.OPENJEV
-
-    def refused(error: Exception) -> ApiError | None:
-        if not isinstance(error, ModelUnknown):
-            return None
-        return ApiError(
-            404,
-            "model_not_found",
-            f"{value_quoted(str(error))} is not found on this server; use {MODEL_PREFIX}{config.model_alias} "
-            f"or {MODEL_PREFIX}{config.model} (the prefix is optional)",
-            param="model",
-        )
-
     hooks = Hooks[GoogleRequest](
         check=google_check(),
         received=received_of,
         images=google_limits().images,
         problems=lambda request: problems_answered(core=request is not None),
-        refused=refused,
+        refused=model_unknown_answered(
+            message=lambda model: (
+                f"{model} is not found on this server; use {MODEL_PREFIX}{config.model_alias} "
+                f"or {MODEL_PREFIX}{config.model} (the prefix is optional)"
+            )
+        ),
     )
     done = await evaluation_sequenced(
         data=data, size=size, hooks=hooks, request_id=request_id, caller=caller, admission=admission

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from api.checking.images import ImageLimits
+from api.checking.limits import ModelUnknown
 from api.plumbing.api_error import ApiError
 from api.plumbing.bodies import request_parsed
 from api.plumbing.evaluate import HostingRequest, evaluation_calibrated, hosted_images_fetched
@@ -21,6 +22,7 @@ from api.plumbing.ratelimits import Admission
 from api.plumbing.recording import evaluation_recorded
 from audit.callers import Caller
 from audit.storage.records import Received
+from inference.errors import value_quoted
 from inference.runner import Outcome
 from inference.streaming import AnswerSink
 
@@ -31,6 +33,18 @@ def _no_problems(request: object) -> AbstractContextManager[None]:
 
 def _none_refused(error: Exception) -> ApiError | None:
     return None
+
+
+def model_unknown_answered(*, message: Callable[[str], str]) -> Callable[[Exception], ApiError | None]:
+    """`Hooks.refused` for a format whose clients expect a 404 `model_not_found` (at `param` `model`) for a model
+    this server does not serve (`ModelUnknown`); `message` words it from the model's name, quoted."""
+
+    def refused(error: Exception) -> ApiError | None:
+        if not isinstance(error, ModelUnknown):
+            return None
+        return ApiError(404, "model_not_found", message(value_quoted(str(error))), param="model")
+
+    return refused
 
 
 @dataclass(frozen=True, kw_only=True)
