@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import ahocorasick
@@ -60,7 +61,7 @@ class Checker:
         return False
 
     def unknown_keys(
-        self, item: dict[str, Any], allowed: set[str], loc: Loc, *, message: Callable[[str], str], type_: str
+        self, item: dict[str, Any], allowed: AbstractSet[str], loc: Loc, *, message: Callable[[str], str], type_: str
     ) -> None:
         """A problem for each key of `item` that `allowed` lacks, the first `UNKNOWN_KEYS_NAMED` by name and the rest
         counted in one more: 150,000 unknown fields were 150,000 problems, a second of CPU (the objects, and the

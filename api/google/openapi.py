@@ -8,8 +8,10 @@ the alternative (`oneOf`) of OpenAI's on the operation (the two never fit one bo
 `param`), its examples beside OpenAI's, a paragraph of the operation's description, the `x-goog-api-key` scheme
 as an alternative to the Bearer key, and its block of `GET /v1/limits`.
 
-The schemas are written as JSON Schema here rather than as serializers: drf-spectacular builds components only from
-the serializers of a view's own annotations, and the operation's annotations are OpenAI's format's.
+The schemas are the shapes declared once in `api.google.contract` (the request, whose keys and members the parser
+takes) and `api.google.contract_answers`, rendered here rather than through serializers: drf-spectacular builds
+components only from the serializers of a view's own annotations, and the operation's annotations are OpenAI's
+format's.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from typing import Any
 
 from django.conf import settings
 
+from api.checking.shapes import REF, components_rendered
+from api.google.contract import REQUEST, REQUEST_COMPONENTS
+from api.google.contract_answers import ANSWER_COMPONENTS, ERROR, LIMITS, RESPONSE
 from api.google.errors import GOOGLE_SHAPE
-from api.google.parsing import IMAGE_TYPES, MODEL_PREFIX
 from api.plumbing.api_error import ApiError
 from api.plumbing.error_responses import error_body
 from inference.errors import Problem
@@ -29,7 +33,6 @@ PATH = "/v1/decisions"
 V1BETA_PATH = "/v1beta/decisions"
 """Where Google's clients post by default, the shape's own path (`format.FORMAT.own_path`)."""
 SCHEME = "googleApiKey"
-REF = "#/components/schemas/"
 
 GOOGLE_REQUEST: dict[str, Any] = {
     "model": "models/jev-latest",
@@ -127,371 +130,6 @@ Image `uri`s are fetched only from the hosts the operator allows (`OPENJEV_IMAGE
 """
 
 
-def _text(description: str, **schema: Any) -> dict[str, Any]:
-    return {"type": "string", "description": description, **schema}
-
-
-def _object(description: str, properties: dict[str, Any], required: list[str], **schema: Any) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "description": description,
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-        **schema,
-    }
-
-
-def _union(description: str, members: dict[str, str], *, on: str = "type") -> dict[str, Any]:
-    return {
-        "description": description,
-        "oneOf": [{"$ref": f"{REF}{name}"} for name in members.values()],
-        "discriminator": {"propertyName": on, "mapping": {kind: f"{REF}{name}" for kind, name in members.items()}},
-    }
-
-
-def _const(value: str, description: str) -> dict[str, Any]:
-    return {"type": "string", "const": value, "description": description}
-
-
-def _probability(description: str) -> dict[str, Any]:
-    return {"type": "number", "minimum": 0, "maximum": 1, "description": description}
-
-
-def components(*, max_questions: int, max_answers: int) -> dict[str, dict[str, Any]]:
-    """The shape's schemas, with this deployment's limits."""
-    instructions = {
-        "description": "What is asked: a string, a text block or a list of text blocks (joined with newlines); "
-        "required, and an empty one asks the type's own question (as System One's null or empty instructions). Text "
-        "only: images go in the input.",
-        "oneOf": [
-            {"type": "string"},
-            {"$ref": f"{REF}GoogleTextBlock"},
-            {"type": "array", "items": {"$ref": f"{REF}GoogleTextBlock"}, "minItems": 1},
-        ],
-    }
-    question_type = "The question's type: `noul` (yes/no), `choice` (one of its options) or `score` (a level)."
-    confidence = _probability(
-        "The winning outcome's probability, as Google defines `confidence`: max(noul, 1 − noul) for a noul, the top "
-        "probability for a choice or a score. **Not** System One's `confidence` (how peaked the distribution is)."
-    )
-    return {
-        "GoogleTextBlock": _object(
-            "A text content block.",
-            {
-                "type": _const("text", "`text`."),
-                "text": _text("The text."),
-                "annotations": {
-                    "type": "array",
-                    "items": {"type": "object"},
-                    "description": "Citations of generated text: accepted, not read.",
-                },
-            },
-            ["type", "text"],
-        ),
-        "GoogleImageBlock": _object(
-            "An image content block: exactly one of base64 `data` or a `uri` (https, of a host the operator allows; "
-            "refused where none is allowed), where the deployment takes images (`max_images`).",
-            {
-                "type": _const("image", "`image`."),
-                "data": _text("The image's bytes, base64 (standard alphabet).", contentEncoding="base64"),
-                "mime_type": _text(
-                    "The image's type; the bytes' own signature is what counts.", enum=list(IMAGE_TYPES)
-                ),
-                "resolution": _text(
-                    "Accepted, not read: the backend sees the image as it is.",
-                    enum=["low", "medium", "high", "ultra_high"],
-                ),
-                "uri": _text("An https URL of a host the operator allows (`OPENJEV_IMAGE_URL_HOSTS`); else a 400."),
-            },
-            ["type"],
-            oneOf=[{"required": ["data"]}, {"required": ["uri"]}],
-        ),
-        "GoogleContentBlock": _union(
-            "One block of the input: text or an image (`document`, `audio` and `video` are refused with a 400).",
-            {"text": "GoogleTextBlock", "image": "GoogleImageBlock"},
-        ),
-        "GoogleNoulCriteria": _object(
-            "What yes and no mean: System One's `criteria.true` / `criteria.false`. A side missing, null or empty "
-            "reads as the default side.",
-            {
-                "true_description": {"type": ["string", "null"], "description": "What a yes means."},
-                "false_description": {"type": ["string", "null"], "description": "What a no means."},
-            },
-            [],
-        ),
-        "GoogleNoulQuestion": _object(
-            "A yes/no question: the answer is P(true).",
-            {
-                "type": _const("noul", question_type),
-                "instructions": instructions,
-                "criteria": {"$ref": f"{REF}GoogleNoulCriteria", "description": "Optional: what yes and no mean."},
-            },
-            ["type", "instructions"],
-        ),
-        "GoogleChoiceQuestion": _object(
-            "Pick one of the options: every option's probability.",
-            {
-                "type": _const("choice", question_type),
-                "instructions": instructions,
-                "criteria": {
-                    "type": "object",
-                    "description": "Option id → description, in order; the model reads the description, or the id "
-                    'where it is `""` (or null). Ids are non-empty, without control characters or surrounding '
-                    "whitespace.",
-                    "additionalProperties": {"type": ["string", "null"]},
-                    "propertyNames": {"minLength": 1},
-                    "minProperties": 2,
-                    "maxProperties": max_answers,
-                },
-            },
-            ["type", "instructions", "criteria"],
-        ),
-        "GoogleScoreQuestion": _object(
-            "Rate on ordered levels: the expected level index and every level's probability.",
-            {
-                "type": _const("score", question_type),
-                "instructions": instructions,
-                "criteria": {
-                    "type": "array",
-                    "description": "Each level's rubric, lowest first; each a non-empty string.",
-                    "items": {"type": "string", "minLength": 1},
-                    "minItems": 2,
-                    "maxItems": max_answers,
-                },
-            },
-            ["type", "instructions", "criteria"],
-        ),
-        "GoogleQuestion": _union(
-            "One question, discriminated by `type`.",
-            {"noul": "GoogleNoulQuestion", "choice": "GoogleChoiceQuestion", "score": "GoogleScoreQuestion"},
-        ),
-        "GoogleDecisionRequest": _object(
-            "Google's Decisions request (`google-genai`'s `client.decisions.create`): told from OpenAI's by its "
-            "`questions`, a map.",
-            {
-                "model": _text(
-                    f"`{MODEL_PREFIX}jev-latest` (or any `jev-*` alias, the public or the served model id), with or "
-                    f"without the `{MODEL_PREFIX}` prefix; anything else is a 404 `NOT_FOUND`."
-                ),
-                "input": {
-                    "description": "What every question is about, read as one user message: a string, a content "
-                    "block, or a list of them (texts joined with newlines, images where they stand); not empty.",
-                    "oneOf": [
-                        {"type": "string", "minLength": 1},
-                        {"$ref": f"{REF}GoogleContentBlock"},
-                        {"type": "array", "items": {"$ref": f"{REF}GoogleContentBlock"}, "minItems": 1},
-                    ],
-                },
-                "questions": {
-                    "type": "object",
-                    "description": "Question id → question, 1 to `max_questions` (`GET /v1/limits`, `google`); "
-                    "the answers come back under the same ids.",
-                    "additionalProperties": {"$ref": f"{REF}GoogleQuestion"},
-                    "propertyNames": {"minLength": 1},
-                    "minProperties": 1,
-                    "maxProperties": max_questions,
-                },
-            },
-            ["model", "input", "questions"],
-        ),
-        "GoogleNoulAnswer": _object(
-            "A noul's answer.",
-            {
-                "type": _const("noul", "`noul`."),
-                "noul": {
-                    "type": "number",
-                    "minimum": 0.01,
-                    "maximum": 0.99,
-                    "description": "P(true), System One's `noul` kept within [0.01, 0.99] (Google's range).",
-                },
-                "confidence": confidence,
-            },
-            ["type", "noul", "confidence"],
-        ),
-        "GoogleChoiceAnswer": _object(
-            "A choice's answer.",
-            {
-                "type": _const("choice", "`choice`."),
-                "choice": _text("The most likely option id (ties: the first)."),
-                "confidence": confidence,
-                "probabilities": {
-                    "type": "object",
-                    "description": "Every option id's probability, in the request's order; they sum to 1.",
-                    "additionalProperties": {"type": "number", "minimum": 0, "maximum": 1},
-                },
-            },
-            ["type", "choice", "confidence", "probabilities"],
-        ),
-        "GoogleScoreAnswer": _object(
-            "A score's answer.",
-            {
-                "type": _const("score", "`score`."),
-                "score": {"type": "number", "minimum": 0, "description": "The expected level index, Σ i·p_i."},
-                "confidence": confidence,
-                "probabilities": {
-                    "type": "object",
-                    "description": 'Every level\'s probability, keyed "0" to "n-1"; they sum to 1.',
-                    "additionalProperties": {"type": "number", "minimum": 0, "maximum": 1},
-                },
-                "legend": {
-                    "type": "object",
-                    "description": "Each level's rubric, keyed as `probabilities`.",
-                    "additionalProperties": {"type": "string"},
-                },
-            },
-            ["type", "score", "confidence", "probabilities", "legend"],
-        ),
-        "GoogleAnswer": _union(
-            "One answer, of its question's type.",
-            {"noul": "GoogleNoulAnswer", "choice": "GoogleChoiceAnswer", "score": "GoogleScoreAnswer"},
-        ),
-        "GoogleModalityTokens": _object(
-            "Prompt tokens of one modality.",
-            {"modality": _text("`text`.", enum=["text"]), "tokens": {"type": "integer", "description": "Tokens."}},
-            ["modality", "tokens"],
-        ),
-        "GoogleUsage": _object(
-            "Tokens the backend read for this request, in Google's fields.",
-            {
-                "total_input_tokens": {
-                    "type": "integer",
-                    "description": "Prompt tokens the backend read (warm-up and every question).",
-                },
-                "total_output_tokens": {
-                    "type": "integer",
-                    "description": "N + 1: one position read per question, and the warm-up.",
-                },
-                "total_tokens": {"type": "integer", "description": "Input and output tokens."},
-                "total_cached_tokens": {
-                    "type": "integer",
-                    "description": "Prompt tokens the backend served from its prefix cache (0 when it does not say).",
-                },
-                "input_tokens_by_modality": {
-                    "type": "array",
-                    "items": {"$ref": f"{REF}GoogleModalityTokens"},
-                    "description": "All input tokens as `text`, when the input holds no image; left out when it "
-                    "does (the backends do not count image tokens apart).",
-                },
-            },
-            ["total_input_tokens", "total_output_tokens", "total_tokens", "total_cached_tokens"],
-        ),
-        "GoogleDecisionResponse": _object(
-            "Google's Decisions response.",
-            {
-                "answers": {
-                    "type": "object",
-                    "description": "Question id → answer, in the request's order.",
-                    "additionalProperties": {"$ref": f"{REF}GoogleAnswer"},
-                },
-                "usage": {"$ref": f"{REF}GoogleUsage", "description": "Tokens the backend read."},
-                "model": _text("The model as requested (Google's response names none; its clients keep it)."),
-            },
-            ["answers", "usage", "model"],
-        ),
-        "GoogleErrorInfo": _object(
-            "What kind of error, for programs.",
-            {
-                "@type": _const("type.googleapis.com/google.rpc.ErrorInfo", "The detail's type."),
-                "reason": _text(
-                    "The error type upper-cased (`TOO_SHORT`, `MODEL_NOT_FOUND`, `RATE_LIMITED`, ...); "
-                    "`API_KEY_INVALID` for a missing or wrong key, as Gemini names it."
-                ),
-                "domain": _text("`openjev`.", enum=["openjev"]),
-            },
-            ["@type", "reason", "domain"],
-        ),
-        "GoogleFieldViolation": _object(
-            "One problem of the request.",
-            {
-                "field": _text("The field at fault: `questions.team.criteria`, `input[1].data`."),
-                "description": _text("What is wrong with it."),
-                "reason": _text("The problem's type (`too_short`, `unknown_field`, ...)."),
-            },
-            ["field", "description", "reason"],
-        ),
-        "GoogleBadRequest": _object(
-            "Every problem of an invalid request (the first 50).",
-            {
-                "@type": _const("type.googleapis.com/google.rpc.BadRequest", "The detail's type."),
-                "fieldViolations": {
-                    "type": "array",
-                    "items": {"$ref": f"{REF}GoogleFieldViolation"},
-                    "description": "The problems, each with its field.",
-                },
-            },
-            ["@type", "fieldViolations"],
-        ),
-        "GoogleRetryInfo": _object(
-            "How long to wait before retrying: the full wait, where `Retry-After` is cut to 2 s.",
-            {
-                "@type": _const("type.googleapis.com/google.rpc.RetryInfo", "The detail's type."),
-                "retryDelay": _text("A duration: `12s`, `0.250s`."),
-            },
-            ["@type", "retryDelay"],
-        ),
-        "GoogleRequestInfo": _object(
-            "The request's id, as in the response's `x-typesafe-request-id`: what to quote to operators.",
-            {
-                "@type": _const("type.googleapis.com/google.rpc.RequestInfo", "The detail's type."),
-                "requestId": _text("The request id (`req_...`)."),
-            },
-            ["@type", "requestId"],
-        ),
-        "GoogleErrorDetail": _union(
-            "One typed detail of an error.",
-            {
-                "type.googleapis.com/google.rpc.ErrorInfo": "GoogleErrorInfo",
-                "type.googleapis.com/google.rpc.BadRequest": "GoogleBadRequest",
-                "type.googleapis.com/google.rpc.RetryInfo": "GoogleRetryInfo",
-                "type.googleapis.com/google.rpc.RequestInfo": "GoogleRequestInfo",
-            },
-            on="@type",
-        ),
-        "GoogleErrorStatus": _object(
-            "The error, as `google.rpc.Status`.",
-            {
-                "code": {"type": "integer", "description": "The HTTP status."},
-                "message": _text(
-                    "What happened, for people; a 400 lists the first 20 problems found (`field: what`), then how "
-                    "many more."
-                ),
-                "status": _text(
-                    "The status's `google.rpc.Code`: `INVALID_ARGUMENT` (400), `UNAUTHENTICATED` (401), "
-                    "`PERMISSION_DENIED` (403), `NOT_FOUND` (404), `RESOURCE_EXHAUSTED` (429), `INTERNAL` (500, "
-                    "502), `UNAVAILABLE` (503, 529), `DEADLINE_EXCEEDED` (408, 504)."
-                ),
-                "details": {
-                    "type": "array",
-                    "items": {"$ref": f"{REF}GoogleErrorDetail"},
-                    "description": "An `ErrorInfo`; a `BadRequest` for an invalid request; a `RetryInfo` where the "
-                    "server asks for a wait; a `RequestInfo` with the request id.",
-                },
-            },
-            ["code", "message", "status", "details"],
-        ),
-        "GoogleError": _object(
-            "Every error of a Google client on this path, in Google's shape.",
-            {"error": {"$ref": f"{REF}GoogleErrorStatus", "description": "The error."}},
-            ["error"],
-        ),
-        "GoogleLimits": _object(
-            "What one request in Google's shape may ask; over a limit is a 400 naming it.",
-            {
-                "max_questions": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "description": "Questions (`OPENJEV_MAX_DECISIONS_QUESTIONS`; Google's API takes 1000).",
-                },
-                "max_choices": {"type": "integer", "minimum": 2, "description": "Options of one choice question."},
-                "max_levels": {"type": "integer", "minimum": 2, "description": "Levels of one score question."},
-                "max_images": {"type": "integer", "minimum": 0, "description": "Images in the input; 0: refused."},
-            },
-            ["max_questions", "max_choices", "max_levels", "max_images"],
-        ),
-    }
-
-
 def _alternative(media: dict[str, Any], component: str) -> None:
     media["schema"] = {"oneOf": [media["schema"], {"$ref": f"{REF}{component}"}]}
 
@@ -500,10 +138,11 @@ def google_openapi(document: dict[str, Any]) -> None:
     """Write the shape into `document` (see the module)."""
     config = config_from_env({}) if settings.OPENJEV.auth_required else settings.OPENJEV
     schemas = document["components"]["schemas"]
-    schemas.update(components(max_questions=config.max_decisions_questions, max_answers=config.max_answers))
+    values = {"max_questions": config.max_decisions_questions, "max_answers": config.max_answers}
+    schemas.update(components_rendered(*REQUEST_COMPONENTS, *ANSWER_COMPONENTS, values=values))
     limits = schemas["Limits"]
     limits["properties"]["google"] = {
-        "$ref": f"{REF}GoogleLimits",
+        "$ref": f"{REF}{LIMITS.name}",
         "description": "What one `POST /v1/decisions` in Google's shape may ask.",
     }
     limits["required"] = [*limits.get("required", []), "google"]
@@ -518,7 +157,7 @@ def google_openapi(document: dict[str, Any]) -> None:
     operation["description"] += DESCRIPTION
     operation["security"] = [*operation["security"][:-1], {SCHEME: []}, operation["security"][-1]]
     request = operation["requestBody"]["content"]["application/json"]
-    _alternative(request, "GoogleDecisionRequest")
+    _alternative(request, REQUEST.name)
     request.setdefault("examples", {})["GoogleReadme"] = {
         "value": GOOGLE_REQUEST,
         "summary": "The README's three questions in Google's shape",
@@ -526,10 +165,10 @@ def google_openapi(document: dict[str, Any]) -> None:
     for status, response in operation["responses"].items():
         media = response["content"]["application/json"]
         if status == "200":
-            _alternative(media, "GoogleDecisionResponse")
+            _alternative(media, RESPONSE.name)
             media.setdefault("examples", {})["GoogleAnswers"] = {"value": GOOGLE_RESPONSE, "summary": "google"}
             continue
-        _alternative(media, "GoogleError")
+        _alternative(media, ERROR.name)
         error = GOOGLE_ERRORS.get(int(status))
         if error is not None:
             media.setdefault("examples", {})[f"GoogleError{status}"] = {

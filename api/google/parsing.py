@@ -28,34 +28,21 @@ from functools import partial
 from typing import Any
 
 from api.checking.checker import Checker
-from api.checking.images import hosted_located, image_of_base64, images_total_check
+from api.checking.images import hosted_located, images_total_check
 from api.checking.json_body import JsonKeyed, Loc, document_problems, json_cache_new, json_cached, json_kind
 from api.checking.limits import Limits, ModelUnknown
+from api.google.contract import MODEL_PREFIX, NOUL_CRITERIA, QUESTION, REQUEST
+from api.google.inputs import input_check, instructions_check, unknown_keys_check
 from inference.errors import Problem, RequestInvalid, value_quoted
 from inference.images import Image
 from inference.lru import SizedLRU
 from inference.questions import Question, QuestionType, question_build
-from inference.requests import EvaluationRequest, Message, Part, conversation_of_text
+from inference.requests import EvaluationRequest
 from serving.config import language_model_named
 
-MODEL_PREFIX = "models/"
-"""Google's resource prefix of a model name (`models/jev-latest`); the bare name is accepted too."""
 QUESTION_KINDS: tuple[QuestionType, ...] = ("noul", "choice", "score")
-IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp")
-"""The image `mime_type`s taken: the formats the image path reads (`api.checking.images`)."""
-UNSUPPORTED_BLOCKS = ("document", "audio", "video")
-_TOP_KEYS = {"model", "input", "questions"}
-_QUESTION_KEYS = {"type", "instructions", "criteria"}
-_NOUL_KEYS = {"true_description", "false_description"}
-_BLOCK_KEYS = {
-    "text": {"type", "text", "annotations"},
-    "image": {"type", "data", "uri", "mime_type", "resolution"},
-}
+"""The question types, as `api.google.contract.QUESTION` tells them apart."""
 _ID_INVALID = re.compile(r"[\x00-\x1f\x7f]")
-IMAGE_URI_REFUSED = (
-    "image URIs are not fetched by this server (it makes no request on a client's behalf unless its operator "
-    "allows the host); send the image's bytes as base64 `data`"
-)
 
 
 @dataclass(frozen=True)
@@ -95,7 +82,7 @@ def google_request_parse(*, data: Any, limits: Limits, models: frozenset[str]) -
             [Problem((), f"Invalid type: the body must be a JSON object, got {json_kind(data)}", "invalid_type")]
         )
     check = Checker(limits=limits.images)
-    _unknown_keys_check(check, data, _TOP_KEYS, ())
+    unknown_keys_check(check, data, REQUEST.keys, ())
     model = data.get("model")
     if "model" not in data:
         check.add(("model",), "Missing required field: 'model'", "missing")
@@ -105,7 +92,7 @@ def google_request_parse(*, data: Any, limits: Limits, models: frozenset[str]) -
         check.add(("model",), "model must name a model, e.g. models/jev-latest", "empty_model")
     elif not model_served(model=model, names=models):
         raise ModelUnknown(model)
-    conversation = _input_check(check, data)
+    conversation = input_check(check, data)
     check.problems += [
         Problem(("input", *p.loc[1:]) if p.loc[:1] == ("state",) else p.loc, p.msg, p.type)
         for p in images_total_check(images=check.images, limits=limits.images)
@@ -120,154 +107,6 @@ def google_request_parse(*, data: Any, limits: Limits, models: frozenset[str]) -
         questions=data["questions"],
         hosted=hosted_located(images=check.images, limits=limits.images),
     )
-
-
-def _unknown_keys_check(check: Checker, item: dict[str, Any], allowed: set[str], loc: Loc) -> None:
-    def message(key: str) -> str:
-        hint = " (System One's `state`: send that body to POST /v1/systemone)" if loc == () and key == "state" else ""
-        return f"Unknown name {value_quoted(key)}: cannot find field{hint}"
-
-    check.unknown_keys(item, allowed, loc, message=message, type_="unknown_field")
-
-
-def _string_check(check: Checker, item: dict[str, Any], key: str, loc: Loc) -> str | None:
-    """`item[key]` when it is a string; a problem when it is missing or not a string."""
-    value = item.get(key)
-    if not isinstance(value, str):
-        check.add(
-            (*loc, key),
-            f"Missing required field: {value_quoted(key)}"
-            if value is None
-            else f"Invalid type: expected a string, got {json_kind(value)}",
-            "missing" if value is None else "invalid_type",
-        )
-        return None
-    return value
-
-
-# -- The input ---------------------------------------------------------------------------------------------------
-
-
-def _input_check(check: Checker, data: dict[str, Any]) -> tuple[Message, ...]:
-    """The input as the conversation the model reads: one user message."""
-    loc: Loc = ("input",)
-    if "input" not in data:
-        check.add(loc, "Missing required field: 'input'", "missing")
-        return ()
-    value = data["input"]
-    if isinstance(value, str):
-        if not value.strip():
-            check.add(loc, "input must not be empty", "empty_input")
-        return conversation_of_text(text=value)
-    if isinstance(value, dict):
-        blocks = [(value, loc)]
-    elif isinstance(value, list) and value:
-        blocks = [(block, (*loc, i)) for i, block in enumerate(value)]
-    else:
-        check.add(
-            loc,
-            "input must hold at least one content block"
-            if isinstance(value, list)
-            else f"Invalid type: expected a string, a content block or a list of them, got {json_kind(value)}",
-            "empty_input" if isinstance(value, list) else "invalid_type",
-        )
-        return ()
-    before = len(check.problems)
-    parts: list[Part] = []
-    texts: list[str] = []
-    for block, block_loc in blocks:
-        kind = _block_kind(check, block, block_loc, kinds=("text", "image"))
-        if kind == "text":
-            texts.append(_text_block(check, block, block_loc))
-        elif kind == "image":
-            image = _image_block(check, block, block_loc)
-            if image is not None:
-                parts += ["\n".join(texts), image] if texts else [image]
-                texts = []
-    if len(check.problems) > before:
-        return ()
-    text = "\n".join(texts)
-    if not any(isinstance(p, Image) for p in parts):
-        if not text.strip():
-            check.add(loc, "input must not be empty", "empty_input")
-        return conversation_of_text(text=text)
-    return (Message(role="user", content=tuple(p for p in [*parts, text] if p != "")),)
-
-
-def _block_kind(check: Checker, block: Any, loc: Loc, *, kinds: tuple[str, ...]) -> str | None:
-    """A content block's `type` when it is one of `kinds`; else a problem (a clear one for media not served)."""
-    kind = block.get("type") if isinstance(block, dict) else None
-    if kind in kinds:
-        return str(kind)
-    if kind in UNSUPPORTED_BLOCKS and "image" in kinds:
-        check.add(
-            (*loc, "type"),
-            f"{kind} input is not supported by this server: the model reads text and images",
-            "unsupported_content",
-        )
-    elif kind in (*UNSUPPORTED_BLOCKS, "image"):
-        check.add((*loc, "type"), "instructions are text only: put images in the input", "unsupported_content")
-    elif isinstance(block, dict):
-        check.add(
-            (*loc, "type"),
-            f"Invalid content block type {value_quoted(kind)}; expected one of {', '.join(kinds)}"
-            if "type" in block
-            else "Missing required field: 'type'",
-            "invalid_value" if "type" in block else "missing",
-        )
-    else:
-        check.add(loc, f"Invalid type: expected a content block object, got {json_kind(block)}", "invalid_type")
-    return None
-
-
-def _text_block(check: Checker, block: dict[str, Any], loc: Loc) -> str:
-    """A text block's text; its `annotations` (citations of generated text) are accepted and not read."""
-    _unknown_keys_check(check, block, _BLOCK_KEYS["text"], loc)
-    return _string_check(check, block, "text", loc) or ""
-
-
-def _image_block(check: Checker, block: dict[str, Any], loc: Loc) -> Image | None:
-    """An image block with base64 `data` as an image, or with a `uri`: an https URL of a host the operator allows
-    (`OPENJEV_IMAGE_URL_HOSTS`), fetched by the service before the evaluation, refused where none is allowed;
-    `resolution` is accepted and not read (the backend sees the image as it is)."""
-    _unknown_keys_check(check, block, _BLOCK_KEYS["image"], loc)
-    uri = block.get("uri")
-    if uri is not None and not check.image_limits.url_hosts:
-        check.add((*loc, "uri"), IMAGE_URI_REFUSED, "image_uri_not_supported")
-        return None
-    if uri is not None and block.get("data") is not None:
-        check.add(loc, "an image block holds `data` or `uri`, not both", "invalid_value")
-        return None
-    mime_type = block.get("mime_type")
-    if mime_type is not None and mime_type not in IMAGE_TYPES:
-        check.add(
-            (*loc, "mime_type"),
-            f"image type {value_quoted(mime_type)} is not supported; send {', '.join(IMAGE_TYPES)}",
-            "image_format",
-        )
-        return None
-    if uri is not None:
-        return _uri_image(check, uri, (*loc, "uri"))
-    data = _string_check(check, block, "data", loc)
-    if data is None or not check.image_admit(loc):
-        return None
-    image = image_of_base64(text=data, loc=(*loc, "data"), limits=check.image_limits)
-    if isinstance(image, Problem):
-        check.problems.append(image)
-        return None
-    check.images.append((image, loc))
-    return image
-
-
-def _uri_image(check: Checker, uri: Any, loc: Loc) -> Image | None:
-    """An image `uri`, where hosts are allowed: an https URL of one of them, to be fetched (counted as an image)."""
-    if not isinstance(uri, str):
-        check.add(loc, f"Invalid type: expected a string, got {json_kind(uri)}", "invalid_type")
-        return None
-    if not uri[:8].lower().startswith(("http://", "https://")):
-        check.add(loc, "an image uri must be an https URL; send the image's bytes as base64 `data`", "image_url")
-        return None
-    return check.image_read(uri, loc)
 
 
 # -- The questions -----------------------------------------------------------------------------------------------
@@ -341,8 +180,8 @@ def _question_check(check: Checker, qid: str, question: Any, loc: Loc, limits: L
         )
         return None
     before = len(check.problems)
-    _unknown_keys_check(check, question, _QUESTION_KEYS, loc)
-    instructions = _instructions_check(check, question.get("instructions"), (*loc, "instructions"))
+    unknown_keys_check(check, question, QUESTION.members[kind].keys, loc)
+    instructions = instructions_check(check, question.get("instructions"), (*loc, "instructions"))
     criteria_loc = (*loc, "criteria")
     criteria: Any
     if kind == "noul":
@@ -357,34 +196,6 @@ def _question_check(check: Checker, qid: str, question: Any, loc: Loc, limits: L
     return question_build(id=qid, type=qtype, instructions=instructions, criteria=criteria)
 
 
-def _instructions_check(check: Checker, value: Any, loc: Loc) -> str:
-    """Text: a string, one text block, or a list of text blocks joined with newlines; required, and an empty one is
-    the question type's own instructions, as System One reads it."""
-    if value is None:
-        check.add(loc, "Missing required field: 'instructions'", "missing")
-        return ""
-    if isinstance(value, str):
-        text = value
-    elif isinstance(value, dict | list):
-        blocks = [(value, loc)] if isinstance(value, dict) else [(b, (*loc, i)) for i, b in enumerate(value)]
-        before = len(check.problems)
-        texts = []
-        for block, block_loc in blocks:
-            if _block_kind(check, block, block_loc, kinds=("text",)) == "text":
-                texts.append(_text_block(check, block, block_loc))
-        if len(check.problems) > before:
-            return ""
-        text = "\n".join(texts)
-    else:
-        check.add(
-            loc,
-            f"Invalid type: expected a string, a text block or a list of them, got {json_kind(value)}",
-            "invalid_type",
-        )
-        return ""
-    return text
-
-
 def _noul_criteria(check: Checker, value: Any, loc: Loc) -> dict[str, str | None] | None:
     """System One's noul criteria, `{"true": ..., "false": ...}`, with the sides given (None: the defaults)."""
     if value is None:
@@ -396,7 +207,7 @@ def _noul_criteria(check: Checker, value: Any, loc: Loc) -> dict[str, str | None
             "invalid_type",
         )
         return None
-    _unknown_keys_check(check, value, _NOUL_KEYS, loc)
+    unknown_keys_check(check, value, NOUL_CRITERIA.keys, loc)
     sides: dict[str, str | None] = {}
     for side in ("true", "false"):
         key = f"{side}_description"

@@ -13,8 +13,9 @@ from typing import Any
 from django.conf import settings
 
 from api.checking.limits import Limits, limits_configured
+from api.google.contract import MODEL_PREFIX
 from api.google.errors import field_of
-from api.google.parsing import MODEL_PREFIX, GoogleRequest, google_request_parse
+from api.google.parsing import GoogleRequest, google_request_parse
 from api.plumbing.api_error import ApiError
 from api.plumbing.evaluate import images_accepted
 from api.plumbing.formats import FormatCheck
