@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from api.checking.checker import Checker
 from api.checking.images import hosted_located, images_total_check
@@ -40,8 +40,6 @@ from inference.questions import Question, QuestionType, question_build
 from inference.requests import EvaluationRequest
 from serving.config import language_model_named
 
-QUESTION_KINDS: tuple[QuestionType, ...] = ("noul", "choice", "score")
-"""The question types, as `api.google.contract.QUESTION` tells them apart."""
 _ID_INVALID = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -170,10 +168,10 @@ def _question_check(check: Checker, qid: str, question: Any, loc: Loc, limits: L
         check.add(loc, f"Invalid type: expected a question object, got {json_kind(question)}", "invalid_type")
         return None
     kind = question.get("type")
-    if kind not in QUESTION_KINDS:
+    if not isinstance(kind, str) or kind not in QUESTION.members:  # a list or an object is no key of a map
         check.add(
             (*loc, "type"),
-            f"Invalid question type {value_quoted(kind)}; expected one of {', '.join(QUESTION_KINDS)}"
+            f"Invalid question type {value_quoted(kind)}; expected one of {', '.join(QUESTION.members)}"
             if "type" in question
             else "Missing required field: 'type'",
             "invalid_value" if "type" in question else "missing",
@@ -192,8 +190,7 @@ def _question_check(check: Checker, qid: str, question: Any, loc: Loc, limits: L
         criteria = _score_criteria(check, question.get("criteria"), criteria_loc, limit=limits.levels)
     if len(check.problems) > before:
         return None
-    qtype: QuestionType = kind
-    return question_build(id=qid, type=qtype, instructions=instructions, criteria=criteria)
+    return question_build(id=qid, type=cast(QuestionType, kind), instructions=instructions, criteria=criteria)
 
 
 def _noul_criteria(check: Checker, value: Any, loc: Loc) -> dict[str, str | None] | None:

@@ -20,7 +20,7 @@ from api.google import errors as google_errors
 from api.google.openapi import GOOGLE_REQUEST
 from api.google.parsing import GoogleRequest, google_request_parse
 from api.google.render import answer_render
-from api.plumbing import ratelimits
+from api.plumbing import ratelimits_bad_keys, ratelimits_store
 from api.plumbing.metering import decision_system
 from api.systemone.parsing import systemone_request_parse
 from inference.errors import RequestInvalid
@@ -233,6 +233,12 @@ async def test_an_image_uri_says_to_send_data_and_nothing_is_fetched(api, fake, 
     [
         ({"q": {"type": "box", "instructions": "The dog"}}, [("questions.q.type", "invalid_value")]),
         ({"q": {"instructions": "Yes?"}}, [("questions.q.type", "missing")]),
+        ({"q": {"type": ["noul"], "instructions": "Yes?"}}, [("questions.q.type", "invalid_value")]),
+        ({"q": {"type": {"noul": 1}, "instructions": "Yes?"}}, [("questions.q.type", "invalid_value")]),
+        (
+            {"q": {"type": "noul", "instructions": [{"type": ["text"], "text": "Yes?"}]}},
+            [("questions.q.instructions[0].type", "invalid_value")],
+        ),
         ({"q": {"type": "noul"}}, [("questions.q.instructions", "missing")]),
         (
             {"q": {"type": "noul", "instructions": [{"type": "image", "data": PNG_BASE64}]}},
@@ -369,7 +375,7 @@ async def test_x_goog_api_key_is_the_key_on_every_route_a_bearer_key_is(api, fak
 
 
 async def test_wrong_keys_in_x_goog_api_key_are_throttled_as_wrong_bearer_keys_are(api, fake, settings, monkeypatch):
-    monkeypatch.setattr(ratelimits, "_failed_recently", {})
+    monkeypatch.setattr(ratelimits_bad_keys, "_failed_recently", {})
     settings.OPENJEV = replace(settings.OPENJEV, api_key=KEY, bad_keys_per_minute=2)
     wrong = [(await api.post(PATH, json=GOOGLE_REQUEST, headers={"x-goog-api-key": f"nope-{i}"})) for i in range(3)]
     assert [r.status_code for r in wrong] == [401, 401, 429]
@@ -379,7 +385,7 @@ async def test_wrong_keys_in_x_goog_api_key_are_throttled_as_wrong_bearer_keys_a
 async def test_a_429_sends_a_short_retry_after_and_the_real_wait_in_retry_info(api, fake, settings, monkeypatch):
     """google-genai waits exactly what `Retry-After` says before each of its four retries: the header is cut to
     2 s, the real wait is the body's `RetryInfo`."""
-    monkeypatch.setattr(ratelimits, "_loops", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(ratelimits_store, "_loops", weakref.WeakKeyDictionary())
     settings.OPENJEV = replace(settings.OPENJEV, key_requests_per_minute=1)
     headers = {"x-goog-api-key": "any"}
     assert (await api.post(PATH, json=GOOGLE_REQUEST, headers=headers)).status_code == 200
