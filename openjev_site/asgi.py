@@ -18,7 +18,7 @@ from django.conf import settings  # noqa: E402  (settings are ready only after g
 
 from api.batches.uploads import upload_room  # noqa: E402
 from api.plumbing.metering import Metering  # noqa: E402
-from api.plumbing.ratelimits import ratelimits_prepare  # noqa: E402
+from api.plumbing.ratelimits_store import ratelimits_prepare  # noqa: E402
 from api.plumbing.request_body import RequestBodyReader  # noqa: E402
 from api.plumbing.requestids import RequestIds  # noqa: E402
 from api.plumbing.tracing import tracing_setup  # noqa: E402

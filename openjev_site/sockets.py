@@ -25,7 +25,8 @@ from channels.routing import URLRouter
 from django.conf import settings
 from django.urls import path, re_path
 
-from api.systemone.stream import CLOSE_REASON_MAX_CHARACTERS, SystemOneStreamConsumer
+from api.systemone.stream import SystemOneStreamConsumer
+from api.systemone.stream_protocol import CLOSE_REASON_MAX_CHARACTERS
 from audit.dashboard_live import DashboardConsumer
 from openjev_site.api_handler import path_unprefixed
 from openjev_site.hosts import HOST_REFUSED, scope_host_allowed

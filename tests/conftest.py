@@ -93,11 +93,11 @@ def _rate_limit_outage_forgotten() -> Iterator[None]:
     """Each test starts with the per-key limits' store taken as up and no address known for wrong keys: a test
     that brought the store down (a Redis that is not there), or sent wrong keys, must not leave the next test's
     requests under the failure policy or the wrong-key throttle."""
-    from api.plumbing import ratelimits
+    from api.plumbing import ratelimits_bad_keys, ratelimits_store
 
     def forget() -> None:
-        ratelimits._outage.update(logged=False, until=0.0)
-        ratelimits._failed_recently.clear()
+        ratelimits_store._outage.update(logged=False, until=0.0)
+        ratelimits_bad_keys._failed_recently.clear()
 
     forget()
     yield

@@ -24,7 +24,8 @@ from rest_framework.request import Request
 from api.plumbing.api_error import ApiError
 from api.plumbing.body_lane import lane_subject_bind
 from api.plumbing.formats import bare_key_of
-from api.plumbing.ratelimits import bad_key_counted, bad_keys_refused, subject_of
+from api.plumbing.ratelimits import subject_of
+from api.plumbing.ratelimits_bad_keys import bad_key_counted, bad_keys_refused
 from api.plumbing.requestids import client_address_current
 from audit.callers import Caller
 from audit.keys import KeysUnavailable, apikey_verify

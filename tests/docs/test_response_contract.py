@@ -32,7 +32,7 @@ from api.classify.openapi import CLASSIFY_REQUEST
 from api.decisions import answer as decisions_answer
 from api.decisions.openapi import DECISIONS_CHAT_REQUEST, DECISIONS_REQUEST
 from api.google.openapi import GOOGLE_REQUEST
-from api.plumbing import ratelimits
+from api.plumbing import ratelimits_store
 from api.systemone import answer as systemone_answer
 from fake_sglang import FakeSGLang
 from inference.runner import Evaluator
@@ -527,8 +527,8 @@ async def _isolated(case: Case, *, api: httpx.AsyncClient, fake: FakeSGLang, set
     """Run one case with the deployment as configured, fresh rate-limit counts and classifiers, then undo it."""
     saved = settings.OPENJEV
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ratelimits, "_loops", weakref.WeakKeyDictionary())
-        patch.setattr(ratelimits, "_outage", {"logged": False, "until": 0.0})
+        patch.setattr(ratelimits_store, "_loops", weakref.WeakKeyDictionary())
+        patch.setattr(ratelimits_store, "_outage", {"logged": False, "until": 0.0})
         registry.classifier_cache_forget()
         evaluator_install(fake_evaluator(fake))
         try:

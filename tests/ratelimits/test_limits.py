@@ -76,7 +76,7 @@ async def test_unset_limits_count_nothing(api, fake, limit, monkeypatch):
     def counted() -> None:
         raise AssertionError("no limit is set, so nothing may be counted")
 
-    monkeypatch.setattr(ratelimits, "_counters", counted)
+    monkeypatch.setattr(ratelimits, "loop_counters", counted)
     assert (await api.post("/v1/systemone", json=README_REQUEST)).status_code == 200
 
 
@@ -101,7 +101,7 @@ def test_two_processes_share_the_counts_through_redis(fake, redis_counts, tmp_pa
 
 def test_redis_down_serves_unlimited_when_open_and_429_when_closed(evaluator, fake, limit, caplog):
     limit(key_requests_per_minute=1, redis_url="redis://127.0.0.1:1/0")
-    with LiveServer() as server, caplog.at_level(logging.WARNING, logger="api.plumbing.ratelimits"):
+    with LiveServer() as server, caplog.at_level(logging.WARNING, logger="api.plumbing.ratelimits_store"):
         opened = [httpx.post(f"{server.url}/v1/systemone", json=README_REQUEST, timeout=30) for _ in range(3)]
         limit(key_requests_per_minute=1, redis_url="redis://127.0.0.1:1/0", rate_limit_failure="closed")
         closed = httpx.post(f"{server.url}/v1/decisions", json=DECISIONS_REQUEST, timeout=30)

@@ -17,8 +17,9 @@ from limits import RateLimitItemPerMinute, RateLimitItemPerSecond
 from limits.aio.storage import RedisStorage
 from limits.aio.strategies import SlidingWindowCounterRateLimiter
 
-from api.plumbing.ratelimits import KEY_PREFIX, request_admitted
+from api.plumbing.ratelimits import request_admitted
 from api.plumbing.ratelimits_redis import RedisCounts, window_of, window_stats_of
+from api.plumbing.ratelimits_store import KEY_PREFIX
 from tests.conftest import README_REQUEST
 from tests.ratelimits.conftest import REDIS_URL, assert_limited
 
@@ -28,7 +29,7 @@ SUBJECT = f"address:{ADDRESS}"
 
 
 def library_storage() -> RedisStorage:
-    """The library's own view of the same counts, as `api/plumbing/ratelimits.py` configures it."""
+    """The library's own view of the same counts, as `api/plumbing/ratelimits_store.py` configures it."""
     return RedisStorage(f"async+{REDIS_URL}", implementation="redispy", key_prefix=KEY_PREFIX)
 
 
@@ -180,9 +181,9 @@ async def test_a_flushed_script_cache_is_loaded_again(via_redis):
 
 @pytest.mark.parametrize("policy", ["open", "closed"])
 async def test_redis_down_follows_the_failure_policy_and_is_never_a_5xx(api, fake, limit, caplog, monkeypatch, policy):
-    from api.plumbing import ratelimits
+    from api.plumbing import ratelimits_store
 
-    monkeypatch.setitem(ratelimits._outage, "logged", False)
+    monkeypatch.setitem(ratelimits_store._outage, "logged", False)
     limit(
         key_requests_per_minute=1,
         key_tokens_per_minute=100,

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 from websockets.asyncio.client import connect
 
-from api.systemone import stream
+from api.systemone import stream_protocol
 from tests.conftest import README_REQUEST
 from tests.security.test_sockets import KEY, bearer, closed_with, ws_url
 
@@ -22,13 +22,13 @@ ARRAYS = json.dumps({"id": 1, **README_REQUEST, "state": [[]] * 500_000})
 def parsed(monkeypatch) -> list[int]:
     """The sizes of the messages the stream parses, from now on."""
     sizes: list[int] = []
-    parse = stream.body_parse
+    parse = stream_protocol.body_parse
 
     def counted(raw: bytes):
         sizes.append(len(raw))
         return parse(raw)
 
-    monkeypatch.setattr(stream, "body_parse", counted)
+    monkeypatch.setattr(stream_protocol, "body_parse", counted)
     return sizes
 
 

@@ -48,7 +48,7 @@ from django.utils.module_loading import import_string
 from api.plumbing.api_error import ApiError
 from api.plumbing.error_responses import error_body
 from api.plumbing.json_render import body_encode
-from api.systemone.stream import stream_transport_limit
+from api.systemone.stream_protocol import stream_transport_limit
 from audit.storage.store import storage_start
 from inference.backends.sglang import HEALTH_PATH, READINESS_PATH
 from inference.errors import StartupError
