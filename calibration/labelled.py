@@ -19,7 +19,7 @@ from inference.metrics import Scored, confusion_matrix, metrics_compute, reliabi
 def label_key_of(*, label: Any, option_keys: Sequence[str]) -> str | None:
     """The option key `label` names (a bool for noul or a boolean Decisions choice, an int level for score,
     or the key itself), or None when it names none of them. A boolean whose text is also a string choice of
-    the question has the key `true (boolean)` (`api.decisions.parsing`)."""
+    the question has the key `true (boolean)` (`api.decisions.questions`)."""
     if isinstance(label, bool):
         text = "true" if label else "false"
         if f"{text} (boolean)" in option_keys:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.decisions.parsing import Asked
+from api.decisions.questions import Asked
 from api.decisions.service import Decided
 from api.plumbing.headers import served_headers_common
 from calibration.applied import calibrated_header

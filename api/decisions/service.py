@@ -14,7 +14,8 @@ from django.conf import settings
 
 from api.checking.json_body import Loc
 from api.checking.limits import Limits, limits_configured
-from api.decisions.parsing import MAX_LEVELS, DecisionsRequest, decisions_request_parse
+from api.decisions.parsing import DecisionsRequest, decisions_request_parse
+from api.decisions.questions import MAX_LEVELS
 from api.plumbing.api_error import ApiError
 from api.plumbing.evaluate import images_accepted
 from api.plumbing.formats import FormatCheck

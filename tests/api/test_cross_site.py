@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from tests.conftest import README_REQUEST
 
 ROUTES = {

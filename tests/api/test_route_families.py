@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from openai import NotFoundError, OpenAI
 
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from api.google.openapi import GOOGLE_REQUEST
 from tests.conftest import README_REQUEST
 

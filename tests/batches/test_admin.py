@@ -19,7 +19,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from audit.keys import apikey_issue
 from audit.models import Evaluation
 from batches.models import Batch, BatchItem

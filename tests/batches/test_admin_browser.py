@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 from django.utils import timezone
 
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from audit.keys import apikey_issue
 from batches.models import Batch
 from testbed.live_server import LiveServer

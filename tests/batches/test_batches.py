@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from api.classify.openapi import CLASSIFY_REQUEST
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from api.google.openapi import GOOGLE_REQUEST
 from audit.keys import apikey_cache_forget, apikey_issue
 from audit.models import ApiKey, Evaluation

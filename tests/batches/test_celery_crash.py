@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from tests.batches.processes import (
     batch_ended,
     batch_env,

@@ -15,7 +15,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from api.batches import waiting
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from audit.keys import apikey_issue
 from audit.models import ApiKey
 from batches.models import Batch

@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from batches.models import Batch, BatchFile, BatchItem, FileLine
 from tests.batches.conftest import batch_create, file_upload, jsonl, line_of, tasks_run
 from tests.database import db

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from tests.batches.processes import (
     batch_ended,
     batch_env,

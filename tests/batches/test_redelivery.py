@@ -12,7 +12,7 @@ from asgiref.sync import async_to_sync
 from django_tasks_db.models import DBTaskResult
 
 from api.batches.tasks import batch_validate, batches_resume
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from audit.models import Evaluation
 from batches.items import Claim, ItemAnswer, Written, answers_write, items_claim
 from batches.models import Batch, BatchItem

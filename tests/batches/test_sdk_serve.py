@@ -21,7 +21,7 @@ import pytest
 
 from api.batches.yielding import BATCH_NICENESS
 from api.classify.openapi import CLASSIFY_REQUEST
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from fake_sglang import FakeSGLang
 from inference.priority import INTERACTIVE_PRIORITY
 from tests.batches.processes import (

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 from openai.types import Decision
 
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 
 PATH = "/v1/decisions"
 

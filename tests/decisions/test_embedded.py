@@ -13,7 +13,7 @@ from django.conf import settings
 from openai import BadRequestError, OpenAI
 from openai.types import Decision
 
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from inference.gguf import DEFAULT_SOURCE
 from serving.evaluator import evaluator_build, evaluator_install
 from testbed.images import png_bytes

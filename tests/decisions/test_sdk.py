@@ -18,7 +18,7 @@ import pytest
 from openai import AsyncOpenAI, OpenAI
 from openai.types import Decision
 
-from api.decisions.openapi import DECISIONS_CHAT_REQUEST, DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_CHAT_REQUEST, DECISIONS_REQUEST
 
 
 def _client(server, **options) -> OpenAI:

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from api.batches import views as batch_views
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from tests.batches.conftest import file_upload, jsonl, line_of, tasks_run
 from tests.docs.contract import (
     CROSS_SITE,

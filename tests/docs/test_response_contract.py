@@ -30,7 +30,7 @@ from api.classify import answer as classify_answer
 from api.classify import registry
 from api.classify.openapi import CLASSIFY_REQUEST
 from api.decisions import answer as decisions_answer
-from api.decisions.openapi import DECISIONS_CHAT_REQUEST, DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_CHAT_REQUEST, DECISIONS_REQUEST
 from api.google.openapi import GOOGLE_REQUEST
 from api.plumbing import ratelimits_store
 from api.systemone import answer as systemone_answer

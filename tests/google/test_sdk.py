@@ -19,7 +19,7 @@ from google import genai
 from google.genai import _interactions as gerrors
 from openai import OpenAI
 
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from api.google import errors as google_errors
 from api.google.openapi import GOOGLE_REQUEST
 from api.google.render import NOUL_MAX, NOUL_MIN

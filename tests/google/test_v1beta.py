@@ -12,7 +12,7 @@ import pytest
 from google import genai
 from google.genai import _interactions as gerrors
 
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from api.google.openapi import GOOGLE_REQUEST
 from tests.google.test_sdk import _system_one, assert_system_ones_probabilities
 

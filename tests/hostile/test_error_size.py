@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from api.google.openapi import GOOGLE_REQUEST
 from inference.errors import QUOTE_MAX_CHARACTERS
 from tests.conftest import README_REQUEST

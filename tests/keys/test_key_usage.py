@@ -13,7 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from audit.keys import apikey_issue
 from audit.models import KeyUsage
 from tests.conftest import README_REQUEST

@@ -10,7 +10,7 @@ from dataclasses import replace
 import httpx
 import pytest
 
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from tests.conftest import README_REQUEST
 from tests.observability.helpers import Samples, samples_of, total, value
 

@@ -12,7 +12,7 @@ import uuid
 import httpx
 import pytest
 
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from audit.keys import apikey_issue
 from audit.models import ApiKey
 from testbed.live_server import LiveServer

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from audit.keys import apikey_issue
 from audit.models import ApiKey
 from tests.conftest import README_REQUEST

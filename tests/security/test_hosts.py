@@ -17,7 +17,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin
 
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from tests.conftest import README_REQUEST
 from tests.database import db
 

@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from api.decisions.openapi import DECISIONS_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
 from audit.models import Evaluation, EvaluationAnswer
 from tests.conftest import README_REQUEST
 from tests.database import db
