@@ -16,9 +16,17 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import connections
+from django.http import HttpResponse
 from django.utils import timezone
+from rest_framework.request import Request
 
+from api.openapi.feedback import feedback_schema
 from api.plumbing.api_error import ApiError
+from api.plumbing.bodies import Body
+from api.plumbing.formats import REQUEST_ID_HEADER
+from api.plumbing.json_render import json_response
+from api.plumbing.ratelimits import Admission
+from api.views import ApiView
 from audit.callers import Caller
 from audit.models import EvaluationAnswer
 from calibration.labelled import label_key_of, label_rule
@@ -133,3 +141,22 @@ async def feedback_record(*, data: Any, caller: Caller | None) -> Labelled:
     """Validate (422), find the caller's stored answer (404), check the label against its options (422), store."""
     feedback = feedback_parse(data=data)
     return await sync_to_async(_label_store, thread_sensitive=False)(feedback, caller)
+
+
+async def _feedback_answer(body: Body, request_id: str, caller: Caller | None, admission: Admission) -> HttpResponse:
+    labelled = await feedback_record(data=body.data, caller=caller)
+    return json_response(
+        body={
+            "request_id": labelled.request_id,
+            "question_id": labelled.question_id,
+            "label": labelled.label,
+            "labelled_at": labelled.labelled_at.isoformat(),
+        },
+        headers={REQUEST_ID_HEADER: request_id},
+    )
+
+
+class FeedbackView(ApiView):
+    @feedback_schema
+    async def post(self, request: Request) -> HttpResponse:
+        return await self._served(request, path=request.path, serve=_feedback_answer)

@@ -49,7 +49,7 @@ the cheaper, at the temperature fitted on them, with the `+T` rows it was chosen
 JSON line; run the same command again and it skips the items already there, so a long run can stop
 and go on later (or grow with a larger `--n` or more `--tasks`). A saved run is extended only by the same
 code and model: its first line records a hash of each source file that decides the saved log-probs and
-items (`CODE_FILES`, the backend's module) and the model file's identity, and a run with other code is
+items (`CODE_FILES`, the backend's modules) and the model file's identity, and a run with other code is
 refused, naming what changed. `--load FILE` recomputes the tables (from any saved run).
 """
 

@@ -61,7 +61,10 @@ labels, the priors and the log-probs read. `inference/tuning.py` is not one: the
 debiased in all its orders at temperature 1 and applies settings when it scores, so a tuning it wrote
 and the service then loaded does not make its own saved run stale."""
 
-BACKEND_FILES = {"local": "inference/backends/llamacpp.py", "sglang": "inference/backends/sglang.py"}
+BACKEND_FILES: dict[str, tuple[str, ...]] = {
+    "local": ("inference/backends/llamacpp.py", "inference/backends/llamacpp_tokenizer.py"),
+    "sglang": ("inference/backends/sglang.py",),
+}
 
 META_DEFAULTS = {"backend": "local"}
 """What a run saved before the key existed meant by leaving it out."""
@@ -131,9 +134,9 @@ def model_identity(*, config: OpenJevConfig) -> str:
 
 
 def code_version(*, config: OpenJevConfig, root: Path = ROOT) -> dict[str, str]:
-    """What decides a saved item besides the run's settings: each of `CODE_FILES` and the backend's module
+    """What decides a saved item besides the run's settings: each of `CODE_FILES` and the backend's modules
     (sha256, 12 hex digits) and the model (`model_identity`)."""
-    files = [*CODE_FILES, BACKEND_FILES[config.backend]]
+    files = [*CODE_FILES, *BACKEND_FILES[config.backend]]
     version = {name: hashlib.sha256((root / name).read_bytes()).hexdigest()[:12] for name in files}
     return {**version, "model": model_identity(config=config)}
 

@@ -7,7 +7,7 @@ from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path
 from django.utils.module_loading import module_has_submodule
 
-from api import metrics, views
+from api import feedback, metrics, model_views, status_views
 from api.openapi import pages
 from api.plumbing import assets
 
@@ -29,12 +29,12 @@ urlpatterns = [
     # Each wire format's own routes (settings.API_WIRE_FORMATS), then the routes every format shares.
     *(route for package in settings.API_WIRE_FORMATS for route in _format_routes(package)),
     path("", include("api.batches.urls")),
-    path("v1/feedback", views.FeedbackView.as_view(), name="feedback"),
-    path("v1/models", views.ModelsView.as_view(), name="models"),
-    path("v1/models/<path:model_id>", views.ModelView.as_view(), name="model"),
-    path("v1/limits", views.LimitsView.as_view(), name="limits"),
-    path("health", views.HealthView.as_view(), name="health"),
-    path("health/live", views.LiveView.as_view(), name="health-live"),
+    path("v1/feedback", feedback.FeedbackView.as_view(), name="feedback"),
+    path("v1/models", model_views.ModelsView.as_view(), name="models"),
+    path("v1/models/<path:model_id>", model_views.ModelView.as_view(), name="model"),
+    path("v1/limits", status_views.LimitsView.as_view(), name="limits"),
+    path("health", status_views.HealthView.as_view(), name="health"),
+    path("health/live", status_views.LiveView.as_view(), name="health-live"),
     path("metrics", metrics.MetricsView.as_view(), name="metrics"),
     path("admin/", admin.site.urls),
     path("openapi.json", pages.openapi_view, name="openapi-json"),

@@ -28,10 +28,11 @@ from api.batches.requests import Page, batch_asked, object_not_found, page_asked
 from api.checking.json_body import BodyNotJson, body_parse
 from api.decisions.errors import OPENAI_SHAPE
 from api.plumbing.api_error import ApiError
+from api.plumbing.cross_site import cross_site_refused, origin_refused
 from api.plumbing.json_render import json_response
 from api.plumbing.ratelimits import request_admitted
 from api.plumbing.requestids import client_address_current
-from api.views import ApiView, cross_site_refused, origin_refused
+from api.views import ApiView
 from audit.callers import Caller
 from batches.files import FileRefused, file_delete, file_object, file_of_owner
 from batches.lifecycle import batch_cancel, batch_object, batch_of_owner

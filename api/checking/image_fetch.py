@@ -5,16 +5,18 @@ System One's go to the backend as sent). With hosts named, the parsers take only
 (`api.checking.images.hosted_image`) and each route's service fetches them
 (`api.plumbing.evaluate.hosted_images_fetched`) after parsing, before the evaluation (so after the per-key
 admission, which the plumbing does before the body is read). The backend then gets a `data:` URL and never fetches
-a client's URL. What protects the network the service runs in:
+a client's URL. This module fetches a request's images together (one deadline, the process's cap); one image's
+fetch is `api.checking.image_download`, the address rule and the resolver `api.checking.image_addresses`. What
+protects the network the service runs in:
 
 - **Host allow-list.** Only hosts the operator named (exact, or under a `*.domain`), https only, no credentials in
   the URL. The URL is parsed once (`hosted_of`): the host checked is the host connected to, and the request is
   built from that host, port and path, never from the URL text again, so no second parser can read another host in
   it.
-- **Every resolved address checked.** The host is resolved here (`getaddrinfo`, in a small thread pool of its own,
-  under the deadline) and the fetch is refused if *any* address is private, loopback, link-local, multicast,
-  reserved, unspecified or otherwise not global (`address_public`; IPv4 inside IPv6 — mapped, 6to4, Teredo,
-  NAT64 — is checked as the IPv4 it carries). A name that resolves to a public and a private address is refused.
+- **Every resolved address checked.** The host is resolved by the service (`getaddrinfo`, in a small thread pool
+  of its own, under the deadline) and the fetch is refused if *any* address is private, loopback, link-local,
+  multicast, reserved, unspecified or otherwise not global (`address_public`; IPv4 inside IPv6 — mapped, 6to4,
+  Teredo, NAT64 — is checked as the IPv4 it carries). A name that resolves to a public and a private address is refused.
 - **No DNS rebinding.** The connection goes to one of the addresses just checked, by IP (`https://<ip>:<port>`),
   with the TLS server name (SNI) and `Host` header set to the host name and the certificate verified for that name.
   The name is never resolved again, so a second answer (a rebinding DNS server's) cannot move the connection.
@@ -44,40 +46,22 @@ HTTPS server on loopback, which the strict rule refuses, and the strict rule is 
 from __future__ import annotations
 
 import asyncio
-import functools
-import ipaddress
-import socket
-import ssl
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import httpx
 from django.conf import settings
 
-from api.checking.images import Hosted, ImageLimits, hosted_of, image_of_bytes, images_total_check, is_hosted
+from api.checking.image_download import Fetcher, FetchFailed, image_fetch
+from api.checking.images import ImageLimits, images_total_check, is_hosted
 from api.checking.json_body import Loc
-from inference.errors import Overloaded, Problem, RequestInvalid, value_quoted
+from inference.errors import Overloaded, Problem, RequestInvalid
 from inference.images import Image
 from inference.requests import EvaluationRequest
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-Resolve = Callable[[str, int], Awaitable[Sequence[str]]]
-"""(host, port) -> the addresses the host resolves to, as text."""
-CONCURRENCY = 4
-"""Fetches of one request at once."""
 PROCESS_CONCURRENCY = 32
 """Fetches of all requests at once in one process (one connection each)."""
-RESOLVER_THREADS = 4
-USER_AGENT = "openjev-image-fetch"
-ACCEPT = "image/png, image/jpeg, image/webp"
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
-
-_resolver = ThreadPoolExecutor(max_workers=RESOLVER_THREADS, thread_name_prefix="image-dns")
-"""Name resolution blocks a thread until the resolver gives up; a pool of its own keeps a slow DNS from taking the
-default executor's threads (the prompt compiler's)."""
-
 
 _process_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
@@ -95,150 +79,10 @@ class FetchesFull(Overloaded):
     """The process was fetching `PROCESS_CONCURRENCY` images until this request's deadline: a 529."""
 
 
-def address_public(address: IPAddress) -> bool:
-    """The strict rule: a global unicast address, and any IPv4 address it carries too (IPv4-mapped, 6to4, Teredo,
-    NAT64). Private, loopback, link-local, multicast, reserved, unspecified and shared (100.64/10) addresses are
-    refused, and so is everything else Python's `ipaddress` does not call global."""
-    candidates: list[IPAddress] = [address]
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            candidates.append(address.ipv4_mapped)
-        if address.sixtofour is not None:
-            candidates.append(address.sixtofour)
-        if address.teredo is not None:
-            candidates += list(address.teredo)
-        if address in _NAT64:
-            candidates.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
-    return all(
-        a.is_global
-        and not (a.is_private or a.is_loopback or a.is_link_local or a.is_multicast or a.is_reserved)
-        and not a.is_unspecified
-        for a in candidates
-    )
-
-
-async def host_resolve(host: str, port: int) -> list[str]:
-    """Every address `host` resolves to (TCP), by the system's resolver in the fetcher's own threads."""
-    loop = asyncio.get_running_loop()
-    infos = await loop.run_in_executor(
-        _resolver, functools.partial(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    )
-    return [str(info[4][0]) for info in infos]
-
-
-@functools.cache
-def _trusted() -> ssl.SSLContext:
-    """The public CAs httpx trusts (certifi's), built once; never the environment's (`SSL_CERT_FILE`)."""
-    return httpx.create_ssl_context(trust_env=False)
-
-
-@dataclass(frozen=True)
-class Fetcher:
-    """How hosted images are fetched: the limits, and the seams tests replace (named for what they loosen)."""
-
-    timeout: float
-    """Seconds all the fetches of one request have together."""
-    max_bytes: int
-    """Bytes of one image (`OPENJEV_MAX_IMAGE_BYTES`)."""
-    concurrency: int = CONCURRENCY
-    resolve: Resolve = host_resolve
-    address_allowed: Callable[[IPAddress], bool] = address_public
-    """Test seam: the strict rule unless a test fetches from loopback."""
-    ssl_context: ssl.SSLContext | None = field(default=None, compare=False)
-    """Test seam: None trusts the public CAs; a test trusts its own certificate."""
-
-
 def fetcher_configured(*, limits: ImageLimits) -> Fetcher:
     """The deployment's fetcher (`OPENJEV_IMAGE_FETCH_TIMEOUT`, `OPENJEV_MAX_IMAGE_BYTES`). Tests replace this
     function to fetch from loopback with their own certificate."""
     return Fetcher(timeout=settings.OPENJEV.image_fetch_timeout, max_bytes=limits.max_image_bytes)
-
-
-class FetchFailed(Exception):
-    """Why one image could not be fetched: the problem's message and type."""
-
-    def __init__(self, message: str, kind: str = "image_fetch_failed") -> None:
-        super().__init__(message)
-        self.message = message
-        self.kind = kind
-
-
-async def body_read(chunks: AsyncIterator[bytes], *, limit: int) -> bytes:
-    """The body, or its first `limit` + 1 bytes once it is longer than `limit` (no further chunk is read)."""
-    body = bytearray()
-    async for chunk in chunks:
-        body += chunk[: limit + 1 - len(body)]
-        if len(body) > limit:
-            break
-    return bytes(body)
-
-
-async def image_fetch(*, url: str, fetcher: Fetcher) -> Image:
-    """The image at an https `url` of an allowed host as bytes (a `data:` URL; its metadata's source stays `url`);
-    FetchFailed with the reason."""
-    hosted = hosted_of(url)
-    if isinstance(hosted, str):  # the parser refused such URLs already: this only guards the fetcher's own use
-        raise FetchFailed(hosted, "image_url_not_allowed")
-    try:
-        found = await fetcher.resolve(hosted.host, hosted.port)
-        addresses = list(dict.fromkeys(ipaddress.ip_address(a.split("%", 1)[0]) for a in found))
-    except (OSError, ValueError):
-        raise FetchFailed(f"the host {value_quoted(hosted.host)} could not be resolved") from None
-    if not addresses:
-        raise FetchFailed(f"the host {value_quoted(hosted.host)} could not be resolved")
-    if not all(fetcher.address_allowed(a) for a in addresses):
-        raise FetchFailed(
-            f"the host {value_quoted(hosted.host)} resolves to an address this server does not fetch from (private, "
-            "loopback, link-local, multicast, reserved or unspecified)",
-            "image_url_not_allowed",
-        )
-    for address in addresses:
-        try:
-            data = await _get(hosted=hosted, address=address, fetcher=fetcher)
-        except httpx.ConnectError:
-            continue  # another address of the same checked list may answer
-        image = image_of_bytes(data=data, loc=(), limits=ImageLimits(max_image_bytes=fetcher.max_bytes))
-        if isinstance(image, Problem):
-            raise FetchFailed(f"the URL's content: {image.msg}", image.type)
-        return replace(image, meta=replace(image.meta, source="url"))
-    raise FetchFailed(f"no address of {value_quoted(hosted.host)} could be connected to over TLS")
-
-
-async def _get(*, hosted: Hosted, address: IPAddress, fetcher: Fetcher) -> bytes:
-    """GET the target from `address`, named `hosted.host` (SNI, certificate, `Host`); the body, at most the limit
-    + 1 bytes."""
-    authority = hosted.host if hosted.port == 443 else f"{hosted.host}:{hosted.port}"
-    url = httpx.URL(scheme="https", host=str(address), port=hosted.port, raw_path=hosted.target.encode("ascii"))
-    headers = {"Host": authority, "Accept": ACCEPT, "Accept-Encoding": "identity", "User-Agent": USER_AGENT}
-    async with (
-        httpx.AsyncClient(
-            verify=fetcher.ssl_context or _trusted(),
-            trust_env=False,
-            follow_redirects=False,
-            timeout=httpx.Timeout(fetcher.timeout),
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=0),
-        ) as client,
-        client.stream("GET", url, headers=headers, extensions={"sni_hostname": hosted.host}) as response,
-    ):
-        status = response.status_code
-        if 300 <= status < 400:
-            raise FetchFailed(
-                f"the image URL redirects (HTTP {status}); redirects are not followed: send the image's own URL"
-            )
-        if status != 200:
-            raise FetchFailed(f"the image server answered HTTP {status}")
-        encoding = response.headers.get("content-encoding", "identity").strip().lower()
-        if encoding not in ("", "identity"):
-            raise FetchFailed(f"the image server sent a {value_quoted(encoding)}-encoded body; it must send it as is")
-        length = response.headers.get("content-length", "")
-        if length.isdigit() and int(length) > fetcher.max_bytes:
-            raise FetchFailed(
-                f"the image is {int(length)} bytes, over the limit of {fetcher.max_bytes}", "image_too_large"
-            )
-        data = await body_read(response.aiter_raw(), limit=fetcher.max_bytes)
-    if len(data) > fetcher.max_bytes:
-        raise FetchFailed(f"the image is over the limit of {fetcher.max_bytes} bytes", "image_too_large")
-    return data
 
 
 async def hosted_images_fetch(

@@ -9,6 +9,7 @@ from typing import Any
 
 from audit.storage.records import StoredEvaluation
 from audit.storage.scrub import image_bytes_redact, text_storable
+from inference.scoring import Answer
 from inference.vector_scaling import question_key
 
 ERROR_MESSAGE_MAX = 4000
@@ -25,11 +26,20 @@ Row = tuple[dict[str, Any], list[dict[str, Any]]]
 
 def evaluation_rows_build(*, record: StoredEvaluation) -> Row:
     """Column values for one stored evaluation."""
-    received, outcome, failure = record.received, record.outcome, record.failure
     full = record.level == "full"
+    answers = record.outcome.answers if record.outcome else ()
+    return evaluation_row_build(record=record, full=full), [
+        answer_row_build(answer=answer, position=position, full=full, refusal_below=record.received.refusal_below)
+        for position, answer in enumerate(answers)
+    ]
+
+
+def evaluation_row_build(*, record: StoredEvaluation, full: bool) -> dict[str, Any]:
+    """The evaluation's own row: who asked, what was served, how it went, and the request at level `full`."""
+    received, outcome, failure = record.received, record.outcome, record.failure
     caller = record.caller
     classifier = received.classifier
-    evaluation = {
+    return {
         "request_id": record.request_id,
         "created_at": record.created_at,
         "api_key_id": caller.key_id if caller else None,
@@ -63,36 +73,36 @@ def evaluation_rows_build(*, record: StoredEvaluation) -> Row:
         "questions": _stored_json(received.questions, full=full, failed=failure is not None),
         "dataset_run_id": None,
     }
-    answers = []
-    for position, answer in enumerate(outcome.answers if outcome else ()):
-        kind = answer.question.type
-        keys = [o.key for o in answer.question.options]
-        answers.append(
-            {
-                "position": position,
-                "question_id": answer.question_id[:QUESTION_ID_MAX],
-                "type": kind,
-                "noul": answer.probabilities[0] if kind == "noul" else None,
-                "choice": keys[answer.choice_index][:CHOICE_MAX] if kind == "choice" else None,
-                "score": answer.score if kind == "score" else None,
-                "confidence": answer.confidence,
-                "probabilities": dict(zip(keys, answer.probabilities, strict=True)),
-                "option_keys": keys,
-                "option_texts": [o.text for o in answer.question.options] if full else None,
-                "instructions": (answer.question.instructions or "") if full else "",
-                "raw_probabilities": dict(zip(keys, answer.raw_probabilities, strict=True)),
-                "label_mass": answer.label_mass,
-                "refused": answer.label_mass < received.refusal_below,
-                "question_key": question_key(question=answer.question),
-                "uncalibrated_probabilities": (
-                    None if answer.uncalibrated is None else dict(zip(keys, answer.uncalibrated, strict=True))
-                ),
-                "calibration_id": answer.calibration,
-                "label": None,
-                "labelled_at": None,
-            }
-        )
-    return evaluation, answers
+
+
+def answer_row_build(*, answer: Answer, position: int, full: bool, refusal_below: float) -> dict[str, Any]:
+    """One answer's row: its question, its probabilities as served and before calibration, and whether it counts
+    as refused (its label mass under `refusal_below`)."""
+    kind = answer.question.type
+    keys = [o.key for o in answer.question.options]
+    return {
+        "position": position,
+        "question_id": answer.question_id[:QUESTION_ID_MAX],
+        "type": kind,
+        "noul": answer.probabilities[0] if kind == "noul" else None,
+        "choice": keys[answer.choice_index][:CHOICE_MAX] if kind == "choice" else None,
+        "score": answer.score if kind == "score" else None,
+        "confidence": answer.confidence,
+        "probabilities": dict(zip(keys, answer.probabilities, strict=True)),
+        "option_keys": keys,
+        "option_texts": [o.text for o in answer.question.options] if full else None,
+        "instructions": (answer.question.instructions or "") if full else "",
+        "raw_probabilities": dict(zip(keys, answer.raw_probabilities, strict=True)),
+        "label_mass": answer.label_mass,
+        "refused": answer.label_mass < refusal_below,
+        "question_key": question_key(question=answer.question),
+        "uncalibrated_probabilities": (
+            None if answer.uncalibrated is None else dict(zip(keys, answer.uncalibrated, strict=True))
+        ),
+        "calibration_id": answer.calibration,
+        "label": None,
+        "labelled_at": None,
+    }
 
 
 def _failed_json_capped(value: Any) -> Any:

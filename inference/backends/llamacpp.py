@@ -6,26 +6,24 @@ branch's cells, keeps the prefix and evaluates only its own suffix. The context 
 thread-safe, so all model work runs on one dedicated worker thread and the event loop only awaits
 it. Cancellation is cooperative: a cancelled or aborted call skips its remaining branches (a
 branch already inside llama.cpp finishes first, a fraction of a second on the bundled model).
+The tokenizer, which reads only the vocabulary, is `inference.backends.llamacpp_tokenizer`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import llama_cpp
 import numpy as np
 
 from inference.backends.base import BranchCall, BranchScored, Generation, Prefix
-from inference.chat_template import ChatTemplate
+from inference.backends.llamacpp_tokenizer import LlamaTokenizer
 from inference.errors import BackendFailed, BackendUnavailable, StartupError
 from inference.gguf import gguf_model_name, gguf_resolve
 
@@ -35,55 +33,6 @@ DEFAULT_N_BATCH = 512
 
 class _Aborted(Exception):
     """Raised on the worker thread when a call's flag is set; becomes BackendFailed on the loop."""
-
-
-class LlamaTokenizer:
-    """The `Tokenizer` protocol over the GGUF's own vocabulary and chat template.
-
-    Encoding and decoding only read the vocabulary (never the context), so they are safe to call
-    from the event loop while the worker thread evaluates.
-    """
-
-    def __init__(self, llm: llama_cpp.Llama) -> None:
-        self._llm = llm
-        self._vocab = llm._model.vocab
-        source = llm.metadata.get("tokenizer.chat_template")
-        if not source:
-            raise StartupError("the GGUF file has no chat template (tokenizer.chat_template)")
-        specials = {
-            name: self.decode([token])
-            for name, token in (("bos_token", llm.token_bos()), ("eos_token", llm.token_eos()))
-            if token >= 0
-        }
-        self._template = ChatTemplate(source, special_tokens=specials)
-
-    def encode(self, text: str) -> list[int]:
-        if not text:
-            return []
-        return list(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
-
-    def decode(self, ids: Sequence[int]) -> str:
-        # Bytes are joined before decoding so a character split across byte tokens survives; a lone
-        # partial byte becomes U+FFFD, which can never equal a label and so never passes as one.
-        return b"".join(self._piece(token) for token in ids).decode("utf-8", errors="replace")
-
-    def render_chat(self, messages: Sequence[dict[str, Any]]) -> str:
-        return self._template.render(messages)
-
-    @lru_cache(maxsize=4096)  # noqa: B019 - one tokenizer per loaded model, kept for its lifetime
-    def _piece(self, token: int) -> bytes:
-        """A token's bytes, special tokens included.
-
-        llama-cpp-python's own detokenize uses a fixed 32-byte buffer and corrupts longer pieces
-        (Qwen has long whitespace and punctuation runs), so the buffer grows on demand here.
-        """
-        size = 64
-        while True:
-            buffer = ctypes.create_string_buffer(size)
-            n = llama_cpp.llama_token_to_piece(self._vocab, llama_cpp.llama_token(token), buffer, size, 0, True)
-            if n >= 0:
-                return buffer.raw[:n]
-            size = -n
 
 
 class LlamaCppBackend:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from api.checking import image_fetch
-from api.checking.image_fetch import Fetcher
+from api.checking.image_download import Fetcher
 from api.checking.images import ImageLimits
 from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator

@@ -1,4 +1,5 @@
-"""The hosted-image fetcher (`api.checking.image_fetch`): the strict address rule on addresses, and every protection
+"""The hosted-image fetcher (`api.checking.image_fetch`, one image's fetch in `api.checking.image_download`, the
+address rule in `api.checking.image_addresses`): the strict address rule on addresses, and every protection
 against an HTTPS server on loopback (`tests/api/image_server.py`). The service fetches a client's URL only where an
 operator allowed that host, and these tests do it on loopback only: loopback is refused by the strict rule, so they
 loosen it through the fetcher's `address_allowed` seam (`loopback_only`) and trust their own certificate through its
@@ -19,18 +20,11 @@ from typing import Any
 
 import pytest
 
-from api.checking import image_fetch
-from api.checking.image_fetch import (
-    Fetcher,
-    FetchFailed,
-    IPAddress,
-    address_public,
-    body_read,
-    hosted_images_fetch,
-)
-from api.checking.image_fetch import (
-    image_fetch as fetch,
-)
+from api.checking import image_download, image_fetch
+from api.checking.image_addresses import IPAddress, address_public
+from api.checking.image_download import Fetcher, FetchFailed, body_read
+from api.checking.image_download import image_fetch as fetch
+from api.checking.image_fetch import hosted_images_fetch
 from api.checking.images import ImageLimits, host_allowed, hosted_image, hosted_of
 from inference.errors import Problem
 from inference.images import Image, ImageMeta
@@ -304,7 +298,7 @@ async def test_each_distinct_url_is_fetched_once_a_few_at_a_time_and_every_place
     good, bad = served.url("/logo.png"), served.url("/text")
     hosted = [(Image(url=u, meta=URL_META), (i,)) for i, u in enumerate([good, bad, good, bad])]
     in_flight = peak = 0
-    real = image_fetch._get
+    real = image_download._get
 
     async def counted(**kwargs: Any) -> bytes:
         nonlocal in_flight, peak
@@ -316,7 +310,7 @@ async def test_each_distinct_url_is_fetched_once_a_few_at_a_time_and_every_place
         finally:
             in_flight -= 1
 
-    monkeypatch.setattr(image_fetch, "_get", counted)
+    monkeypatch.setattr(image_download, "_get", counted)
     fetched, problems = await hosted_images_fetch(hosted=hosted, fetcher=fetcher_for(served, concurrency=1))
     assert list(fetched) == [good] and [(p.loc, p.type) for p in problems] == [
         ((1,), "image_format"),
@@ -339,11 +333,11 @@ async def test_the_process_runs_a_bounded_number_of_fetches_and_a_request_findin
         peak = max(peak, in_flight)
         try:
             await asyncio.sleep(0.3)
-            raise image_fetch.FetchFailed("slow")
+            raise image_download.FetchFailed("slow")
         finally:
             in_flight -= 1
 
-    monkeypatch.setattr(image_fetch, "_get", slow)
+    monkeypatch.setattr(image_download, "_get", slow)
     fetcher = fetcher_for(served, timeout=0.5)
 
     async def request(n: int) -> Exception | tuple[dict[str, Image], list[Problem]]:

@@ -287,7 +287,7 @@ def _local_meta() -> dict[str, Any]:
 
 def test_the_code_version_follows_each_file_that_decides_a_saved_item_and_the_model(tmp_path: Path) -> None:
     config = config_from_env({"OPENJEV_BACKEND": "local"})
-    for name in [*CODE_FILES, BACKEND_FILES["local"]]:
+    for name in [*CODE_FILES, *BACKEND_FILES["local"]]:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes((ROOT / name).read_bytes())
     before = code_version(config=config, root=tmp_path)

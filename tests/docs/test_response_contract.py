@@ -25,7 +25,7 @@ from django.db import OperationalError
 from django.urls import URLPattern, URLResolver
 from jsonschema import Draft202012Validator
 
-from api import feedback, views
+from api import feedback, model_views, status_views
 from api.classify import answer as classify_answer
 from api.classify import registry
 from api.classify.openapi import CLASSIFY_REQUEST
@@ -222,7 +222,7 @@ CASES: dict[Operation, list[Case]] = {
         Case("no stored answer of that id", 404, ok("/v1/feedback", FEEDBACK_BODY)),
         Case("a label missing, an unknown field", 422, ok("/v1/feedback", {"request_id": "req_x", "extra": 1})),
         Case("the database cannot be used", 503, _feedback_db_down),
-        Case("a bug", 500, bug("/v1/feedback", FEEDBACK_BODY, views, "feedback_record")),
+        Case("a bug", 500, bug("/v1/feedback", FEEDBACK_BODY, feedback, "feedback_record")),
         Case("a body that is not the gzip it claims", 400, raw("/v1/feedback", b"not gzip", CORRUPT_GZIP)),
         Case("no key while auth is on", 401, unauthenticated("/v1/feedback", FEEDBACK_BODY)),
         Case("a browser post from another origin", 403, cross_site_post("/v1/feedback", FEEDBACK_BODY)),
@@ -233,7 +233,7 @@ CASES: dict[Operation, list[Case]] = {
     ("get", "/v1/models"): [
         Case("the model names, and the classifiers", 200, _models_with_classifiers),
         Case("no key while auth is on", 401, unauthenticated("/v1/models")),
-        Case("a bug", 500, bug("/v1/models", None, views, "wire_formats")),
+        Case("a bug", 500, bug("/v1/models", None, model_views, "wire_formats")),
     ],
     ("get", "/v1/models/{model_id}"): [
         Case("a listed model", 200, get_path("/v1/models/jev-latest")),
@@ -243,13 +243,13 @@ CASES: dict[Operation, list[Case]] = {
     ("get", "/v1/limits"): [
         Case("the limits", 200, get_path("/v1/limits")),
         Case("no key while auth is on", 401, unauthenticated("/v1/limits")),
-        Case("a bug", 500, bug("/v1/limits", None, views, "images_accepted")),
+        Case("a bug", 500, bug("/v1/limits", None, status_views, "images_accepted")),
     ],
     ("get", "/health"): [
         Case("ready, auth off: the model and the worker named", 200, get_path("/health")),
         Case("ready, auth on, no key: neither named", 200, _health_auth_on_without_key),
         Case("the backend does not answer", 503, _health_backend_dead),
-        Case("a bug", 500, bug("/health", None, views, "evaluator_status")),
+        Case("a bug", 500, bug("/health", None, status_views, "evaluator_status")),
     ],
     ("get", "/health/live"): [Case("alive", 200, get_path("/health/live"))],
 }

@@ -49,7 +49,7 @@ def test_llama_cpp_is_imported_only_by_its_backend_and_the_site_loads_without_it
         for path in (ROOT / package).rglob("*.py")
         if re.search(r"^\s*(import|from) llama_cpp\b", path.read_text(), re.MULTILINE)
     ]
-    assert importers == ["inference/backends/llamacpp.py"]
+    assert sorted(importers) == ["inference/backends/llamacpp.py", "inference/backends/llamacpp_tokenizer.py"]
     probe = (
         "import sys, django; django.setup(); import openjev_site.asgi, serving.evaluator, "
         "api.management.commands.serve; sys.exit('llama_cpp' in sys.modules)"

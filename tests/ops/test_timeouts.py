@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 from django.conf import settings as django_settings
 
-from api.management.commands.serve import server_options
+from api.management.serve_api import server_options
 from api.plumbing.request_body import RequestBodyReader
 from api.plumbing.requestids import RequestIds
 from serving.servers import server_create
