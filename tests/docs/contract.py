@@ -1,10 +1,15 @@
 """The parts of the response contract (`test_response_contract.py`) its cases are written with: a reply as it left
 the application, the context a case drives the application with, and the drivers every route shares (a key
-missing, a cross-site post, a stalled or oversized body, limits, a planted bug, the backend failing)."""
+missing, a cross-site post, a stalled or oversized body, limits, a planted bug, the backend failing).
+
+Each wire format supplies its own cases beside its tests (`tests/<format>/contract.py`, a map of operation to
+cases, written with these parts), as each route family does; the contract merges them (`cases_merged`) and holds
+every one to the document."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -265,3 +270,38 @@ def get_path(path: str) -> Drive:
         return await ctx.get(path)
 
     return drive
+
+
+# -- What every evaluating route answers, and the cases put together ----------------------------------------------
+
+
+def evaluating_cases(path: str, body: Json, *, renderer: tuple[Any, str], classifiers: bool = False) -> list[Case]:
+    """What every evaluating route answers the same way (each in its own shape); `renderer` is the route's answer
+    module and the renderer it calls, where a planted bug makes the documented 500."""
+    c = classifiers
+    module, name = renderer
+    return [
+        Case("a body that is not the gzip it claims", 400, raw(path, b"not gzip at all", CORRUPT_GZIP)),
+        Case("no key while auth is on", 401, unauthenticated(path, body)),
+        Case("a browser post from another origin", 403, cross_site_post(path, body)),
+        Case("a body that stops arriving", 408, stalled(path)),
+        Case("a body over max_body_bytes", 413, too_large(path)),
+        Case("an unsupported Content-Encoding", 415, raw(path, json.dumps(body).encode(), BROTLI)),
+        Case("over the requests per minute", 429, rate_limited(path, body, classifiers=c)),
+        Case("rate limits that cannot be counted", 429, limits_unreadable(path, body, classifiers=c)),
+        Case("a bug while rendering", 500, bug(path, body, module, name, classifiers=c)),
+        Case("the backend answers an error", 502, backend_failing(path, body, classifiers=c)),
+        Case("the backend is down", 503, backend_dead(path, body, classifiers=c)),
+        Case("the evaluation runs past its deadline", 504, backend_slow(path, body, classifiers=c)),
+        Case("more evaluations than max_concurrent_requests", 529, overloaded(path, body, classifiers=c)),
+    ]
+
+
+def cases_merged(*suppliers: dict[Operation, list[Case]]) -> dict[Operation, list[Case]]:
+    """Every supplier's cases by operation: two formats on one path (OpenAI's and Google's Decisions) each add
+    theirs to the operation's list."""
+    merged: dict[Operation, list[Case]] = {}
+    for cases in suppliers:
+        for operation, listed in cases.items():
+            merged.setdefault(operation, []).extend(listed)
+    return merged

@@ -4,7 +4,8 @@ that status field by field: no undocumented key, every required key present, eve
 (and the whole body valid JSON Schema), every required response header present and of its documented type.
 
 Optional properties must each be shown by at least one exercised response, or be listed in `NEVER_SHOWN` with
-the reason. An operation added to the document without cases here fails `test_every_documented_operation_...`;
+the reason. Each wire format and route family supplies its cases beside its own tests (`tests/<format>/contract.py`,
+merged into `CASES`); an operation added to the document without cases fails `test_every_documented_operation_...`;
 a route served outside the document must be listed in `UNDOCUMENTED_ROUTES` with the reason.
 """
 
@@ -21,241 +22,25 @@ from typing import Any
 
 import httpx
 import pytest
-from django.db import OperationalError
 from django.urls import URLPattern, URLResolver
 from jsonschema import Draft202012Validator
 
-from api import feedback, model_views, status_views
-from api.classify import answer as classify_answer
 from api.classify import registry
-from api.classify.openapi import CLASSIFY_REQUEST
-from api.decisions import answer as decisions_answer
-from api.decisions.openapi_examples import DECISIONS_CHAT_REQUEST, DECISIONS_REQUEST
-from api.google.openapi import GOOGLE_REQUEST
 from api.plumbing import ratelimits_store
-from api.systemone import answer as systemone_answer
 from fake_sglang import FakeSGLang
 from inference.runner import Evaluator
 from serving.evaluator import evaluator_install
 from testbed.evaluators import fake_evaluator
-from tests.conftest import README_REQUEST
+from tests.api.contract import SHARED_ROUTE_CASES, SYSTEMONE_CASES
+from tests.batches.contract import BATCH_CASES, BATCH_NEVER_SHOWN
+from tests.classify.contract import CLASSIFY_CASES
+from tests.decisions.contract import DECISIONS_CASES
 from tests.docs.conftest import openapi
-from tests.docs.contract import (
-    BROTLI,
-    CORRUPT_GZIP,
-    KEY,
-    Case,
-    Ctx,
-    Drive,
-    Json,
-    Operation,
-    Reply,
-    backend_dead,
-    backend_failing,
-    backend_slow,
-    bug,
-    cross_site_post,
-    get_path,
-    limits_unreadable,
-    ok,
-    overloaded,
-    rate_limited,
-    raw,
-    stalled,
-    too_large,
-    unauthenticated,
-)
-from tests.docs.contract_batches import BATCH_CASES, BATCH_NEVER_SHOWN
-from tests.google.contract_v1beta import V1BETA_CASES
-from tests.stored import drained
+from tests.docs.contract import Case, Ctx, Json, Operation, Reply, cases_merged, get_path
+from tests.google.contract import GOOGLE_CASES
 
-# -- Cases of the evaluating routes ------------------------------------------------------------------------------
-
-
-def _evaluating_cases(path: str, body: Json, *, classifiers: bool = False) -> list[Case]:
-    """What every evaluating route answers the same way (each in its own shape)."""
-    c = classifiers
-    return [
-        Case("a body that is not the gzip it claims", 400, raw(path, b"not gzip at all", CORRUPT_GZIP)),
-        Case("no key while auth is on", 401, unauthenticated(path, body)),
-        Case("a browser post from another origin", 403, cross_site_post(path, body)),
-        Case("a body that stops arriving", 408, stalled(path)),
-        Case("a body over max_body_bytes", 413, too_large(path)),
-        Case("an unsupported Content-Encoding", 415, raw(path, json.dumps(body).encode(), BROTLI)),
-        Case("over the requests per minute", 429, rate_limited(path, body, classifiers=c)),
-        Case("rate limits that cannot be counted", 429, limits_unreadable(path, body, classifiers=c)),
-        Case("a bug while rendering", 500, _render_bug(path, body, classifiers=c)),
-        Case("the backend answers an error", 502, backend_failing(path, body, classifiers=c)),
-        Case("the backend is down", 503, backend_dead(path, body, classifiers=c)),
-        Case("the evaluation runs past its deadline", 504, backend_slow(path, body, classifiers=c)),
-        Case("more evaluations than max_concurrent_requests", 529, overloaded(path, body, classifiers=c)),
-    ]
-
-
-RENDERERS = {
-    "/v1/systemone": (systemone_answer, "served_render"),
-    "/v1/decisions": (decisions_answer, "decided_render"),
-    "/v1/classify": (classify_answer, "classified_render"),
-}
-"""Each route's answer module and the renderer it calls."""
-
-
-def _render_bug(path: str, body: Json, *, classifiers: bool = False) -> Drive:
-    module, name = RENDERERS[path]
-    return bug(path, body, module, name, classifiers=classifiers)
-
-
-# -- Drivers of single routes -----------------------------------------------------------------------------------
-
-
-async def _feedback_200(ctx: Ctx) -> Reply:
-    """Label each question type of a stored evaluation; the last label's response is checked (all must be 200)."""
-    ctx.configure(store_evaluations="full")
-    evaluated = await ctx.post("/v1/systemone", README_REQUEST)
-    assert evaluated.status == 200, evaluated.body
-    await drained()
-    request_id = evaluated.headers["x-typesafe-request-id"]
-    replies = [
-        await ctx.post("/v1/feedback", {"request_id": request_id, "question_id": question, "label": label})
-        for question, label in (("refund", True), ("anger", 2), ("team", "Billing"))
-    ]
-    assert [r.status for r in replies] == [200, 200, 200], [r.body for r in replies]
-    return replies[-1]
-
-
-async def _feedback_db_down(ctx: Ctx) -> Reply:
-    def unusable(**_: Any) -> Any:
-        raise OperationalError("the database is down")
-
-    ctx.patch.setattr(feedback, "answer_find", unusable)
-    return await ctx.post("/v1/feedback", FEEDBACK_BODY)
-
-
-async def _classifiers_unreadable(ctx: Ctx) -> Reply:
-    ctx.broken(registry, "_classifiers_fetch")
-    registry.classifier_cache_forget()
-    return await ctx.post("/v1/classify", CLASSIFY_REQUEST)
-
-
-async def _health_auth_on_without_key(ctx: Ctx) -> Reply:
-    ctx.auth_on()
-    return await ctx.get("/health")
-
-
-async def _health_backend_dead(ctx: Ctx) -> Reply:
-    ctx.fake.dead()
-    return await ctx.get("/health")
-
-
-async def _models_with_classifiers(ctx: Ctx) -> Reply:
-    ctx.classifiers()
-    return await ctx.get("/v1/models")
-
-
-FEEDBACK_BODY = {"request_id": "req_0123456789abcdef0123456789abcdef", "question_id": "team", "label": "Billing"}
-DECISIONS_UNKNOWN_MODEL = {**DECISIONS_REQUEST, "model": "gpt-6-luna"}
-DECISIONS_INVALID = {**DECISIONS_REQUEST, "questions": [{"type": "choice", "instructions": "?", "choices": []}]}
-GOOGLE_INVALID = {
-    **GOOGLE_REQUEST,
-    "questions": {"team": {"type": "choice", "instructions": "?", "criteria": {"a": ""}}},
-}
-GOOGLE_KEY = {"x-goog-api-key": KEY}
-"""Google's SDK's key header: what puts the errors before the body is read in Google's shape."""
-
-
-async def _google_wrong_key(ctx: Ctx) -> Reply:
-    ctx.auth_on()
-    return await ctx.post("/v1/decisions", GOOGLE_REQUEST, headers={"x-goog-api-key": "not-the-key"})
-
-
-async def _google_rate_limited(ctx: Ctx) -> Reply:
-    ctx.configure(key_requests_per_minute=1)
-    first = await ctx.post("/v1/decisions", GOOGLE_REQUEST, headers=GOOGLE_KEY)
-    assert first.status == 200, first.body
-    return await ctx.post("/v1/decisions", GOOGLE_REQUEST, headers=GOOGLE_KEY)
-
-
-CASES: dict[Operation, list[Case]] = {
-    ("post", "/v1/systemone"): [
-        Case("the README request: a noul, a choice and a score", 200, ok("/v1/systemone", README_REQUEST)),
-        Case(
-            "questions that are invalid in several ways",
-            422,
-            ok("/v1/systemone", {**README_REQUEST, "questions": {"q": {"type": "box"}}, "model": "nope"}),
-        ),
-        Case("a body that is not JSON", 422, raw("/v1/systemone", b'{"model": ', {"Content-Type": "application/json"})),
-        *_evaluating_cases("/v1/systemone", README_REQUEST),
-    ],
-    ("post", "/v1/decisions"): [
-        Case("the README questions: a predicate, a choice and a score", 200, ok("/v1/decisions", DECISIONS_REQUEST)),
-        Case("messages and tool calls; boolean choices, no names", 200, ok("/v1/decisions", DECISIONS_CHAT_REQUEST)),
-        Case("every answer a refusal", 200, ok("/v1/decisions", DECISIONS_REQUEST, refusal_label_mass=1.0)),
-        Case("a choice question without choices", 400, ok("/v1/decisions", DECISIONS_INVALID)),
-        Case("a body that is not JSON", 400, raw("/v1/decisions", b'{"model": ', {"Content-Type": "application/json"})),
-        Case("a model not served here", 404, ok("/v1/decisions", DECISIONS_UNKNOWN_MODEL)),
-        *_evaluating_cases("/v1/decisions", DECISIONS_REQUEST),
-        Case("Google's shape: the README questions", 200, ok("/v1/decisions", GOOGLE_REQUEST)),
-        Case("Google's shape: a choice with one option", 400, ok("/v1/decisions", GOOGLE_INVALID)),
-        Case(
-            "Google's shape: a model not served here",
-            404,
-            ok("/v1/decisions", {**GOOGLE_REQUEST, "model": "models/gemini-decision-1"}),
-        ),
-        Case("Google's shape: a wrong x-goog-api-key", 401, _google_wrong_key),
-        Case("Google's shape: over the requests per minute", 429, _google_rate_limited),
-        Case("Google's shape: the backend is down", 503, backend_dead("/v1/decisions", GOOGLE_REQUEST)),
-    ],
-    ("post", "/v1/classify"): [
-        Case("two texts, a choice classifier", 200, ok("/v1/classify", CLASSIFY_REQUEST, classifiers=True)),
-        Case(
-            "one text, a noul classifier",
-            200,
-            ok("/v1/classify", {"model": "spam", "input": "Win!"}, classifiers=True),
-        ),
-        Case("`input` missing", 400, ok("/v1/classify", {"model": "sentiment"}, classifiers=True)),
-        Case("no classifier of that name", 404, ok("/v1/classify", {"model": "sentimnet", "input": "x"})),
-        Case("the classifier table cannot be read", 503, _classifiers_unreadable),
-        *_evaluating_cases("/v1/classify", CLASSIFY_REQUEST, classifiers=True),
-    ],
-    ("post", "/v1/feedback"): [
-        Case("a label for each question type of a stored evaluation", 200, _feedback_200),
-        Case("no stored answer of that id", 404, ok("/v1/feedback", FEEDBACK_BODY)),
-        Case("a label missing, an unknown field", 422, ok("/v1/feedback", {"request_id": "req_x", "extra": 1})),
-        Case("the database cannot be used", 503, _feedback_db_down),
-        Case("a bug", 500, bug("/v1/feedback", FEEDBACK_BODY, feedback, "feedback_record")),
-        Case("a body that is not the gzip it claims", 400, raw("/v1/feedback", b"not gzip", CORRUPT_GZIP)),
-        Case("no key while auth is on", 401, unauthenticated("/v1/feedback", FEEDBACK_BODY)),
-        Case("a browser post from another origin", 403, cross_site_post("/v1/feedback", FEEDBACK_BODY)),
-        Case("a body that stops arriving", 408, stalled("/v1/feedback")),
-        Case("a body over max_body_bytes", 413, too_large("/v1/feedback")),
-        Case("a body not declared JSON", 415, raw("/v1/feedback", b"{}", {"Content-Type": "text/plain"})),
-    ],
-    ("get", "/v1/models"): [
-        Case("the model names, and the classifiers", 200, _models_with_classifiers),
-        Case("no key while auth is on", 401, unauthenticated("/v1/models")),
-        Case("a bug", 500, bug("/v1/models", None, model_views, "wire_formats")),
-    ],
-    ("get", "/v1/models/{model_id}"): [
-        Case("a listed model", 200, get_path("/v1/models/jev-latest")),
-        Case("no key while auth is on", 401, unauthenticated("/v1/models/jev-latest")),
-        Case("a name not listed", 404, get_path("/v1/models/gpt-6-luna")),
-    ],
-    ("get", "/v1/limits"): [
-        Case("the limits", 200, get_path("/v1/limits")),
-        Case("no key while auth is on", 401, unauthenticated("/v1/limits")),
-        Case("a bug", 500, bug("/v1/limits", None, status_views, "images_accepted")),
-    ],
-    ("get", "/health"): [
-        Case("ready, auth off: the model and the worker named", 200, get_path("/health")),
-        Case("ready, auth on, no key: neither named", 200, _health_auth_on_without_key),
-        Case("the backend does not answer", 503, _health_backend_dead),
-        Case("a bug", 500, bug("/health", None, status_views, "evaluator_status")),
-    ],
-    ("get", "/health/live"): [Case("alive", 200, get_path("/health/live"))],
-}
-
-CASES.update(BATCH_CASES)
-CASES.update(V1BETA_CASES)
+CASES = cases_merged(SYSTEMONE_CASES, DECISIONS_CASES, GOOGLE_CASES, CLASSIFY_CASES, BATCH_CASES, SHARED_ROUTE_CASES)
+"""Every operation's cases, as each wire format and route family supplies them beside its own tests."""
 
 NEEDS_DATABASE: set[Operation] = {("post", "/v1/feedback"), *BATCH_CASES}
 """Operations whose success needs stored evaluations: their cases run on the test database."""
