@@ -4,6 +4,7 @@ parameter`, `Invalid type`): the body's top level, its input and its questions a
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from api.checking.checker import Checker
@@ -11,7 +12,7 @@ from api.checking.json_body import Loc, json_kind
 from inference.errors import value_quoted
 
 
-def unknown_keys_check(check: Checker, item: dict[str, Any], allowed: set[str], loc: Loc) -> None:
+def unknown_keys_check(check: Checker, item: dict[str, Any], allowed: AbstractSet[str], loc: Loc) -> None:
     check.unknown_keys(
         item, allowed, loc, message=lambda key: f"Unknown parameter: {value_quoted(key)}", type_="unknown_parameter"
     )

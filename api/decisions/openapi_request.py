@@ -1,8 +1,10 @@
 """The body of `POST /v1/decisions` (OpenAI's Decisions API) as documented: its input, its questions and its
 options.
 
-Documentation only, like `api/systemone/openapi.py`: the body is validated by `api/decisions/parsing.py`;
-`tests/docs/test_schema.py` holds the two together.
+The shape declared once: the parser (`api/decisions/parsing.py`, `questions.py`) takes each object's keys and the
+question types from these serializers (`serializer_keys`) and refuses any other; it validates the values itself
+(linear, every problem located, OpenAI's wording), and `tests/docs/test_schema.py` holds what it reads of them to
+the document.
 """
 
 from __future__ import annotations

@@ -17,7 +17,9 @@ from api.checking.json_body import Loc, document_problems, json_kind
 from api.checking.limits import Limits, ModelUnknown
 from api.decisions.fields import string_check, unknown_keys_check
 from api.decisions.inputs import conversation_parse
+from api.decisions.openapi_request import DecisionCacheOptionsSerializer, DecisionsRequestSerializer
 from api.decisions.questions import Asked, questions_check
+from api.openapi.fields import serializer_keys
 from inference.errors import Problem, RequestInvalid
 from inference.images import Image
 from inference.requests import EvaluationRequest
@@ -25,7 +27,8 @@ from serving.config import language_model_named
 
 SAFETY_IDENTIFIER_MAX = 64
 PROMPT_CACHE_KEY_MAX = 256
-_TOP_KEYS = {"model", "input", "questions", "prompt_cache_key", "prompt_cache_options", "safety_identifier"}
+_TOP_KEYS = serializer_keys(DecisionsRequestSerializer)
+_CACHE_OPTION_KEYS = serializer_keys(DecisionCacheOptionsSerializer)
 
 
 WRONG_ROUTE = (
@@ -119,7 +122,7 @@ def _cache_options_check(check: Checker, options: Any) -> None:
             ("prompt_cache_options",), f"Invalid type: expected an object, got {json_kind(options)}", "invalid_type"
         )
         return
-    unknown_keys_check(check, options, {"mode", "ttl"}, ("prompt_cache_options",))
+    unknown_keys_check(check, options, _CACHE_OPTION_KEYS, ("prompt_cache_options",))
     if options.get("mode") not in (None, "implicit", "explicit"):
         check.add(("prompt_cache_options", "mode"), "mode must be 'implicit' or 'explicit'", "invalid_value")
     if options.get("ttl") not in (None, "30m"):

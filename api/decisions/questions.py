@@ -18,20 +18,21 @@ from api.checking.json_body import JsonKeyed, Loc, json_cache_new, json_cached, 
 from api.checking.limits import Limits
 from api.decisions.content import image_part, json_part_text
 from api.decisions.fields import string_check, unknown_keys_check
+from api.decisions.openapi_request import QUESTION, DecisionChoiceOptionSerializer, DecisionLevelSerializer
+from api.openapi.fields import serializer_keys
 from inference.errors import value_quoted
 from inference.images import Image
 from inference.lru import SizedLRU
 from inference.questions import Question, question_build
 from inference.requests import Part
 
-QUESTION_KINDS = ("predicate", "choice", "score")
+QUESTION_KINDS: tuple[str, ...] = tuple(QUESTION.serializers)
+"""The question types, as the documented union (`api.decisions.openapi_request.QUESTION`) tells them apart."""
 MAX_LEVELS = 10
 """A score's levels at most (the Decisions API's rule; also at most `max_answers`)."""
-_QUESTION_KEYS = {
-    "predicate": {"type", "instructions", "name"},
-    "choice": {"type", "instructions", "name", "choices"},
-    "score": {"type", "instructions", "name", "levels"},
-}
+_QUESTION_KEYS = {kind: serializer_keys(serializer) for kind, serializer in QUESTION.serializers.items()}
+_CHOICE_KEYS = serializer_keys(DecisionChoiceOptionSerializer)
+_LEVEL_KEYS = serializer_keys(DecisionLevelSerializer)
 _INSTRUCTION_PART_KEYS = {
     "input_text": {"type", "text"},
     "input_json": {"type", "data"},
@@ -127,7 +128,7 @@ def _question_check(
         check.add(loc, f"Invalid type: expected a question object, got {json_kind(question)}", "invalid_type")
         return None
     kind = question.get("type")
-    if kind not in QUESTION_KINDS:
+    if not isinstance(kind, str) or kind not in QUESTION_KINDS:
         check.add(
             (*loc, "type"),
             f"Invalid question type {value_quoted(kind)}; expected one of {', '.join(QUESTION_KINDS)}",
@@ -239,7 +240,7 @@ def _choices_check(
     values: list[str | bool] = []
     descriptions: list[str | None] = []
     for i, item in enumerate(_items_check(check, value, loc, limit=limit, what="choices")):
-        unknown_keys_check(check, item, {"value", "description"}, (*loc, i))
+        unknown_keys_check(check, item, _CHOICE_KEYS, (*loc, i))
         found = item.get("value")
         if not isinstance(found, str | bool):
             check.add(
@@ -272,7 +273,7 @@ def _levels_check(check: Checker, value: Any, loc: Loc, limit: int) -> tuple[tup
     labels: list[str] = []
     texts: list[str] = []
     for i, item in enumerate(_items_check(check, value, loc, limit=limit, what="levels")):
-        unknown_keys_check(check, item, {"label", "description"}, (*loc, i))
+        unknown_keys_check(check, item, _LEVEL_KEYS, (*loc, i))
         label = string_check(check, item, "label", (*loc, i))
         description = _description(check, item, (*loc, i))
         if label is not None:

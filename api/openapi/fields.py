@@ -31,6 +31,12 @@ ERROR_TYPES = (
 _TEXT_TYPES = ["string", "object", "array"]
 
 
+def serializer_keys(serializer: type[serializers.Serializer]) -> frozenset[str]:
+    """The keys of an object `serializer` documents: what its format's parser refuses every other key against, so
+    the document and the parser cannot disagree on which fields exist."""
+    return frozenset(serializer().fields)
+
+
 @extend_schema_field({"type": _TEXT_TYPES, "items": {}})
 class TextField(serializers.JSONField):
     """A string, or structured text (an object or array the model reads as compact JSON)."""
