@@ -7,6 +7,9 @@ database outage (`audit.database`: shared with the caches' refresh thread, so th
 attempt per step and logs one warning per outage, and one line with the count when it ends), for as long as it
 takes: the spool, not memory, holds what waits. A batch tried again after a failure may have been committed before
 its acknowledgement was lost, so it is written without the rows the database already holds (`dedupe`).
+
+It also writes the key usage tallied in memory at storage level `off` (`audit.storage.usage.UsageTally`), once it
+is due, at the same back-off steps while the database is out.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from django.db import connections
 from audit.database import database_outage, database_thread_bounded
 from audit.storage.spool import Spool
 from audit.storage.spool_files import HEADER, Frame, SpoolFiles, orphan_release, orphans_claim
+from audit.storage.usage import TALLY_SECONDS, Totals, UsageTally
 from serving import metrics
 
 log = logging.getLogger(__name__)
@@ -46,6 +50,8 @@ class StorageUnavailable(Exception):
 Write = Callable[[list[bytes], bool], int]
 """Write these payloads (`dedupe`: skip rows already stored); how many were stored (the others could never be, and
 were logged). Raises `StorageUnavailable` to have the batch tried again."""
+TallyWrite = Callable[[Totals], None]
+"""Add tallied key usage to the database; raises `StorageUnavailable` to have it kept and tried again."""
 
 
 @dataclass
@@ -60,9 +66,11 @@ class DrainStats:
 class Drainer:
     """Started with the spool; `stop` writes out what is spooled (within its timeout) and ends the thread."""
 
-    def __init__(self, *, spool: Spool, write: Write) -> None:
+    def __init__(self, *, spool: Spool, write: Write, tally_write: TallyWrite) -> None:
         self.spool = spool
         self._write = write
+        self._tally_write = tally_write
+        self.tally = UsageTally()
         self.stats = DrainStats()
         self.outage = database_outage
         self._stop = threading.Event()
@@ -76,9 +84,11 @@ class Drainer:
             self._idle.notify_all()
 
     def drain(self, *, timeout: float) -> bool:
-        """Wait until everything synced to the spool so far is in the database."""
+        """Wait until everything synced to the spool so far, and the usage tallied, is in the database."""
+        self.tally.asked = True
+        self.wake()
         with self._idle:
-            return self._idle.wait_for(lambda: self.spool.drained, timeout=timeout)
+            return self._idle.wait_for(lambda: self.spool.drained and not self.tally.pending, timeout=timeout)
 
     def stop(self, *, timeout: float) -> bool:
         drained = self.drain(timeout=timeout)
@@ -96,6 +106,7 @@ class Drainer:
                     self._orphans_write()
                 except Exception:  # a dead process's spool must not stop this one's: it stays for the next scan
                     log.exception("could not write the spool a process left; trying again later")
+            self._tally_written()
             frames = self.spool.files.frames_read(limit=BATCH_MAX, until=self.spool.synced)
             if not frames:
                 metrics.spool_oldest_timestamp.set(float("inf"))
@@ -109,14 +120,43 @@ class Drainer:
                 return
             self.spool.acknowledged(frames[-1].end, released=_frames_bytes(frames), frames=len(frames))
             self.wake()
+        self.tally.asked = True
+        self._tally_written()
+        if self.tally.pending:
+            log.warning("the key usage tallied at storage level off is lost: the database did not take it at stop")
         connections.close_all()
 
     def _idle_wait(self) -> None:
         with self._idle:
             self._idle.notify_all()
-            woken = self._idle.wait(timeout=IDLE_CLOSE_SECONDS)
-        if not woken:
+            woken = self._idle.wait(timeout=TALLY_SECONDS if self.tally.pending else IDLE_CLOSE_SECONDS)
+        if not woken and not self.tally.pending:
             connections.close_all()
+
+    def _tally_written(self) -> None:
+        """The tallied key usage written once due, when the database's outage allows an attempt; kept on failure."""
+        if not self.tally.due() or not self.outage.attempt_claimed(by=USER):
+            return
+        totals = self.tally.taken()
+        self.tally.asked = False
+        try:
+            self._tally_write(totals)
+        except StorageUnavailable as exc:
+            self.tally.returned(totals)
+            connections.close_all()
+            self.outage.failed(error=exc.__cause__ or exc, consequence="key usage waits in memory", by=USER)
+            return
+        except Exception:  # a fault no retry mends (a bug): logged, the counts dropped
+            log.exception("could not store the key usage tallied at storage level off; it is dropped")
+            connections.close_all()
+        self._recovered()
+        self.wake()
+
+    def _recovered(self) -> None:
+        """The database took a write: the outage, if any, ends with its one closing line."""
+        self.outage.recovered(
+            summary=f"{self.spool.pending_frames} evaluation(s) wait in this process's spool", by=USER
+        )
 
     def _orphans_write(self) -> None:
         """Every dead process's spool this process can claim, written out and removed, oldest first."""
@@ -174,9 +214,7 @@ class Drainer:
             metrics.storage_writes_total.labels("evaluations", "written").inc(written)
             if written < len(frames):
                 metrics.storage_writes_total.labels("evaluations", "failed").inc(len(frames) - written)
-            self.outage.recovered(
-                summary=f"{self.spool.pending_frames} evaluation(s) wait in this process's spool", by=USER
-            )
+            self._recovered()
             return True
 
 

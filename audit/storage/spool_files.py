@@ -4,7 +4,9 @@ claiming a dead process's files (`audit.storage.spool` writes them).
 Files, per process (an "owner"): `<owner>.lock`, held with `flock` while the owner lives (a lock that can be taken
 belongs to a dead process: its files are an orphan; a forked child closes its copy, `audit.storage.spool`),
 `<owner>.<n>.seg` segments of frames, and `<owner>.ack`, the position written so far, replaced whole (written
-aside, then renamed over the old one), so a kill never leaves half a position. A frame is a 16-byte header
+aside, then renamed over the old one), so a kill never leaves half a position. It is replaced at most every
+`ACK_SECONDS` (and whenever the position enters another segment): a kill replays what was written since, whose rows
+the replay skips by request id (`dedupe`), for a file write and a rename less per batch. A frame is a 16-byte header
 (payload length, CRC-32, the time it was appended) and the payload; a torn frame (a kill during a write, before
 its sync answered anyone; zeros a crash left) ends what is read of its segment, and reading goes on in the next
 one (a write that failed is cut off and the spool moves to a new segment). No Django.
@@ -24,6 +26,8 @@ HEADER = struct.Struct("<IId")
 """Payload length, CRC-32 of the payload, append time (seconds since the epoch)."""
 FRAME_MAX = 256 * 1024 * 1024
 """No payload is longer: a header claiming more is torn, not a frame."""
+ACK_SECONDS = 0.25
+"""The acknowledged position on disk is at most this old (see the module)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class SpoolFiles:
         self.owner = owner
         self.acked = self._ack_read()
         self._read = self.acked
+        self._ack_written = 0.0
 
     def segment_path(self, segment: int) -> Path:
         return self.directory / f"{self.owner}.{segment:06d}.seg"
@@ -118,13 +123,18 @@ class SpoolFiles:
     def ack(self, position: Position, *, keep: int | None = None) -> None:
         """Everything before `position` is in the database; segments wholly before it are deleted (not `keep`,
         the one being appended to)."""
+        crossed = position.segment != self.acked.segment
         self.acked = position
+        if not crossed and time.monotonic() - self._ack_written < ACK_SECONDS:
+            return
+        self._ack_written = time.monotonic()
         aside = self.directory / f".{self.owner}.ack"
         aside.write_text(f"{position.segment} {position.offset}")
         aside.replace(self.ack_path)  # atomic: a reader finds the old position or the new one, never half of one
-        for segment in self.segments():
-            if segment < position.segment and segment != keep:
-                self.segment_path(segment).unlink(missing_ok=True)
+        if crossed:
+            for segment in self.segments():
+                if segment < position.segment and segment != keep:
+                    self.segment_path(segment).unlink(missing_ok=True)
 
     def remove(self) -> None:
         """Delete every file of this owner (an orphan written out)."""

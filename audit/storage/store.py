@@ -30,7 +30,7 @@ from audit.storage.records import StoredEvaluation
 from audit.storage.rows import Row, evaluation_rows_build, row_scrub
 from audit.storage.spool import Spool, SpoolFull
 from audit.storage.sql import rows_insert
-from audit.storage.usage import Totals, usage_add, usage_totals
+from audit.storage.usage import Totals, totals_merged, usage_add, usage_totals
 from audit.storage.writer import schema_missing, stage_register
 from serving import metrics
 
@@ -43,11 +43,10 @@ Entry = tuple[Row | None, Totals]
 def record_encode(record: Any) -> bytes | None:
     """The spool's payload for `record` (on the spool's thread, off the event loop); None: nothing to store."""
     row = None
-    if record.level != "off":
-        try:
-            row = evaluation_rows_build(record=record)
-        except Exception:
-            log.exception("could not store evaluation %s: building its row failed", record.request_id)
+    try:
+        row = evaluation_rows_build(record=record)
+    except Exception:
+        log.exception("could not store evaluation %s: building its row failed", record.request_id)
     totals = usage_totals(records=[record])
     if row is None and not totals:
         return None
@@ -74,11 +73,16 @@ def _stored_already(entries: list[Entry]) -> list[Entry]:
 def _totals_merged(entries: list[Entry]) -> Totals:
     merged: Totals = {}
     for _, totals in entries:
-        for key, counts in totals.items():
-            row = merged.setdefault(key, [0, 0, 0, 0])
-            for i, count in enumerate(counts):
-                row[i] += count
+        totals_merged(into=merged, totals=totals)
     return merged
+
+
+def tally_write(totals: Totals) -> None:
+    """The drainer's write of key usage tallied at level `off`; StorageUnavailable while the database cannot."""
+    try:
+        usage_add(totals=totals)
+    except (OperationalError, InterfaceError) as exc:
+        raise StorageUnavailable(str(exc)) from exc
 
 
 def frames_write(payloads: list[bytes], dedupe: bool) -> int:
@@ -160,7 +164,7 @@ class Pipeline:
                 self.spool = Spool(
                     directory=directory, max_bytes=settings.OPENJEV.spool_max_bytes, encode=record_encode
                 )
-                self.drainer = Drainer(spool=self.spool, write=frames_write)
+                self.drainer = Drainer(spool=self.spool, write=frames_write, tally_write=tally_write)
                 self.spool.on_synced = self.drainer.wake
             return self.spool, self.drainer
 
@@ -205,15 +209,17 @@ def storage_start() -> None:
 
 
 def evaluation_store(*, record: StoredEvaluation) -> concurrent.futures.Future[bool] | None:
-    """Spool one evaluation (at level `off` only an answered one, for its usage); a batch worker collecting its
-    lines' records keeps them instead (`audit.storage.collect`). The future resolves True once it is on disk, or
-    fails with `SpoolFull`; None: nothing to wait for. Never raises."""
+    """Spool one evaluation (at level `off`, an answered one's usage is tallied in memory instead); a batch worker
+    collecting its lines' records keeps them instead (`audit.storage.collect`). The future resolves True once it is
+    on disk, or fails with `SpoolFull`; None: nothing to wait for. Never raises."""
     if record_collected(record=record):
         return None
-    if record.level == "off" and record.outcome is None:
-        return None
     try:
-        spool, _ = pipeline.started()
+        spool, drainer = pipeline.started()
+        if record.level == "off":
+            if record.outcome is not None:
+                drainer.tally.add(record=record)
+            return None
         return spool.append(record)
     except Exception as exc:
         log.exception("could not spool evaluation %s", record.request_id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable
 from dataclasses import replace
 
 import pytest
@@ -17,7 +18,7 @@ from django.utils import timezone
 
 from api.plumbing.recording import received_of_body
 from audit.database import database_outage
-from audit.models import Evaluation, EvaluationAnswer
+from audit.models import Evaluation, EvaluationAnswer, KeyUsage
 from audit.storage import store as storing
 from audit.storage import writer
 from audit.storage.records import StoredEvaluation
@@ -64,6 +65,33 @@ async def test_an_outage_answers_unchanged_keeps_the_rows_in_the_spool_and_store
     lines = [r.getMessage() for r in caplog.records if r.name == "audit.database"]
     assert len(lines) == 2, lines  # one when it began, one when it ended
     assert "unavailable" in lines[0] and "available again" in lines[1]
+
+
+async def test_at_storage_off_usage_is_tallied_without_the_spool_kept_through_an_outage_and_written_after(
+    api, fake, store, monkeypatch
+):
+    monkeypatch.setattr(database_outage, "backoff", (0.05,))
+    store("off")
+
+    def usage() -> Awaitable[list[tuple[int, int]]]:
+        return db(lambda: list(KeyUsage.objects.values_list("evaluations", "questions")))
+
+    def refuse(self, *args, **kwargs):
+        raise OperationalError("connection refused (simulated outage)")
+
+    writer.writer_stop()
+    with monkeypatch.context() as outage:
+        outage.setattr(BaseDatabaseWrapper, "ensure_connection", refuse)
+        responses = [await api.post("/v1/systemone", json=README_REQUEST) for _ in range(3)]
+        assert [r.status_code for r in responses] == [200, 200, 200]
+        assert storing.storage_stats()["submitted"] == 0  # nothing spooled: no answer waited for a disk
+        await asyncio.sleep(1.5)  # past the tally's second, into the outage
+    await eventually(lambda: _equal(usage(), [(3, 9)]), seconds=5.0)  # written once due, no drain asked
+    assert await stored_count() == 0
+
+
+async def _equal(found: Awaitable[object], expected: object) -> bool:
+    return await found == expected
 
 
 async def test_a_slow_database_does_not_delay_the_answer(api, fake, store, monkeypatch):
