@@ -11,8 +11,10 @@ One thread, not a pool: each thread contending for the interpreter takes slices 
 worst wait grows with the threads; bodies queue for the lane instead, at most `max_concurrent_requests` of them,
 and one more is a 529 (the server is full; retry), as an evaluation over the admission limit is. Python's switching
 does not reach into `json.loads`, which holds the interpreter for a whole body (tens of milliseconds at two
-megabytes): so after each body the lane rests as long as that body held it (`LOOP_SHARE`), and a lane kept busy
-by one caller leaves the loop half the interpreter instead of the gaps between bodies (the other key's 87 KB
+megabytes): so after each body the lane rests as long as that body held it (`LOOP_SHARE`; wall time, since a thread
+the OS preempts inside `json.loads` still holds the lock: measured in CPU time on two busy cores, the lane held it
+70 % of the time, not half), and a lane kept busy by one caller leaves the loop half the interpreter instead of the
+gaps between bodies (the other key's 87 KB
 bodies in `bench/hostile.py`'s lane check: p50 1,363–1,430 ms beside the flood without the rest, 874–910 ms
 with it; docs/benchmarks.md).
 
@@ -113,9 +115,9 @@ def _drain() -> None:
         rest = _rest_until["t"] - time.monotonic()
         if rest > 0:
             time.sleep(rest)
-        held = time.thread_time()
+        started = time.monotonic()
         job()
-        held = time.thread_time() - held
+        held = time.monotonic() - started  # wall time: a thread the OS preempts in `json.loads` still holds the lock
         _rest_until["t"] = time.monotonic() + held * LOOP_SHARE / (1 - LOOP_SHARE)
 
 
