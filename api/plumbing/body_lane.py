@@ -73,8 +73,10 @@ _counts: dict[str, int] = {"bodies": 0, "draining": 0}
 _per_subject: dict[object, int] = {}
 _last: dict[str, object] = {"subject": None}
 """The subject whose body the lane took last."""
-_rest_until: dict[str, float] = {"t": 0.0}
-"""When the lane may take its next body (`_drain`)."""
+_rest: dict[str, float | bool] = {"until": 0.0, "jumped": False}
+"""When the lane may take its next body (`_drain`), and whether a body went ahead during this rest."""
+_wake = threading.Condition(_lock)
+"""Wakes a resting lane when a body arrives (it may go ahead of the rest: `_job_due`)."""
 _subject: contextvars.ContextVar[str | None] = contextvars.ContextVar("openjev_body_lane_subject", default=None)
 
 
@@ -89,36 +91,57 @@ def lane_subject_current() -> str:
     return bound if bound is not None else subject_of(caller=None, address=client_address_current())
 
 
-def lane_job_next() -> Callable[[], None] | None:
-    """The next subject's oldest body, its subject moved to the end of the turn; None (and the lane idle) when
-    nothing waits. The subject whose body was read last goes after every other one waiting, those that arrived
-    while it was read included: a body arriving behind a flood waits for the body being read, not for the
-    flood's next one too."""
+def _subject_next() -> object:
+    """Whose body is next (under `_lock`, something waiting): the subject whose body was read last goes after every
+    other one waiting, those that arrived while it was read included, so a body arriving behind a flood waits for
+    the body being read, not for the flood's next one too."""
+    return next((s for s in _waiting if s != _last["subject"]), _last["subject"])
+
+
+def _job_take(subject: object) -> Callable[[], None]:
+    """`subject`'s oldest body (under `_lock`), its subject moved to the end of the turn."""
+    queue = _waiting.pop(subject)
+    job = queue.popleft()
+    if queue:
+        _waiting[subject] = queue
+    _last["subject"] = subject
+    return job
+
+
+def _job_due() -> tuple[Callable[[], None], bool] | None:
+    """The next body once the lane's rest is over, and whether it went ahead of the rest; None (the lane idle) when
+    nothing waits. During a rest one body of a subject other than the last one read may go ahead (its time is
+    added to the rest): so another caller's body behind a flood waits for the flood's body being read, not for
+    its rest too, while the loop still gets its share (two callers flooding alternate, each with its rest)."""
     with _lock:
-        if not _waiting:
-            _counts["draining"] = 0
-            _last["subject"] = None
-            return None
-        subject = next((s for s in _waiting if s != _last["subject"]), _last["subject"])
-        queue = _waiting.pop(subject)
-        job = queue.popleft()
-        if queue:
-            _waiting[subject] = queue
-        _last["subject"] = subject
-        return job
+        while True:
+            if not _waiting:  # `_last` is kept: the subject read last may not go ahead of its own rest
+                _counts["draining"] = 0
+                return None
+            subject = _subject_next()
+            rest = float(_rest["until"]) - time.monotonic()
+            if rest <= 0:
+                _rest["jumped"] = False
+                return _job_take(subject), False
+            if subject != _last["subject"] and not _rest["jumped"]:
+                _rest["jumped"] = True
+                return _job_take(subject), True
+            _wake.wait(rest)
 
 
 def _drain() -> None:
     """The lane's thread: bodies in turn until none waits, resting after each body for as long as it held the
-    interpreter before the next one starts (`LOOP_SHARE`)."""
-    while (job := lane_job_next()) is not None:
-        rest = _rest_until["t"] - time.monotonic()
-        if rest > 0:
-            time.sleep(rest)
+    interpreter (wall time: a thread the OS preempts inside `json.loads` still holds the lock) before the next one
+    starts (`LOOP_SHARE`); a body that went ahead during a rest adds its own time and its rest to what is left."""
+    while (due := _job_due()) is not None:
+        job, ahead = due
         started = time.monotonic()
         job()
-        held = time.monotonic() - started  # wall time: a thread the OS preempts in `json.loads` still holds the lock
-        _rest_until["t"] = time.monotonic() + held * LOOP_SHARE / (1 - LOOP_SHARE)
+        ended = time.monotonic()
+        held = ended - started
+        with _lock:
+            owed = max(0.0, float(_rest["until"]) - started) if ahead else 0.0
+            _rest["until"] = ended + owed + held * LOOP_SHARE / (1 - LOOP_SHARE)
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
@@ -182,6 +205,7 @@ def _enqueue(*, subject: object, job: Callable[[], None]) -> None:
         _waiting.setdefault(subject, deque()).append(job)
         start = not _counts["draining"]
         _counts["draining"] = 1
+        _wake.notify()
     if start:
         _lane.submit(_drain)
 

@@ -5,6 +5,7 @@ of 150,000 unknown fields left another key's 87 KB body 529 sixteen times in sev
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 import uuid
@@ -25,6 +26,10 @@ FLOOD = json.dumps(
 """Two megabytes of unknown fields on `/v1/decisions`: the most expensive body to read that the review found."""
 LARGE = {**README_REQUEST, "state": "The parcel for my order is late and the invoice is wrong. " * 1_500}
 """About 87 KB of prose (over the 64 KiB at which a body is read in the lane), well under the token budget."""
+
+
+RATIO = body_lane.LOOP_SHARE / (1 - body_lane.LOOP_SHARE)
+"""The rest after a body, per second it held the interpreter."""
 
 
 def bearer(secret: str) -> dict[str, str]:
@@ -71,14 +76,29 @@ def cpu_burned(seconds: float) -> float:
     return time.monotonic()
 
 
-async def test_the_lane_rests_after_a_body_for_the_loops_share_of_the_interpreter() -> None:
+async def test_the_lane_rests_after_a_body_for_the_loops_share_before_the_same_callers_next() -> None:
     """A body that held the interpreter for 50 ms is followed by a rest long enough that the loop keeps its share
-    (`LOOP_SHARE`) before the next body, another caller's, is started."""
+    (`LOOP_SHARE`) before the same caller's next body is started."""
     first = asyncio.create_task(
-        body_lane.body_lane_run(work=lambda: cpu_burned(0.05), size=body_lane.OFF_LOOP_BYTES, subject="first")
+        body_lane.body_lane_run(work=lambda: cpu_burned(0.05), size=body_lane.OFF_LOOP_BYTES, subject="flood")
     )
     await asyncio.sleep(0.01)  # the first body is being read
-    second = body_lane.body_lane_run(work=time.monotonic, size=body_lane.OFF_LOOP_BYTES, subject="second")
+    second = body_lane.body_lane_run(work=time.monotonic, size=body_lane.OFF_LOOP_BYTES, subject="flood")
     ended, started = await first, await second
-    rest = 0.05 * body_lane.LOOP_SHARE / (1 - body_lane.LOOP_SHARE)
-    assert started - ended >= rest * 0.9
+    assert started - ended >= 0.05 * RATIO * 0.9
+
+
+async def test_another_callers_body_goes_ahead_of_the_rest_and_the_rest_then_counts_its_time() -> None:
+    """Behind a flood's body, another caller's body is read as soon as that body ends, not after its rest; the
+    flood's next body then waits for the rest left, the other body's time and that body's own rest."""
+    lane = functools.partial(body_lane.body_lane_run, size=body_lane.OFF_LOOP_BYTES)
+    first = asyncio.create_task(lane(work=lambda: cpu_burned(0.05), subject="flood"))
+    await asyncio.sleep(0.01)  # the first body is being read
+    again = asyncio.create_task(lane(work=time.monotonic, subject="flood"))
+    await asyncio.sleep(0.005)
+    other = asyncio.create_task(lane(work=lambda: (time.monotonic(), cpu_burned(0.02)), subject="other"))
+    ended = await first
+    (other_started, other_ended), again_started = await other, await again
+    assert other_started - ended < 0.05 * RATIO / 2  # it went ahead of the flood's rest
+    assert again_started - ended >= (0.05 * RATIO + 0.02 + 0.02 * RATIO) * 0.9
+    assert again_started >= other_ended
