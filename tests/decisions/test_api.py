@@ -175,6 +175,7 @@ async def test_an_image_in_question_instructions_where_the_deployment_takes_none
             "array_above_max_length",
         ),
         ({"questions": [question_with(type="boolean")]}, "questions[0].type", "invalid_value"),
+        ({"questions": [question_with(type=["predicate"])]}, "questions[0].type", "invalid_value"),  # not a 500
         ({"questions": [question_with(criteria={"true": "x"})]}, "questions[0].criteria", "unknown_parameter"),
         ({"questions": [question_with()] * 401}, "questions", "array_above_max_length"),
         ({"questions": []}, "questions", "array_below_min_length"),
