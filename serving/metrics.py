@@ -120,8 +120,9 @@ storage_queue_depth = Gauge(
 )
 storage_writes_total = Counter(
     "openjev_storage_writes_total",
-    "Records handed to storage, by sink (evaluations: each one's row and its key's usage, from the spool; api_keys: "
-    "keys' last use, from the writer) and outcome: written; failed (the database refused them); dropped (the "
+    "Records handed to storage, by sink (evaluations: each one's row and its key's usage, from the spool; "
+    "key_usage: at storage level off, the evaluations whose key usage was tallied in memory; api_keys: keys' last "
+    "use, from the writer) and outcome: written; failed (the database refused them); dropped (the "
     "writer's queue was full); unstored (answered while the spool could not take it, "
     "OPENJEV_SPOOL_FULL=answer). Failed, dropped and unstored records are lost.",
     ["sink", "outcome"],
@@ -151,7 +152,7 @@ cache_updated_timestamp = Gauge(
 )
 storage_batch_duration = Histogram(
     "openjev_storage_batch_duration_seconds",
-    "Seconds the storage writer took to write one batch.",
+    "Seconds storage took to write one batch (of spooled evaluations, of tallied key usage, of keys' last use).",
     buckets=BATCH_BUCKETS,
 )
 key_requests_total = Counter(
@@ -170,7 +171,7 @@ LIMITS = ("requests", "tokens", "inflight", "paused", "too_large", "wrong_keys",
 OVERLOAD_REASONS = ("evaluations", "body_lane", "websockets")
 STORE_POLICIES = ("open", "closed")
 BACKEND_ERROR_KINDS = ("unavailable", "failed", "timeout")
-STORAGE_SINKS = ("evaluations", "api_keys")
+STORAGE_SINKS = ("evaluations", "key_usage", "api_keys")
 STORAGE_OUTCOMES = ("written", "failed", "dropped", "unstored")
 
 

@@ -139,6 +139,8 @@ class Drainer:
             return
         totals = self.tally.taken()
         self.tally.asked = False
+        evaluations = sum(counts[0] for counts in totals.values())
+        began = time.perf_counter()
         try:
             self._tally_write(totals)
         except StorageUnavailable as exc:
@@ -149,6 +151,11 @@ class Drainer:
         except Exception:  # a fault no retry mends (a bug): logged, the counts dropped
             log.exception("could not store the key usage tallied at storage level off; it is dropped")
             connections.close_all()
+            metrics.storage_writes_total.labels("key_usage", "failed").inc(evaluations)
+        else:
+            metrics.storage_writes_total.labels("key_usage", "written").inc(evaluations)
+        finally:
+            metrics.storage_batch_duration.observe(time.perf_counter() - began)
         self._recovered()
         self.wake()
 

@@ -129,9 +129,9 @@ def test_the_scrape_shows_one_target_with_both_workers_up_the_backend_and_the_bu
     # Counters of refusals and losses exist at 0 before any (so their first increase shows), summed over workers.
     assert prometheus.by("openjev_rate_limited_total", "limit") == {(limit,): 0 for limit in LIMITS}
     assert prometheus.value('sum(openjev_storage_writes_total{outcome=~"dropped|failed"})') == 0
-    # Evaluations are not stored here, but each answered one's key usage is (every storage level counts it), spooled
-    # before the answer and written by the drainer just after: wait for a scrape to show the last one.
-    usage = 'openjev_storage_writes_total{sink="evaluations", outcome="written"}'
+    # Evaluations are not stored here, but each answered one's key usage is (every storage level counts it), tallied
+    # in memory and written by the drainer within a second: wait for a scrape to show the last one.
+    usage = 'openjev_storage_writes_total{sink="key_usage", outcome="written"}'
     deadline = time.monotonic() + 15
     while prometheus.value(usage) != 40:
         assert time.monotonic() < deadline, prometheus.value(usage)
