@@ -53,7 +53,7 @@ phase_duration = Histogram(
     "openjev_phase_duration_seconds",
     "Seconds one phase of an evaluating request took: admission (the per-key limits), parse (the JSON), validate "
     "(the wire format), prepare (prompt and tokens), prefill (the shared prefix), branches (every question), "
-    "render (the answer's JSON), store (handing the record to the storage writer).",
+    "render (the answer's JSON), store (the wait for the spool's sync to disk; none at storage off).",
     ["api", "phase"],
     buckets=LATENCY_BUCKETS,
 )

@@ -140,6 +140,8 @@ def meters_prepare(*, apis: Sequence[str]) -> None:
             metrics.cached_tokens_total,
         ):
             labelled(metric, api)
+        for phase in metrics.PHASES:  # the phase panel's rate, else empty after a burst the first scrape missed
+            labelled(metrics.phase_duration, api, phase)
 
 
 SPAN_OF_PHASE = {

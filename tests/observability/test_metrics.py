@@ -155,6 +155,9 @@ async def test_the_counters_alerts_read_increases_of_exist_at_zero_for_every_lab
     for sink in metrics.STORAGE_SINKS:
         for outcome in metrics.STORAGE_OUTCOMES:
             assert ("openjev_storage_writes_total", frozenset({"sink": sink, "outcome": outcome}.items())) in samples
+    for phase in metrics.PHASES:  # a rate over the phases sees a burst the first scrape missed
+        labels = frozenset({"api": STREAM_API, "phase": phase}.items())
+        assert ("openjev_phase_duration_seconds_count", labels) in samples, phase
 
 
 async def test_a_scrape_token_is_required_when_set(api, settings):
