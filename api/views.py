@@ -6,7 +6,7 @@ no format have modules of their own: `api.model_views`, `api.status_views`, and 
 from __future__ import annotations
 
 import contextlib
-import functools
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
@@ -15,26 +15,39 @@ from rest_framework.request import Request
 
 from api.plumbing.api_error import ApiError
 from api.plumbing.authentication import BearerKeyAuthentication
-from api.plumbing.bodies import Body, body_decode, body_parts_max
+from api.plumbing.bodies import Body, body_checked, body_decode, body_parts_max
 from api.plumbing.body_lane import body_lane_run
 from api.plumbing.cross_site import cross_site_refused
 from api.plumbing.error_responses import PLAIN, exception_response, shape_of_path
 from api.plumbing.formats import REQUEST_ID_HEADER, ErrorShape, Route, WireFormat, route_of_path
-from api.plumbing.metering import meter_caller, meter_current, phase_timed
+from api.plumbing.metering import meter_caller, meter_current, phase_ended, phase_timed
 from api.plumbing.multipart import is_multipart
 from api.plumbing.ratelimits import Admission, request_admitted
 from api.plumbing.requestids import client_address_current, request_id_assign, request_id_current
 from audit.callers import Caller
 from serving.compat import LeanAPIView
 
+BodyChecked = Callable[[Body], Body]
+"""What is done to a body in the turn that decoded it: its format's parse (`body_checked`)."""
 
-async def _body_read(request: Request, *, multipart: bool, shape: ErrorShape) -> Body:
-    """The body as JSON (and parts), read in the body lane when it is large (`api.plumbing.body_lane`)."""
+
+async def _body_read(request: Request, *, multipart: bool, shape: ErrorShape, checked: BodyChecked | None) -> Body:
+    """The body as JSON (and parts), then `checked`, both in one turn of the body lane when the body is large
+    (`api.plumbing.body_lane`): the `parse` phase is the wait and the decoding, `validate` the format's parse."""
+    started = time.time_ns()
     content_type = request._request.META.get("CONTENT_TYPE", "")
     raw = request._request.body
     if is_multipart(content_type) and not multipart:
         raise ApiError(415, "unsupported_media_type", "this endpoint takes a JSON body, not multipart/form-data")
-    read = functools.partial(body_decode, raw=raw, content_type=content_type, shape=shape, max_parts=body_parts_max())
+    max_parts = body_parts_max()
+
+    def read() -> Body:
+        try:
+            body = body_decode(raw=raw, content_type=content_type, shape=shape, max_parts=max_parts)
+        finally:
+            phase_ended("parse", start_ns=started)
+        return body if checked is None else checked(body)
+
     return await body_lane_run(work=read, size=len(raw))
 
 
@@ -53,11 +66,13 @@ class ApiView(LeanAPIView):
         shape = self.shape if self.shape is not PLAIN or request is None else shape_of_path(request.path)
         return exception_response(exc, shape=shape)
 
-    async def _served(self, request: Request, *, path: str, serve: Serve, multipart: bool = False) -> HttpResponse:
+    async def _served(
+        self, request: Request, *, path: str, serve: Serve, multipart: bool = False, checked: BodyChecked | None = None
+    ) -> HttpResponse:
         """Refuse what a web page sent, admit the request under its caller's limits (before its body is read:
         an invalid body counts too), read the body (JSON, or multipart with a JSON `request` part where the route
-        takes one) and answer it with `serve`; the request id goes on errors too, so a client can quote it to
-        operators."""
+        takes one; `checked` in the same turn) and answer it with `serve`; the request id goes on errors too, so a
+        client can quote it to operators."""
         request_id = request_id_current() or request_id_assign(path=path)
         caller = request.auth if isinstance(request.auth, Caller) else None
         try:
@@ -68,8 +83,7 @@ class ApiView(LeanAPIView):
                     admission = await admitted.enter_async_context(
                         request_admitted(caller=caller, address=client_address_current())
                     )
-                with phase_timed("parse"):
-                    body = await _body_read(request, multipart=multipart, shape=self.shape)
+                body = await _body_read(request, multipart=multipart, shape=self.shape, checked=checked)
                 response = await serve(body, request_id, caller, admission)
         except Exception as exc:
             response = self.handle_exception(exc)
@@ -90,7 +104,11 @@ class WireFormatView(ApiView):
         route = self._route()
         self.shape = route.format_announced(has_header=request.headers.__contains__).shape
         return await self._served(
-            request, path=self.path, serve=self._format_served(route), multipart=any(f.multipart for f in route.formats)
+            request,
+            path=self.path,
+            serve=self._format_served(route),
+            multipart=any(f.multipart for f in route.formats),
+            checked=lambda body: body_checked(body, check=route.format_of(data=body.data).check()),
         )
 
     def _route(self) -> Route:

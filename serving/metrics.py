@@ -108,6 +108,12 @@ overloaded_total = Counter(
     "evaluations (OPENJEV_MAX_CONCURRENT_REQUESTS), body_lane (large bodies waiting to be read), websockets.",
     ["reason"],
 )
+body_lane_wait = Histogram(
+    "openjev_body_lane_wait_seconds",
+    "Seconds a large body waited for its turn in the body lane, from its arrival to the start of its reading "
+    "(decoded and parsed by its format in that one turn); each turn of the lane counts once.",
+    buckets=LATENCY_BUCKETS,
+)
 ratelimit_store_failures_total = Counter(
     "openjev_ratelimit_store_failures_total",
     "Times the per-key limits' store (Redis) failed or timed out, by the failure policy applied (open, closed).",

@@ -29,6 +29,7 @@ from api.classify.registry import classifier_problems, classifier_spec_of
 from api.classify.render import classified_render
 from api.classify.service import Classified, classify_run
 from api.plumbing.api_error import ApiError
+from api.plumbing.bodies import Body
 from api.plumbing.error_responses import api_error_of
 from api.plumbing.requestids import request_id_assign
 from audit.admin.display import probability_bars
@@ -152,7 +153,7 @@ class ClassifierAdmin(admin.ModelAdmin):
         if request.method == "POST" and form.is_valid():
             try:
                 classified: Classified = async_to_sync(classify_run)(
-                    data={"model": obj.name, "input": form.cleaned_data["text"]},
+                    body=Body(data={"model": obj.name, "input": form.cleaned_data["text"]}, size=0),
                     request_id=request_id_assign(path=FORMAT.path),
                     caller=ADMIN_CALLER,
                     classifier=spec,

@@ -15,9 +15,7 @@ from calibration.applied import calibrated_header
 
 
 async def classify_answer(body: Body, request_id: str, caller: Caller | None, admission: Admission) -> HttpResponse:
-    classified = await classify_run(
-        data=body.data, size=body.size, request_id=request_id, caller=caller, admission=admission
-    )
+    classified = await classify_run(body=body, request_id=request_id, caller=caller, admission=admission)
     headers = {"x-typesafe-request-id": request_id, "x-openjev-model": classified.served_model}
     with phase_timed("render"):
         return json_response(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from api.classify.answer import classify_answer
 from api.classify.errors import CLASSIFY_SHAPE
 from api.classify.registry import classifier_names_list
+from api.classify.service import classify_check
 from api.plumbing.formats import WireFormat
 
 FORMAT = WireFormat(
@@ -14,6 +15,7 @@ FORMAT = WireFormat(
     label="Classify (POST /v1/classify)",
     path="/v1/classify",
     serve=classify_answer,
+    check=classify_check,
     shape=CLASSIFY_SHAPE,
     request_id_prefix="classify-",
     models=classifier_names_list,

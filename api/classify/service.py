@@ -18,10 +18,9 @@ from django.conf import settings
 from api.classify.parsing import classify_request_parse
 from api.classify.registry import ClassifierSpec, classifier_find
 from api.plumbing.api_error import ApiError
-from api.plumbing.bodies import request_parsed
+from api.plumbing.bodies import Body, request_parsed
 from api.plumbing.evaluate import evaluations_calibrated
 from api.plumbing.formats import FormatCheck
-from api.plumbing.metering import phase_timed
 from api.plumbing.ratelimits import Admission
 from api.plumbing.recording import evaluation_recorded
 from audit.callers import Caller
@@ -104,26 +103,24 @@ def classify_check() -> FormatCheck:
 
 async def classify_run(
     *,
-    data: Any,
+    body: Body,
     request_id: str,
     caller: Caller | None,
     classifier: ClassifierSpec | None = None,
-    size: int = 0,
     admission: Admission | None = None,
 ) -> Classified:
-    """Validate (400; a body of `size` bytes or more in the body lane), find the classifier (404), evaluate every
-    input on the process's evaluator.
+    """Validate (400; a large body in the body lane, unless the view parsed it there already), find the
+    classifier (404), evaluate every input on the process's evaluator.
 
     Like `systemone_evaluate`, every call is recorded, answered or failed, linked to its classifier.
     The admin's "try it" passes the `classifier` it shows (read fresh from the database) instead of
     the cached one.
     """
-    check = classify_check()
+    check, data = classify_check(), body.data
     async with evaluation_recorded(
         request_id=request_id, caller=caller, unparsed=lambda: check.unparsed(data=data)
     ) as call:
-        with phase_timed("validate"):
-            request = await request_parsed(data=data, parse=check.parse, size=size)
+        request = await request_parsed(body=body, check=check)
         if classifier is not None and classifier.problem:
             raise ApiError(404, "not_found", f"classifier {classifier.name!r} cannot be served: {classifier.problem}")
         found = classifier if classifier is not None else await classifier_find(name=request.model)

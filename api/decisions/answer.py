@@ -14,8 +14,6 @@ from audit.callers import Caller
 
 
 async def decisions_answer(body: Body, request_id: str, caller: Caller | None, admission: Admission) -> HttpResponse:
-    decided = await decisions_evaluate(
-        data=body.data, size=body.size, request_id=request_id, caller=caller, admission=admission
-    )
+    decided = await decisions_evaluate(body=body, request_id=request_id, caller=caller, admission=admission)
     with phase_timed("render"):
         return json_response(body=decided_render(decided=decided), headers=decided_headers(decided=decided))

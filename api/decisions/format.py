@@ -7,7 +7,7 @@ from __future__ import annotations
 from api.decisions.answer import decisions_answer
 from api.decisions.errors import OPENAI_SHAPE
 from api.decisions.openapi import decisions_family_openapi
-from api.decisions.service import decisions_limits_shown
+from api.decisions.service import decisions_check, decisions_limits_shown
 from api.plumbing.formats import REQUEST_ID_HEADER, WireFormat
 
 FORMAT = WireFormat(
@@ -15,6 +15,7 @@ FORMAT = WireFormat(
     label="Decisions (POST /v1/decisions)",
     path="/v1/decisions",
     serve=decisions_answer,
+    check=decisions_check,
     shape=OPENAI_SHAPE,
     request_id_headers=(REQUEST_ID_HEADER, "x-request-id"),  # OpenAI's SDK reads `x-request-id` (`_request_id`)
     system="openai",

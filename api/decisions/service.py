@@ -8,7 +8,6 @@ import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from django.conf import settings
 
@@ -17,6 +16,7 @@ from api.checking.limits import Limits, limits_configured
 from api.decisions.parsing import DecisionsRequest, decisions_request_parse
 from api.decisions.questions import MAX_LEVELS
 from api.plumbing.api_error import ApiError
+from api.plumbing.bodies import Body
 from api.plumbing.evaluate import images_accepted
 from api.plumbing.formats import FormatCheck
 from api.plumbing.ratelimits import Admission
@@ -123,11 +123,11 @@ def received_of(request: DecisionsRequest, *, refusal_below: float) -> Received:
 
 
 async def decisions_evaluate(
-    *, data: Any, request_id: str, caller: Caller | None, size: int = 0, admission: Admission | None = None
+    *, body: Body, request_id: str, caller: Caller | None, admission: Admission | None = None
 ) -> Decided:
     """Validate (400 naming the field; 404 for a model not served), evaluate and calibrate as System One
-    does (the same admission, deadlines and errors), record; a body of `size` bytes or more is validated in the
-    body lane."""
+    does (the same admission, deadlines and errors), record; a large body is validated in the body lane (unless
+    the view parsed it there already)."""
     config = settings.OPENJEV
     hooks = Hooks[DecisionsRequest](
         check=decisions_check(),
@@ -140,9 +140,7 @@ async def decisions_evaluate(
             )
         ),
     )
-    done = await evaluation_sequenced(
-        data=data, size=size, hooks=hooks, request_id=request_id, caller=caller, admission=admission
-    )
+    done = await evaluation_sequenced(body=body, hooks=hooks, request_id=request_id, caller=caller, admission=admission)
     return Decided(
         request_id=request_id,
         request=done.request,

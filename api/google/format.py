@@ -15,7 +15,7 @@ from api.google.errors import GOOGLE_SHAPE
 from api.google.openapi import V1BETA_PATH
 from api.google.openapi_v1beta import google_document
 from api.google.parsing import google_claims
-from api.google.service import API, google_limits_shown
+from api.google.service import API, google_check, google_limits_shown
 from api.plumbing.formats import WireFormat
 
 KEY_HEADER = "x-goog-api-key"
@@ -26,6 +26,7 @@ FORMAT = WireFormat(
     label="Google's Decisions shape (POST /v1/decisions, /v1beta/decisions)",
     path="/v1/decisions",
     serve=google_answer,
+    check=google_check,
     shape=GOOGLE_SHAPE,
     system="google",
     claims=google_claims,

@@ -8,7 +8,6 @@ import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from django.conf import settings
 
@@ -17,6 +16,7 @@ from api.google.contract import MODEL_PREFIX
 from api.google.errors import field_of
 from api.google.parsing import GoogleRequest, google_request_parse
 from api.plumbing.api_error import ApiError
+from api.plumbing.bodies import Body
 from api.plumbing.evaluate import images_accepted
 from api.plumbing.formats import FormatCheck
 from api.plumbing.ratelimits import Admission
@@ -106,11 +106,11 @@ def received_of(request: GoogleRequest) -> Received:
 
 
 async def google_evaluate(
-    *, data: Any, request_id: str, caller: Caller | None, size: int = 0, admission: Admission | None = None
+    *, body: Body, request_id: str, caller: Caller | None, admission: Admission | None = None
 ) -> GoogleDecided:
     """Validate (400 naming every field at fault; 404 for a model not served), evaluate and calibrate as System
-    One does (the same admission, deadlines and errors), record; a body of `size` bytes or more is validated in the
-    body lane."""
+    One does (the same admission, deadlines and errors), record; a large body is validated in the body lane (unless
+    the view parsed it there already)."""
     config = settings.OPENJEV
     hooks = Hooks[GoogleRequest](
         check=google_check(),
@@ -124,7 +124,5 @@ async def google_evaluate(
             )
         ),
     )
-    done = await evaluation_sequenced(
-        data=data, size=size, hooks=hooks, request_id=request_id, caller=caller, admission=admission
-    )
+    done = await evaluation_sequenced(body=body, hooks=hooks, request_id=request_id, caller=caller, admission=admission)
     return GoogleDecided(request_id=request_id, request=done.request, model=done.model, outcome=done.outcome)

@@ -3,9 +3,10 @@
 Reading a body is linear in its size (every check is), but linear in two megabytes of JSON is still a few hundred
 milliseconds of Python for the worst shapes (sixty thousand chat messages, a hundred thousand keys), and while the
 event loop runs it no other request of the process moves: not a health probe, not an answer already scored. So a
-body of `OFF_LOOP_BYTES` or more is decoded and validated in one worker thread; the loop keeps the interpreter
-between the thread's slices (Python switches threads every few milliseconds), and a small body, nearly every
-request, pays no thread hop.
+body of `OFF_LOOP_BYTES` or more is decoded and validated in one worker thread, both in one turn (the view hands
+the lane its format's parse with the decoding: each turn is a wait behind whatever else is queued); the loop keeps
+the interpreter between the thread's slices (Python switches threads every few milliseconds), and a small body,
+nearly every request, pays no thread hop. How long bodies wait for their turn is `openjev_body_lane_wait_seconds`.
 
 One thread, not a pool: each thread contending for the interpreter takes slices from the loop, so the loop's
 worst wait grows with the threads; bodies queue for the lane instead, at most `max_concurrent_requests` of them,
@@ -157,10 +158,12 @@ def _job_of[T](*, work: Callable[[], T], future: asyncio.Future[T]) -> Callable[
     """`work()` in the caller's context (its request id), its outcome handed to `future` on the caller's loop; a
     caller that stopped waiting before the body's turn came costs nothing more."""
     loop, context = future.get_loop(), contextvars.copy_context()
+    queued = time.monotonic()
 
     def job() -> None:
         if future.done():
             return
+        metrics.body_lane_wait.observe(time.monotonic() - queued)
         result: Any = None
         error: BaseException | None = None
         try:

@@ -75,6 +75,12 @@ class FormatCheck:
     maps to an answer."""
     unparsed: Callable[..., Received]
     """`unparsed(data=...)`: what the audit stores of a body that could not be parsed."""
+    parts: bool = False
+    """Whether `parse` reads a multipart body's image parts too (`parts=`, a dict by name; None for none)."""
+
+    def body_parse(self, *, data: Any, parts: dict[str, bytes] | None) -> Any:
+        """The format's request of a read body: its JSON, and its parts where the format reads them."""
+        return self.parse(data=data, parts=parts) if self.parts else self.parse(data=data)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,6 +92,10 @@ class WireFormat:
     path: str
     """The route it is served on, e.g. `/v1/systemone` (under whatever prefix a gateway mounts the API)."""
     serve: Serve
+    check: Callable[[], FormatCheck]
+    """How its bodies are parsed under the settings now in force (the builder its service's sequence uses): the
+    view parses a body with it in the same turn of the body lane that decoded it, so a large body waits its turn
+    once, not once to be decoded and again to be parsed."""
     shape: ErrorShape = field(default_factory=ErrorShape)
     request_id_prefix: str = "req_"
     request_id_headers: tuple[str, ...] = (REQUEST_ID_HEADER,)

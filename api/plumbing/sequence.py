@@ -8,16 +8,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from api.checking.images import ImageLimits
 from api.checking.limits import ModelUnknown
 from api.plumbing.api_error import ApiError
-from api.plumbing.bodies import request_parsed
+from api.plumbing.bodies import Body, request_parsed
 from api.plumbing.evaluate import HostingRequest, evaluation_calibrated, hosted_images_fetched
 from api.plumbing.formats import FormatCheck
-from api.plumbing.metering import phase_timed
 from api.plumbing.ratelimits import Admission
 from api.plumbing.recording import evaluation_recorded
 from audit.callers import Caller
@@ -63,8 +61,6 @@ class Hooks[Parsed: HostingRequest]:
     refused: Callable[[Exception], ApiError | None] = _none_refused
     """The format's answer to a parse failure that is not a problem list (a model not served, a wrong route), or
     None to let it pass as it is."""
-    bound: dict[str, Any] = field(default_factory=dict)
-    """Arguments its parse takes besides the body (a multipart body's parts)."""
 
 
 @dataclass(frozen=True)
@@ -77,23 +73,22 @@ class Sequenced[Parsed]:
 
 async def evaluation_sequenced[Parsed: HostingRequest](
     *,
-    data: Any,
-    size: int,
+    body: Body,
     hooks: Hooks[Parsed],
     request_id: str,
     caller: Caller | None,
     admission: Admission | None = None,
     on_answer: AnswerSink | None = None,
 ) -> Sequenced[Parsed]:
-    """The body (`data`, of `size` bytes as sent) parsed, evaluated and calibrated, recorded however it ends; the
-    errors as `hooks` make them; `on_answer` gets each answer as soon as it is scored (the stream)."""
+    """The body parsed (or its parse taken, where the view ran it), evaluated and calibrated, recorded however it
+    ends; the errors as `hooks` make them; `on_answer` gets each answer as soon as it is scored (the stream)."""
     check = hooks.check
     async with evaluation_recorded(
-        request_id=request_id, caller=caller, unparsed=lambda: check.unparsed(data=data)
+        request_id=request_id, caller=caller, unparsed=lambda: check.unparsed(data=body.data)
     ) as call:
         try:
-            with hooks.problems(None), phase_timed("validate"):
-                request: Parsed = await request_parsed(data=data, parse=check.parse, size=size, **hooks.bound)
+            with hooks.problems(None):
+                request: Parsed = await request_parsed(body=body, check=check)
         except Exception as exc:
             answer = hooks.refused(exc)
             if answer is None:

@@ -14,8 +14,6 @@ from audit.callers import Caller
 
 
 async def systemone_answer(body: Body, request_id: str, caller: Caller | None, admission: Admission) -> HttpResponse:
-    served = await systemone_evaluate(
-        data=body.data, size=body.size, parts=body.parts, request_id=request_id, caller=caller, admission=admission
-    )
+    served = await systemone_evaluate(body=body, request_id=request_id, caller=caller, admission=admission)
     with phase_timed("render"):
         return json_response(body=served_render(served=served), headers=served_headers(served=served))

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
 
 from django.conf import settings
 
 from api.checking.limits import limits_configured
 from api.plumbing.api_error import ApiError
+from api.plumbing.bodies import Body
 from api.plumbing.formats import FormatCheck
 from api.plumbing.ratelimits import Admission
 from api.plumbing.recording import received_of_body
@@ -50,33 +50,29 @@ def systemone_check() -> FormatCheck:
             systemone_request_parse, limits=limits_configured(), models=settings.OPENJEV.language_model_names
         ),
         unparsed=functools.partial(received_of_body, api="systemone", state="state", keyed=True),
+        parts=True,
     )
 
 
 async def systemone_evaluate(
     *,
-    data: Any,
+    body: Body,
     request_id: str,
     caller: Caller | None,
-    size: int = 0,
     admission: Admission | None = None,
     on_answer: AnswerSink | None = None,
-    parts: dict[str, bytes] | None = None,
 ) -> Served:
-    """Validate (RequestInvalid), then evaluate and calibrate (`evaluation_calibrated`); `on_answer` gets each
-    answer as soon as it is scored (the stream); `parts` are a multipart body's image parts; `size` is the body's
-    bytes (a large one is validated in the body lane); `admission` holds the caller's limits (its tokens are
-    reserved once counted)."""
+    """Validate (RequestInvalid; a large body in the body lane, unless the view parsed it there already), then
+    evaluate and calibrate (`evaluation_calibrated`); `on_answer` gets each answer as soon as it is scored (the
+    stream); `admission` holds the caller's limits (its tokens are reserved once counted)."""
     hooks = Hooks[SystemOneRequest](
         check=systemone_check(),
         received=received_of,
         images=limits_configured().images,
         refused=lambda error: ApiError(400, "wrong_route", str(error)) if isinstance(error, WrongRoute) else None,
-        bound={"parts": parts},
     )
     done = await evaluation_sequenced(
-        data=data,
-        size=size,
+        body=body,
         hooks=hooks,
         request_id=request_id,
         caller=caller,

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
+from api.plumbing.bodies import Body
 from api.plumbing.error_responses import exception_detail
 from api.plumbing.metering import CLIENT_CLOSED, STREAM_API, meter_caller, meter_close, meter_open, phase_timed
 from api.plumbing.ratelimits import Admission, request_admitted
@@ -118,8 +119,7 @@ class StreamEvaluations(StreamSocket):
                     else:
                         admission = admitted.admission
                     served = await systemone_evaluate(
-                        data=body,
-                        size=size,
+                        body=Body(data=body, size=size),
                         request_id=request_id,
                         caller=self.caller,
                         admission=admission,

@@ -13,10 +13,14 @@ from dataclasses import replace
 
 import pytest
 
+from api.classify.openapi import CLASSIFY_REQUEST
+from api.decisions.openapi_examples import DECISIONS_REQUEST
+from api.google.openapi import GOOGLE_REQUEST, V1BETA_PATH
 from api.plumbing import body_lane
 from audit.keys import apikey_issue
 from tests.conftest import README_REQUEST
 from tests.database import db
+from tests.observability.helpers import samples_of, total
 
 FLOOD = json.dumps(
     {"model": "jev-latest", "input": "x", "questions": [{"type": "predicate", "instructions": "x"}]}
@@ -26,6 +30,15 @@ FLOOD = json.dumps(
 """Two megabytes of unknown fields on `/v1/decisions`: the most expensive body to read that the review found."""
 LARGE = {**README_REQUEST, "state": "The parcel for my order is late and the invoice is wrong. " * 1_500}
 """About 87 KB of prose (over the 64 KiB at which a body is read in the lane), well under the token budget."""
+PROSE = LARGE["state"]
+LARGE_OF_ROUTE = {
+    "/v1/systemone": (LARGE, "systemone", 200),
+    "/v1/decisions": ({**DECISIONS_REQUEST, "input": PROSE}, "decisions", 200),
+    V1BETA_PATH: ({**GOOGLE_REQUEST, "input": PROSE}, "google", 200),
+    "/v1/classify": ({**CLASSIFY_REQUEST, "model": "no-such-classifier", "input": [PROSE]}, "classify", 404),
+}
+"""A body of each route over the lane's threshold, the API it is counted under, and its status (no classifier is
+saved here: classify's is parsed, then its classifier not found)."""
 
 
 RATIO = body_lane.LOOP_SHARE / (1 - body_lane.LOOP_SHARE)
@@ -66,6 +79,25 @@ async def test_a_second_keys_large_bodies_are_answered_while_one_key_floods_the_
         await asyncio.gather(*loops)
     assert [a.status_code for a in answers] == [200] * 5, [a.text[:200] for a in answers]
     assert 529 in statuses and 400 in statuses  # the flood met its own share, and what it got read was refused
+
+
+@pytest.mark.parametrize("path", sorted(LARGE_OF_ROUTE))
+async def test_a_large_body_waits_for_the_lane_once_decoded_and_parsed_by_its_format_in_one_turn(api, fake, path):
+    """Behind a flood, each turn of the lane is a wait behind the flood's body being read: a body decoded in one turn
+    and parsed by its format in another waited twice."""
+    body, api_name, status = LARGE_OF_ROUTE[path]
+    assert len(json.dumps(body)) > body_lane.OFF_LOOP_BYTES
+    before = samples_of((await api.get("/metrics")).text)
+    response = await api.post(path, json=body)
+    after = samples_of((await api.get("/metrics")).text)
+    assert response.status_code == status, response.text[:300]
+
+    def grew(name: str, **labels: str) -> float:
+        return total(after, name, **labels) - total(before, name, **labels)
+
+    assert grew("openjev_body_lane_wait_seconds_count") == 1
+    for phase in ("parse", "validate"):  # the wait and the decoding; the format's parse, in the same turn
+        assert grew("openjev_phase_duration_seconds_count", api=api_name, phase=phase) == 1, phase
 
 
 def cpu_burned(seconds: float) -> float:

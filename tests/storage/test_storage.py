@@ -11,6 +11,7 @@ import httpx
 import pytest
 from django.utils import timezone
 
+from api.plumbing.bodies import Body
 from api.plumbing.requestids import request_id_assign
 from api.systemone.service import systemone_evaluate
 from audit.models import Evaluation, EvaluationAnswer
@@ -231,7 +232,8 @@ async def test_failures_are_stored_with_the_status_the_client_got(api, fake, sto
 async def test_a_client_that_hangs_up_is_stored_as_499(evaluator, fake, store):
     fake.delay = 5
     request_id = request_id_assign(path="/v1/systemone")
-    task = asyncio.create_task(systemone_evaluate(data=README_REQUEST, request_id=request_id, caller=None))
+    body = Body(data=README_REQUEST, size=0)
+    task = asyncio.create_task(systemone_evaluate(body=body, request_id=request_id, caller=None))
     await asyncio.to_thread(fake.wait_in_flight, 1)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
