@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import io
 from collections.abc import Iterator
 from contextlib import closing
 from typing import Any, Final
 
 from adrf.views import APIView
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth.models import AnonymousUser
 from django.core import signals
@@ -25,7 +27,8 @@ from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.exception import convert_exception_to_response
 from django.db.models import Model
 from django.http import HttpRequest, HttpResponseBase
-from django.urls import set_script_prefix
+from django.urls import set_script_prefix, set_urlconf
+from django.utils.log import log_response
 from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.request import Request
 
@@ -38,9 +41,12 @@ class LeanASGIHandler(ASGIHandler):
     """Django's ASGI handler for routes that need no middleware and no thread-sensitive code.
 
     Reads: `BaseHandler.load_middleware` (what it builds for an empty MIDDLEWARE list, in async mode),
-    `ASGIHandler.__call__` (the per-request `ThreadSensitiveContext`, not needed) and
+    `ASGIHandler.__call__` (the per-request `ThreadSensitiveContext`, not needed),
     `ASGIHandler.handle` (copied, with `request_started` sent and the response closed in place rather
-    than through `sync_to_async`: two thread hops per request)."""
+    than through `sync_to_async`: two thread hops per request), `BaseHandler.get_response_async` (copied, with
+    an error response logged in place rather than through `sync_to_async`: a thread hop per 4xx and 5xx, which a
+    flood of refused requests pays for on the event loop) and `ASGIHandler.read_body` (a body the request body
+    reader hands over whole is not copied into a spooled file first)."""
 
     def load_middleware(self, is_async: bool = False) -> None:
         self._view_middleware: list[Any] = []
@@ -87,6 +93,30 @@ class LeanASGIHandler(ASGIHandler):
                 signals.request_finished.send(sender=self.__class__)
             else:
                 response.close()
+
+    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
+        set_urlconf(settings.ROOT_URLCONF)
+        response: Any = await self._middleware_chain(request)  # type: ignore[misc]  # async mode: a coroutine
+        response._resource_closers.append(request.close)
+        if response.status_code >= 400:  # a line to stderr at most: django.request logs at ERROR only
+            log_response("%s: %s", response.reason_phrase, request.path, response=response, request=request)
+        return response
+
+    async def read_body(self, receive: Any) -> Any:
+        """The body as one file: the request body reader (`api.plumbing.request_body`) hands every body but a
+        streamed upload over whole, in one message, which is wrapped as it is (Django would copy it into a spooled
+        file, two megabytes of copying on the event loop); a body in several messages is read as Django does."""
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise RequestAborted()
+        if not message.get("more_body", False):
+            return io.BytesIO(message.get("body", b""))
+        first: list[Any] = [message]
+
+        async def replayed() -> Any:
+            return first.pop() if first else await receive()
+
+        return await super().read_body(replayed)
 
 
 class _Processed(Exception):

@@ -12,12 +12,12 @@ One thread, not a pool: each thread contending for the interpreter takes slices 
 worst wait grows with the threads; bodies queue for the lane instead, at most `max_concurrent_requests` of them,
 and one more is a 529 (the server is full; retry), as an evaluation over the admission limit is. Python's switching
 does not reach into `json.loads`, which holds the interpreter for a whole body (tens of milliseconds at two
-megabytes): so after each body the lane rests as long as that body held it (`LOOP_SHARE`; wall time, since a thread
+megabytes): so after each body its subject rests as long as the body held the interpreter (wall time, since a thread
 the OS preempts inside `json.loads` still holds the lock: measured in CPU time on two busy cores, the lane held it
-70 % of the time, not half), and a lane kept busy by one caller leaves the loop half the interpreter instead of the
-gaps between bodies (the other key's 87 KB
-bodies in `bench/hostile.py`'s lane check: p50 1,363–1,430 ms beside the flood without the rest, 874–910 ms
-with it; docs/benchmarks.md).
+70 % of the time, not half), longer when other subjects want the lane too (`rest_per_second_held`: together they
+leave the loop `LOOP_SHARE`), and other subjects' bodies are read meanwhile. So a lane kept busy by one caller leaves
+the loop half the interpreter instead of the gaps between bodies, and another caller's body waits for the body being
+read, not for the flood's rest (figures: docs/benchmarks.md, `bench/hostile.py`'s lane check).
 
 The lane is shared fairly: bodies wait per subject (the key, or the client's address: `ratelimits.subject_of`),
 the thread takes the subjects in turn (one body of each, round and round), and one subject may have at most
@@ -74,10 +74,10 @@ _counts: dict[str, int] = {"bodies": 0, "draining": 0}
 _per_subject: dict[object, int] = {}
 _last: dict[str, object] = {"subject": None}
 """The subject whose body the lane took last."""
-_rest: dict[str, float | bool] = {"until": 0.0, "jumped": False}
-"""When the lane may take its next body (`_drain`), and whether a body went ahead during this rest."""
+_ready: dict[object, float] = {}
+"""When each resting subject's next body may be read (`_drain`); a subject not here need not wait."""
 _wake = threading.Condition(_lock)
-"""Wakes a resting lane when a body arrives (it may go ahead of the rest: `_job_due`)."""
+"""Wakes a lane waiting for every waiting subject's rest when a body arrives (its subject may not be resting)."""
 _subject: contextvars.ContextVar[str | None] = contextvars.ContextVar("openjev_body_lane_subject", default=None)
 
 
@@ -92,11 +92,12 @@ def lane_subject_current() -> str:
     return bound if bound is not None else subject_of(caller=None, address=client_address_current())
 
 
-def _subject_next() -> object:
-    """Whose body is next (under `_lock`, something waiting): the subject whose body was read last goes after every
-    other one waiting, those that arrived while it was read included, so a body arriving behind a flood waits for
-    the body being read, not for the flood's next one too."""
-    return next((s for s in _waiting if s != _last["subject"]), _last["subject"])
+def _subjects_in_turn() -> list[object]:
+    """The subjects waiting, in turn (under `_lock`): the subject whose body was read last goes after every other one
+    waiting, those that arrived while it was read included, so a body arriving behind a flood waits for the body
+    being read, not for the flood's next one too."""
+    last = _last["subject"]
+    return [s for s in _waiting if s != last] + ([last] if last in _waiting else [])
 
 
 def _job_take(subject: object) -> Callable[[], None]:
@@ -109,40 +110,41 @@ def _job_take(subject: object) -> Callable[[], None]:
     return job
 
 
-def _job_due() -> tuple[Callable[[], None], bool] | None:
-    """The next body once the lane's rest is over, and whether it went ahead of the rest; None (the lane idle) when
-    nothing waits. During a rest one body of a subject other than the last one read may go ahead (its time is
-    added to the rest): so another caller's body behind a flood waits for the flood's body being read, not for
-    its rest too, while the loop still gets its share (two callers flooding alternate, each with its rest)."""
+def _job_due() -> Callable[[], None] | None:
+    """The next body: the first subject in turn that is not resting; None (the lane idle) when nothing waits. While
+    every subject waiting rests, the lane waits for the first rest to end or for another subject's body."""
     with _lock:
         while True:
-            if not _waiting:  # `_last` is kept: the subject read last may not go ahead of its own rest
+            if not _waiting:
                 _counts["draining"] = 0
                 return None
-            subject = _subject_next()
-            rest = float(_rest["until"]) - time.monotonic()
-            if rest <= 0:
-                _rest["jumped"] = False
-                return _job_take(subject), False
-            if subject != _last["subject"] and not _rest["jumped"]:
-                _rest["jumped"] = True
-                return _job_take(subject), True
-            _wake.wait(rest)
+            now = time.monotonic()
+            for rested in [s for s, until in _ready.items() if until <= now]:
+                del _ready[rested]
+            subject = next((s for s in _subjects_in_turn() if s not in _ready), None)
+            if subject is not None:
+                return _job_take(subject)
+            _wake.wait(min(_ready[s] for s in _waiting) - now)
+
+
+def rest_per_second_held(*, sharing: int) -> float:
+    """How long a subject rests per second its body held the interpreter when `sharing` subjects want the lane: each
+    may have `(1 - LOOP_SHARE) / sharing` of the interpreter, so together they leave the loop `LOOP_SHARE`."""
+    return sharing / (1 - LOOP_SHARE) - 1
 
 
 def _drain() -> None:
-    """The lane's thread: bodies in turn until none waits, resting after each body for as long as it held the
-    interpreter (wall time: a thread the OS preempts inside `json.loads` still holds the lock) before the next one
-    starts (`LOOP_SHARE`); a body that went ahead during a rest adds its own time and its rest to what is left."""
-    while (due := _job_due()) is not None:
-        job, ahead = due
+    """The lane's thread: bodies in turn until none waits, each subject resting after its body for as long as the
+    body held the interpreter (wall time: a thread the OS preempts inside `json.loads` still holds the lock) times
+    `rest_per_second_held`, while other subjects' bodies may be read."""
+    while (job := _job_due()) is not None:
         started = time.monotonic()
         job()
         ended = time.monotonic()
-        held = ended - started
         with _lock:
-            owed = max(0.0, float(_rest["until"]) - started) if ahead else 0.0
-            _rest["until"] = ended + owed + held * LOOP_SHARE / (1 - LOOP_SHARE)
+            subject = _last["subject"]
+            sharing = len(_waiting.keys() | {subject})
+            _ready[subject] = ended + (ended - started) * rest_per_second_held(sharing=sharing)
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.checking.json_body import NESTING_MAX, body_parse, document_problems
+from api.checking.json_body import NESTING_MAX, BodyNotJson, body_parse, document_problems
 from api.plumbing.api_error import problems_render
 from tests.api.helpers import NOUL, assert_validation, body_with
 
@@ -191,3 +191,40 @@ def test_the_document_check_refuses_exactly_what_a_strict_utf8_encoder_refuses(v
     problems = document_problems(data=value)
     assert (problems == []) == _encodable(value)
     assert all(_encodable(list(p.loc)) and _encodable(p.msg) for p in problems)  # echoable in an answer
+
+
+def _read_by_the_standard_library(raw: bytes) -> object:
+    """What the body reader promises to read: the standard library's strict reading (UTF-8, no NaN/Infinity)."""
+
+    def refused(name: str) -> object:
+        raise ValueError(name)
+
+    return json.loads(raw.decode("utf-8"), parse_constant=refused)
+
+
+_numbers = st.integers(min_value=-(10**40), max_value=10**40) | st.floats() | st.sampled_from([2**63, -(2**63) - 1])
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | _numbers | _text,
+        lambda children: st.lists(children, max_size=4) | st.dictionaries(_text, children, max_size=4),
+        max_leaves=20,
+    ),
+    st.booleans(),
+    st.binary(max_size=3),
+    st.integers(min_value=0, max_value=200),
+)
+@settings(max_examples=500, deadline=None, derandomize=True, database=None)
+def test_a_body_is_read_exactly_as_the_standard_library_reads_it_or_refused_as_it_refuses(value, ascii, noise, cut):
+    """orjson reads most bodies (faster); what it would read otherwise (an integer beyond 64 bits becomes a float)
+    or refuses goes to the standard library: every document, mangled or not, is read to the same value and type."""
+    text = json.dumps(value, ensure_ascii=ascii).encode("utf-8", "surrogatepass")
+    for raw in (text, text[:cut] + noise + text[cut:], text[:cut]):
+        try:
+            expected: object = _read_by_the_standard_library(raw)
+        except ValueError:
+            with pytest.raises(BodyNotJson):
+                body_parse(raw)
+        else:
+            assert repr(body_parse(raw)) == repr(expected)

@@ -120,17 +120,29 @@ async def test_the_lane_rests_after_a_body_for_the_loops_share_before_the_same_c
     assert started - ended >= 0.05 * RATIO * 0.9
 
 
-async def test_another_callers_body_goes_ahead_of_the_rest_and_the_rest_then_counts_its_time() -> None:
-    """Behind a flood's body, another caller's body is read as soon as that body ends, not after its rest; the
-    flood's next body then waits for the rest left, the other body's time and that body's own rest."""
+async def test_another_callers_bodies_are_read_during_a_callers_rest_every_one_of_them() -> None:
+    """Behind a flood's body, another caller's bodies, sent one after another as a client sends them, are each read
+    as soon as they arrive while the flood rests; the flood's next body waits for its own rest."""
     lane = functools.partial(body_lane.body_lane_run, size=body_lane.OFF_LOOP_BYTES)
     first = asyncio.create_task(lane(work=lambda: cpu_burned(0.05), subject="flood"))
     await asyncio.sleep(0.01)  # the first body is being read
     again = asyncio.create_task(lane(work=time.monotonic, subject="flood"))
-    await asyncio.sleep(0.005)
-    other = asyncio.create_task(lane(work=lambda: (time.monotonic(), cpu_burned(0.02)), subject="other"))
     ended = await first
-    (other_started, other_ended), again_started = await other, await again
-    assert other_started - ended < 0.05 * RATIO / 2  # it went ahead of the flood's rest
-    assert again_started - ended >= (0.05 * RATIO + 0.02 + 0.02 * RATIO) * 0.9
-    assert again_started >= other_ended
+    others = [await lane(work=time.monotonic, subject="other") for _ in range(3)]
+    again_started = await again
+    assert max(others) < again_started  # every one of them during the flood's rest
+    assert again_started - ended >= 0.05 * RATIO * 0.9
+
+
+async def test_callers_flooding_together_share_the_lanes_share_of_the_interpreter() -> None:
+    """Two callers with heavy bodies alternate, and each rests as long as both need to leave the event loop its
+    share: the lane holds the interpreter no more than `1 - LOOP_SHARE` of the time between them."""
+    lane = functools.partial(body_lane.body_lane_run, size=body_lane.OFF_LOOP_BYTES)
+    first = asyncio.create_task(lane(work=lambda: cpu_burned(0.04), subject="one"))
+    await asyncio.sleep(0.01)  # the first body is being read
+    other = asyncio.create_task(lane(work=lambda: (time.monotonic(), cpu_burned(0.04)), subject="two"))
+    again = asyncio.create_task(lane(work=time.monotonic, subject="one"))
+    ended = await first
+    (other_started, _), again_started = await other, await again
+    assert other_started - ended < 0.02  # its turn, not resting
+    assert again_started - ended >= 0.04 * body_lane.rest_per_second_held(sharing=2) * 0.9
