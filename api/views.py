@@ -17,6 +17,7 @@ from api.plumbing.api_error import ApiError
 from api.plumbing.authentication import BearerKeyAuthentication
 from api.plumbing.bodies import Body, body_checked, body_decode, body_parts_max
 from api.plumbing.body_lane import body_lane_run
+from api.plumbing.body_lane_places import lane_place_release
 from api.plumbing.cross_site import cross_site_refused
 from api.plumbing.error_responses import PLAIN, exception_response, shape_of_path
 from api.plumbing.formats import REQUEST_ID_HEADER, ErrorShape, Route, WireFormat, route_of_path
@@ -84,6 +85,7 @@ class ApiView(LeanAPIView):
                         request_admitted(caller=caller, address=client_address_current())
                     )
                 body = await _body_read(request, multipart=multipart, shape=self.shape, checked=checked)
+                lane_place_release()  # parsed: the caller's next large body may be read while this one runs
                 response = await serve(body, request_id, caller, admission)
         except Exception as exc:
             response = self.handle_exception(exc)

@@ -17,6 +17,8 @@ from channels.routing import ProtocolTypeRouter  # noqa: E402
 from django.conf import settings  # noqa: E402  (settings are ready only after get_asgi_application)
 
 from api.batches.uploads import upload_room  # noqa: E402
+from api.plumbing.body_lane_admission import request_lane_place  # noqa: E402
+from api.plumbing.body_lane_places import LanePlace  # noqa: E402
 from api.plumbing.metering import Metering  # noqa: E402
 from api.plumbing.ratelimits_store import ratelimits_prepare  # noqa: E402
 from api.plumbing.request_body import RequestBodyReader  # noqa: E402
@@ -51,11 +53,17 @@ async def _upload_room(scope: Any) -> int | None:
     return await upload_room(scope, path=path_unprefixed(scope, script_name=settings.FORCE_SCRIPT_NAME))
 
 
+async def _lane_place(scope: Any) -> LanePlace | None:
+    """An API request's place in the body lane; the admin's and the docs' bodies are not the API's."""
+    return await request_lane_place(scope, within=settings.OPENJEV.body_timeout) if _is_api(scope) else None
+
+
 body_reader = RequestBodyReader(
     router,
     max_bytes=settings.OPENJEV.max_body_bytes,
     read_timeout=settings.OPENJEV.body_timeout,
     room_of=_upload_room,
+    place_of=_lane_place,
 )
 # The request id outermost, so even the host check's and the body reader's refusals carry one; the meter inside
 # it, so every answer to an evaluating route is counted with the status the client got, whoever gave it; the host

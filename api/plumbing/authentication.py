@@ -81,20 +81,28 @@ async def caller_authenticate(*, authorization: str | None, api_key: str | None 
     return caller
 
 
-async def key_valid(*, authorization: str | None, api_key: str | None = None) -> bool:
-    """Whether the request's key would be accepted (always, with auth off), counting nothing and refusing nothing:
-    for a decision taken before the view runs (a large upload's room), whose own check then answers as usual."""
+async def caller_peeked(*, authorization: str | None, api_key: str | None = None) -> Caller | None:
+    """The caller the request's key names, counting nothing and refusing nothing: None with auth off, without a key,
+    for a key not accepted, or while keys cannot be checked. For a decision taken before the view runs (a large
+    upload's room, a large body's place in the body lane), whose own check then answers as usual."""
     if not settings.OPENJEV.auth_required:
-        return True
+        return None
     token = token_of(authorization=authorization, api_key=api_key)
     if token is None:
-        return False
+        return None
     if env_key_matches(token=token):
-        return True
+        return ENV_CALLER
     try:
-        return await apikey_verify(secret=token) is not None
+        return await apikey_verify(secret=token)
     except KeysUnavailable:
-        return False
+        return None
+
+
+async def key_valid(*, authorization: str | None, api_key: str | None = None) -> bool:
+    """Whether the request's key would be accepted (always, with auth off), as `caller_peeked` looks."""
+    if not settings.OPENJEV.auth_required:
+        return True
+    return await caller_peeked(authorization=authorization, api_key=api_key) is not None
 
 
 class BearerKeyAuthentication(BaseAuthentication):

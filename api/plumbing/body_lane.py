@@ -20,11 +20,11 @@ the loop half the interpreter instead of the gaps between bodies, and another ca
 read, not for the flood's rest (figures: docs/benchmarks.md, `bench/hostile.py`'s lane check).
 
 The lane is shared fairly: bodies wait per subject (the key, or the client's address: `ratelimits.subject_of`),
-the thread takes the subjects in turn (one body of each, round and round), and one subject may have at most
-`1 / SUBJECT_SHARE_DIVISOR` of the lane's places waiting. So a caller flooding the lane with its largest bodies
-gets its own 529s, while another caller's body still finds a place and waits behind at most one body of each
-other subject, not behind the whole flood (one key's 24 loops of two-megabyte bodies left another key's 87 KB
-bodies 529 sixteen times in seventeen). A request's subject is its client's address until its key is known
+the thread takes the subjects in turn (one body of each, round and round), and one subject may hold at most
+`1 / SUBJECT_SHARE_DIVISOR` of the lane's places (`api.plumbing.body_lane_places`, where an HTTP body takes its place
+before it is received and waits for one unread). So a caller flooding the lane with its largest bodies waits on its
+own share, while another caller's body still finds a place and waits behind at most one body of each other
+subject, not behind the whole flood. A request's subject is its client's address until its key is known
 (`lane_subject_bind`, once authenticated), so even a body decoded before authentication waits in its address's
 turn, not in a turn of its own.
 """
@@ -41,18 +41,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from django.conf import settings
-
+from api.plumbing.body_lane_places import lane_place_held, place_return, place_take
 from api.plumbing.ratelimits import subject_of
 from api.plumbing.requestids import client_address_current
-from inference.errors import Overloaded
 from serving import metrics
 
 OFF_LOOP_BYTES = 64 * 1024
 """Bodies this large or larger are read in the lane (64 KiB reads in about a millisecond on the loop)."""
-SUBJECT_SHARE_DIVISOR = 4
-"""One subject may have at most this fraction of the lane's places (`max_concurrent_requests`) waiting (at least
-one): four callers flooding at once fill the lane, one never does."""
 
 LOOP_SHARE = 0.5
 """The least share of the interpreter the event loop keeps while large bodies queue for the lane: decoding one
@@ -61,17 +56,11 @@ back to back would leave the loop only the gaps between bodies, and every other 
 body's decoding at each of its turns."""
 
 
-class BodyLaneFull(Overloaded):
-    """The lane, or the caller's share of it, has as many bodies waiting as it takes: a 529, counted as the
-    lane's (not the evaluations')."""
-
-
 _lane = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openjev-body-lane")
 _lock = threading.Lock()
 _waiting: dict[object, deque[Callable[[], None]]] = {}
 """The bodies waiting, per subject, in the order the subjects' turns come (a dict keeps insertion order)."""
-_counts: dict[str, int] = {"bodies": 0, "draining": 0}
-_per_subject: dict[object, int] = {}
+_counts: dict[str, int] = {"draining": 0}
 _last: dict[str, object] = {"subject": None}
 """The subject whose body the lane took last."""
 _ready: dict[object, float] = {}
@@ -178,33 +167,6 @@ def _job_of[T](*, work: Callable[[], T], future: asyncio.Future[T]) -> Callable[
     return job
 
 
-def _place_take(*, subject: object) -> None:
-    """One more body waiting for `subject`, unless the lane or the subject's share of it is full (BodyLaneFull)."""
-    limit = settings.OPENJEV.max_concurrent_requests
-    share = max(1, limit // SUBJECT_SHARE_DIVISOR)
-    with _lock:
-        full = _counts["bodies"] >= limit
-        over_share = _per_subject.get(subject, 0) >= share
-        if not full and not over_share:
-            _counts["bodies"] += 1
-            _per_subject[subject] = _per_subject.get(subject, 0) + 1
-            return
-    metrics.overloaded_total.labels("body_lane").inc()
-    if full:
-        raise BodyLaneFull(f"{limit} large bodies are waiting to be read; retry shortly")
-    raise BodyLaneFull(f"{share} large bodies of this caller are waiting to be read; retry when one is answered")
-
-
-def _place_return(*, subject: object) -> None:
-    with _lock:
-        _counts["bodies"] -= 1
-        left = _per_subject[subject] - 1
-        if left:
-            _per_subject[subject] = left
-        else:
-            del _per_subject[subject]
-
-
 def _enqueue(*, subject: object, job: Callable[[], None]) -> None:
     with _lock:
         _waiting.setdefault(subject, deque()).append(job)
@@ -216,17 +178,19 @@ def _enqueue(*, subject: object, job: Callable[[], None]) -> None:
 
 
 async def body_lane_run[T](*, work: Callable[[], T], size: int, subject: str | None = None) -> T:
-    """`work()` for a body of `size` bytes: in place when small, else in the lane in `subject`'s turn (the request's
+    """`work()` for a body of `size` bytes: in place when small, else in the lane, in the turn of the place the request
+    holds (`lane_place_held`, taken before its body was read), or of a place taken now for `subject` (the request's
     own, `lane_subject_current`, unless given; BodyLaneFull when the lane or the subject's share is full), with the
     caller's context (its request id) either way. A caller that is cancelled stops waiting; a body already being
     read is read to its end, bounded as every body is, and one whose turn has not come is dropped."""
     if size < OFF_LOOP_BYTES:
         return work()
-    place = subject if subject is not None else lane_subject_current()
-    _place_take(subject=place)
+    held = lane_place_held()
+    place = held or place_take(subject=subject if subject is not None else lane_subject_current())
     try:
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        _enqueue(subject=place, job=_job_of(work=work, future=future))
+        _enqueue(subject=place.subject, job=_job_of(work=work, future=future))
         return await future
     finally:
-        _place_return(subject=place)
+        if held is None:
+            place_return(place)

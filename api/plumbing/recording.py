@@ -25,7 +25,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from api.plumbing.api_error import ApiError, problems_render
-from api.plumbing.body_lane import BodyLaneFull
+from api.plumbing.body_lane_places import BodyLaneFull
 from api.plumbing.error_responses import api_error_of
 from api.plumbing.metering import meter_evaluated, phase_timed
 from api.plumbing.validation import Validated

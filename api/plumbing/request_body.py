@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 
 from api.plumbing.api_error import ApiError
 from api.plumbing.body_lane import body_lane_run
+from api.plumbing.body_lane_places import LanePlace, lane_place_hold, place_return
 from api.plumbing.content_encoding import DECODERS, BodyTooLarge, BodyUndecodable, body_decode
 from api.plumbing.error_responses import error_body, shape_of_path
 from api.plumbing.json_render import body_encode
@@ -58,7 +59,11 @@ class RequestBodyReader:
 
     `room_of` may grant a request a larger limit (a batch file upload, `api.batches.uploads`): such a body is not
     read into memory but streamed to Django, which spills it to a temporary file, and cut off with a 413 (or a
-    408) as soon as it is over; Django then sees a disconnect and answers nothing more."""
+    408) as soon as it is over; Django then sees a disconnect and answers nothing more.
+
+    `place_of` gives a large body its place in the body lane before the body is received, waiting for one unread
+    when its caller's share is taken (`api.plumbing.body_lane_admission`); the request holds it until its body is
+    parsed or it ends, and a request that waited too long is a 529."""
 
     def __init__(
         self,
@@ -67,11 +72,13 @@ class RequestBodyReader:
         max_bytes: int,
         read_timeout: float,
         room_of: Callable[[Scope], Awaitable[int | None]] | None = None,
+        place_of: Callable[[Scope], Awaitable[LanePlace | None]] | None = None,
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.read_timeout = read_timeout
         self.room_of = room_of
+        self.place_of = place_of
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -101,6 +108,21 @@ class RequestBodyReader:
         if room is not None:
             await self.app(scope, self._streamed(receive, send, scope=scope, limit=room), send)
             return
+        try:
+            place = await self.place_of(scope) if self.place_of is not None else None
+        except Overloaded as exc:
+            await error_response_send(send, *self._refusal(exc), scope=scope)
+            return
+        lane_place_hold(place)
+        try:
+            await self._read_and_served(scope, receive, send, encoding=encoding)
+        finally:
+            if place is not None:
+                place_return(place)
+
+    async def _read_and_served(self, scope: Scope, receive: Receive, send: Send, *, encoding: str) -> None:
+        """The body read and decoded, then handed to the app as one message."""
+        headers = scope["headers"]
         try:
             raw = await self._read(receive)
             body = raw if encoding == "identity" else await self._decoded(raw, encoding=encoding)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,7 +18,7 @@ from api.checking.json_body import body_parse, document_problems
 from api.checking.limits import limits_configured
 from api.decisions.parsing import decisions_request_parse
 from api.decisions.service import decisions_limits
-from api.plumbing import body_lane
+from api.plumbing import body_lane_places
 from api.plumbing.body_lane import OFF_LOOP_BYTES
 from api.systemone.parsing import systemone_request_parse
 from inference.errors import RequestInvalid
@@ -150,10 +152,15 @@ async def test_a_large_stream_message_is_read_in_the_lane(asgi_server, monkeypat
     assert threads and threads[0].startswith("openjev-body-lane")
 
 
-async def test_a_full_body_lane_refuses_the_next_large_body_with_529(api, monkeypatch, settings):
-    monkeypatch.setitem(body_lane._counts, "bodies", settings.OPENJEV.max_concurrent_requests)
+async def test_a_large_body_waits_unread_for_a_full_lane_and_is_refused_529_after_the_body_timeout(
+    api, monkeypatch, settings
+):
+    settings.OPENJEV = replace(settings.OPENJEV, body_timeout=0.3)
+    monkeypatch.setitem(body_lane_places._counts, "bodies", settings.OPENJEV.max_concurrent_requests)
+    started = time.monotonic()
     response = await api.post("/v1/systemone", json={**README_REQUEST, "state": "x" * OFF_LOOP_BYTES})
     assert response.status_code == 529, response.text
+    assert time.monotonic() - started >= 0.3
     small = await api.post("/v1/systemone", json=README_REQUEST)
     assert small.status_code == 200
 
