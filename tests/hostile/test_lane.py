@@ -1,6 +1,7 @@
 """The body lane is shared per caller: one key flooding it with its most expensive bodies waits on its own share,
-its surplus unread, and another key's large bodies are read in their turn, answered normally (the review's repro: 24 loops of a 2 MB body
-of 150,000 unknown fields left another key's 87 KB body 529 sixteen times in seventeen)."""
+its surplus unread, and another key's large bodies are read in their turn, answered normally (the review's repro:
+24 loops of a 2 MB body of 150,000 unknown fields left another key's 87 KB body 529 sixteen times in
+seventeen)."""
 
 from __future__ import annotations
 
