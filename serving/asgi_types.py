@@ -12,3 +12,9 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def scope_headers(scope: Scope) -> dict[str, str]:
+    """A request's headers by lowercase name (the last of a repeated one), for a decision taken before Django reads
+    the request (a large upload's room, a large body's place in the body lane)."""
+    return {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope.get("headers", ())}

@@ -13,7 +13,7 @@ from django.conf import settings
 
 from api.plumbing.authentication import key_valid
 from api.plumbing.formats import bare_key_of
-from serving.asgi_types import Scope
+from serving.asgi_types import Scope, scope_headers
 
 UPLOAD_PATH = "/v1/files"
 MULTIPART_ROOM = 64 * 1024
@@ -26,7 +26,7 @@ async def upload_room(scope: Scope, *, path: str) -> int | None:
     path below the deployment's root."""
     if scope.get("method") != "POST" or path != UPLOAD_PATH:
         return None
-    headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope.get("headers", ())}
+    headers = scope_headers(scope)
     if headers.get("content-encoding", "identity").strip().lower() not in ("", "identity"):
         return None
     if not await key_valid(authorization=headers.get("authorization"), api_key=bare_key_of(header=headers.get)):

@@ -10,14 +10,14 @@ from api.plumbing.body_lane_places import LanePlace, body_lane_place_awaited
 from api.plumbing.formats import bare_key_of
 from api.plumbing.ratelimits import subject_of
 from api.plumbing.requestids import client_address_current
-from serving.asgi_types import Scope
+from serving.asgi_types import Scope, scope_headers
 
 
 async def request_lane_place(scope: Scope, *, within: float) -> LanePlace | None:
     """The place a request's body will be read on, waited for as `body_lane_place_awaited` says (BodyLaneFull after
     `within` seconds); None for a body declared smaller than the lane's threshold (read in place) and for none. A
     body sent in chunks, of no declared length, may be any size up to the limit, so it takes a place."""
-    headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope.get("headers", ())}
+    headers = scope_headers(scope)
     length = headers.get("content-length", "").strip()
     if (length.isdigit() and int(length) < OFF_LOOP_BYTES) or (not length and "transfer-encoding" not in headers):
         return None
